@@ -1,0 +1,35 @@
+# OpenInfer-JAX: two commands on a fresh machine: `make demo` and `make test`.
+# `make setup` (a prerequisite of both) is idempotent and fast when already done.
+
+PY      := .venv/bin/python
+PIP     := .venv/bin/pip
+STAMP   := .venv/.setup-stamp
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PKGS := libvulkan-dev libfmt-dev mesa-vulkan-drivers glslc cmake graphviz gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+
+.PHONY: setup demo test bench lint fuzz clean references
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/setup.sh
+	bash scripts/setup.sh
+	touch $(STAMP)
+
+demo: setup
+	$(PY) -m openinfer_jax.demo
+
+test: setup
+	$(PY) -m pytest -q -n 2 --dist loadgroup
+
+bench: setup
+	$(PY) bench/run_all.py
+
+lint: setup
+	.venv/bin/ruff check openinfer_jax converters tests bench examples
+	.venv/bin/ruff format --check openinfer_jax converters
+
+fuzz: setup
+	FUZZ_EXAMPLES=20000 $(PY) -m pytest -q tests/oinf/test_fuzz.py
+
+clean:
+	rm -rf .venv build .pytest_cache

@@ -1,0 +1,370 @@
+"""The graph IR: variable declarations and blocks of nodes.
+
+Plain frozen dataclasses. Equality ignores source locations (`loc`), so the same
+program written as `graph{}` text and through the Python builder compares equal.
+Both frontends produce these classes; the simulator, the Vulkan backend and the
+emitters consume only these classes (and a model).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Union
+
+from openinfer_jax.oinf.dtypes import DType
+
+__all__ = [
+    "SourceLoc",
+    "MemoryKind",
+    "Dim",
+    "ScalarValue",
+    "ParamValue",
+    "VarName",
+    "VarDecl",
+    "VarRef",
+    "CacheIndex",
+    "CacheSlice",
+    "CacheAccess",
+    "Node",
+    "Assign",
+    "Op",
+    "Transfer",
+    "CacheRead",
+    "CacheWrite",
+    "CacheIncrement",
+    "CacheDecrement",
+    "CacheReset",
+    "Branch",
+    "Loop",
+    "Yield",
+    "Await",
+    "Barrier",
+    "Dep",
+    "Return",
+    "Block",
+    "Graph",
+]
+
+
+@dataclass(frozen=True)
+class SourceLoc:
+    """Where a declaration or node came from: a DSL line:column or a Python file:line.
+
+    `snippet` is the source line, used to draw a caret under `column` in error messages.
+    """
+
+    line: int
+    column: int = 1
+    file: str | None = None
+    snippet: str | None = None
+
+    def __str__(self) -> str:
+        head = f"{self.file}:" if self.file else ""
+        return f"{head}{self.line}:{self.column}"
+
+
+def _loc_field() -> SourceLoc | None:
+    return field(default=None, compare=False, repr=False)  # type: ignore[return-value]
+
+
+class MemoryKind(enum.Enum):
+    """The four memory kinds of the DSL (docs/semantics.md)."""
+
+    DYNAMIC = "dynamic"
+    VOLATILE = "volatile"
+    CONSTANT = "constant"
+    PERSISTENT = "persistent"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# A dimension: an int literal, a sizevar name ("B"), or a product written "3*D" / "B*D".
+Dim = Union[int, str]
+
+# A scalar literal as in `@init(...)` or a param value.
+ScalarValue = Union[bool, int, float]
+
+
+@dataclass(frozen=True)
+class VarName:
+    """A param value that names a variable (e.g. `value=alpha`), as opposed to a string literal."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+# Param values: scalars, string literals, dtypes, int lists, dtype lists (acc), variable names.
+ParamValue = Union[bool, int, float, str, DType, tuple[int, ...], tuple[DType, ...], VarName]
+
+
+@dataclass(frozen=True)
+class VarDecl:
+    """A declared variable: `name(i, j): dtype[dims] @attrs;` inside a memory section.
+
+    `table_indices` are the `(i, j)` names of a prefix/cache table. `fixed` maps table
+    indices to capacities (`@fixed(i=4)`), `auto_dim` lists indices that grow dims.
+    """
+
+    name: str
+    kind: MemoryKind
+    dtype: DType
+    dims: tuple[Dim, ...] = ()
+    init: ScalarValue | None = None
+    ref: str | None = None
+    pattern: str | None = None
+    table_indices: tuple[str, ...] = ()
+    table: bool = False
+    auto_dim: tuple[str, ...] = ()
+    fixed: tuple[tuple[str, int], ...] = ()
+    loc: SourceLoc | None = _loc_field()
+
+    @property
+    def model_name(self) -> str:
+        """The model tensor this variable links to (`@ref` if given, else its own name)."""
+        return self.ref if self.ref is not None else self.name
+
+    @property
+    def is_table(self) -> bool:
+        """True for prefix tables (`W(l)`) and cache tables (`K(l, t) @table`)."""
+        return bool(self.table_indices)
+
+
+@dataclass(frozen=True)
+class VarRef:
+    """A variable use, optionally indexed into a prefix table: `x`, `W[l]`, `W[0]`."""
+
+    name: str
+    indices: tuple[int | str, ...] = ()
+
+    def __str__(self) -> str:
+        if not self.indices:
+            return self.name
+        return f"{self.name}[{', '.join(str(i) for i in self.indices)}]"
+
+
+@dataclass(frozen=True)
+class CacheIndex:
+    """One index of a cache access: a literal (negative counts from the end) or a name."""
+
+    value: int | str
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+@dataclass(frozen=True)
+class CacheSlice:
+    """A half-open slice `start..end` of a cache table axis; None means open (`..5`, `2..`)."""
+
+    start: int | str | None = None
+    end: int | str | None = None
+
+    def __str__(self) -> str:
+        s = "" if self.start is None else str(self.start)
+        e = "" if self.end is None else str(self.end)
+        return f"{s}..{e}"
+
+
+@dataclass(frozen=True)
+class CacheAccess:
+    """A persistent variable or table entry: `step`, `K[l, step]`, `A[0..5]`, `A[]`.
+
+    `bracketed` distinguishes `A[]` (whole table, explicitly) from a bare `A`.
+    """
+
+    name: str
+    indices: tuple[CacheIndex | CacheSlice, ...] = ()
+    bracketed: bool = False
+
+    def __str__(self) -> str:
+        if not self.bracketed and not self.indices:
+            return self.name
+        return f"{self.name}[{', '.join(str(i) for i in self.indices)}]"
+
+
+@dataclass(frozen=True)
+class Node:
+    """Base class of every node. `loc` is the source location (not part of equality)."""
+
+
+@dataclass(frozen=True)
+class Assign(Node):
+    """`assign name: dtype[dims];` declares a zero-initialized temporary."""
+
+    name: str
+    dtype: DType
+    dims: tuple[Dim, ...] = ()
+    loc: SourceLoc | None = _loc_field()
+
+
+@dataclass(frozen=True)
+class Op(Node):
+    """`op name(inputs..., param=value...) >> output;`.
+
+    `params` keeps the written order as (name, value) pairs.
+    """
+
+    op: str
+    inputs: tuple[VarRef, ...]
+    params: tuple[tuple[str, ParamValue], ...]
+    output: VarRef
+    loc: SourceLoc | None = _loc_field()
+
+    def param(self, name: str, default: ParamValue | None = None) -> ParamValue | None:
+        """The value of param `name`, or `default` if not given."""
+        for key, value in self.params:
+            if key == name:
+                return value
+        return default
+
+
+@dataclass(frozen=True)
+class Transfer(Node):
+    """`transfer src >> dst;` aliases src into dst (not guaranteed to copy)."""
+
+    src: VarRef
+    dst: VarRef
+    loc: SourceLoc | None = _loc_field()
+
+
+@dataclass(frozen=True)
+class CacheRead(Node):
+    """`cache.read K[l, step] >> k;`"""
+
+    src: CacheAccess
+    dst: VarRef
+    loc: SourceLoc | None = _loc_field()
+
+
+@dataclass(frozen=True)
+class CacheWrite(Node):
+    """`cache.write k >> K[l, step];`"""
+
+    src: VarRef
+    dst: CacheAccess
+    loc: SourceLoc | None = _loc_field()
+
+
+@dataclass(frozen=True)
+class CacheIncrement(Node):
+    """`cache.increment [N] name;`"""
+
+    name: str
+    amount: int = 1
+    loc: SourceLoc | None = _loc_field()
+
+
+@dataclass(frozen=True)
+class CacheDecrement(Node):
+    """`cache.decrement [N] name;`"""
+
+    name: str
+    amount: int = 1
+    loc: SourceLoc | None = _loc_field()
+
+
+@dataclass(frozen=True)
+class CacheReset(Node):
+    """`cache.reset step;`, `cache.reset K;`, `cache.reset K[l];`"""
+
+    target: CacheAccess
+    loc: SourceLoc | None = _loc_field()
+
+
+@dataclass(frozen=True)
+class Branch(Node):
+    """`branch target;` (cond None) or `branch cond then_block else_block;`.
+
+    A branch is a call: the target block runs, then execution resumes after the branch.
+    """
+
+    then_block: str
+    cond: str | None = None
+    else_block: str | None = None
+    loc: SourceLoc | None = _loc_field()
+
+
+@dataclass(frozen=True)
+class Loop(Node):
+    """`loop name (index in start..end) { body }`: half-open; bounds are ints or names."""
+
+    name: str
+    index: str
+    start: int | str
+    end: int | str
+    body: tuple[Node, ...]
+    loc: SourceLoc | None = _loc_field()
+
+
+@dataclass(frozen=True)
+class Yield(Node):
+    """`yield a, b;`"""
+
+    vars: tuple[str, ...]
+    loc: SourceLoc | None = _loc_field()
+
+
+@dataclass(frozen=True)
+class Await(Node):
+    """`await a, b;`"""
+
+    vars: tuple[str, ...]
+    loc: SourceLoc | None = _loc_field()
+
+
+@dataclass(frozen=True)
+class Barrier(Node):
+    """`barrier;` an ordering boundary (no motion or fusion across it)."""
+
+    loc: SourceLoc | None = _loc_field()
+
+
+@dataclass(frozen=True)
+class Dep(Node):
+    """`dep after(a) before(b);` an explicit control dependency (names of ops/nodes)."""
+
+    after: str
+    before: str
+    loc: SourceLoc | None = _loc_field()
+
+
+@dataclass(frozen=True)
+class Return(Node):
+    """`return;`"""
+
+    loc: SourceLoc | None = _loc_field()
+
+
+@dataclass(frozen=True)
+class Block:
+    """A named, ordered list of nodes."""
+
+    name: str
+    nodes: tuple[Node, ...]
+    loc: SourceLoc | None = _loc_field()
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A program: variable declarations (in declaration order) and blocks (entry first by convention)."""
+
+    vars: tuple[VarDecl, ...]
+    blocks: tuple[Block, ...]
+
+    def var(self, name: str) -> VarDecl | None:
+        """The declaration named `name`, or None."""
+        for decl in self.vars:
+            if decl.name == name:
+                return decl
+        return None
+
+    def block(self, name: str) -> Block | None:
+        """The block named `name`, or None."""
+        for blk in self.blocks:
+            if blk.name == name:
+                return blk
+        return None

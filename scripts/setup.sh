@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Creates/refreshes .venv with everything the project needs, including Kompute (`kp`)
+# built offline against the system Vulkan headers (see docs/vulkan.md). Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PKGS="libvulkan-dev libfmt-dev mesa-vulkan-drivers glslc cmake graphviz gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
+missing=""
+for p in $APT_PKGS; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "setup: installing apt packages:$missing"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+fi
+
+PYTHON="${PYTHON:-python3}"
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/pip install -q -e ".[flax,gguf,dev]" "pybind11>=2.12" setuptools wheel
+
+# kp (Kompute) has no wheel: build it from the sdist against system Vulkan/fmt and PyPI's
+# pybind11 3.x (Debian's pybind11 2.10 returns wrong data with numpy 2). --no-deps keeps
+# kp's numpy<2 pin from downgrading numpy.
+if ! .venv/bin/python -c "import kp" >/dev/null 2>&1; then
+  echo "setup: building kp (Kompute) from source, about a minute"
+  export KOMPUTE_OPT_INSTALL=OFF KOMPUTE_OPT_USE_BUILT_IN_VULKAN_HEADER=OFF \
+         KOMPUTE_OPT_USE_BUILT_IN_FMT=OFF KOMPUTE_OPT_USE_BUILT_IN_PYBIND11=OFF \
+         KOMPUTE_OPT_DISABLE_VULKAN_VERSION_CHECK=ON
+  pybind11_DIR="$(.venv/bin/python -m pybind11 --cmakedir)"
+  export pybind11_DIR
+  .venv/bin/pip install -q --no-deps --no-build-isolation "kp==0.9.0"
+fi
+echo "setup: ok"
