@@ -31,6 +31,15 @@ if ! .venv/bin/python -c "import kp" >/dev/null 2>&1; then
          KOMPUTE_OPT_DISABLE_VULKAN_VERSION_CHECK=ON
   pybind11_DIR="$(.venv/bin/python -m pybind11 --cmakedir)"
   export pybind11_DIR
-  .venv/bin/pip install -q --no-deps --no-build-isolation "kp==0.9.0"
+  # kp 0.9.0's setup.py lacks a comma between two CMake arguments, which glues
+  # -DPYTHON_EXECUTABLE onto the previous flag; CMake then picks whatever python3.X
+  # it finds first on PATH (a pyenv shim here) and fails. Build from a patched sdist.
+  work="$(mktemp -d)"
+  .venv/bin/pip download -q --no-deps --no-binary :all: "kp==0.9.0" -d "$work"
+  tar -xzf "$work"/kp-0.9.0.tar.gz -C "$work"
+  sed -i "s/'-DKOMPUTE_OPT_DISABLE_VULKAN_VERSION_CHECK=ON'\$/'-DKOMPUTE_OPT_DISABLE_VULKAN_VERSION_CHECK=ON',/" \
+      "$work"/kp-0.9.0/setup.py
+  .venv/bin/pip install -q --no-deps --no-build-isolation "$work"/kp-0.9.0
+  rm -rf "$work"
 fi
 echo "setup: ok"
