@@ -22,7 +22,7 @@ test: setup
 	$(PY) -m pytest -q -n 2 --dist loadgroup
 
 bench: setup
-	$(PY) bench/run_all.py
+	$(PY) bench/run_all.py $(BENCH_ARGS)
 
 lint: setup
 	.venv/bin/ruff check openinfer_jax converters tests bench examples
