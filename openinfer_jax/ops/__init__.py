@@ -1,0 +1,27 @@
+"""The op library: one registry (`registry`) and the modules that declare ops into it.
+
+Importing this package imports every op module, so `registry` is complete afterwards.
+64-bit JAX types are enabled here because i64/u64/f64 ops must be exact.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+from openinfer_jax.ops import registry  # noqa: E402
+from openinfer_jax.ops.registry import OpCheckError, OpDef, ParamKind, ParamSpec  # noqa: E402
+
+# Op modules register on import; the order fixes nothing (the registry sorts by name).
+for _module in ("arith", "bitwise", "compare", "cast", "reduce", "numerical", "rounding"):
+    if importlib.util.find_spec(f"{__name__}.{_module}") is not None:
+        importlib.import_module(f"{__name__}.{_module}")
+
+# The model-building ops live in nn.py, written by another helper; import it once it exists.
+if importlib.util.find_spec(f"{__name__}.nn") is not None:
+    importlib.import_module(f"{__name__}.nn")
+
+__all__ = ["OpCheckError", "OpDef", "ParamKind", "ParamSpec", "registry"]
