@@ -64,7 +64,6 @@ from typing import Any
 import numpy as np
 
 from openinfer_jax.errors import GraphValidationError
-from openinfer_jax.ir.nodes import VarName
 from openinfer_jax.oinf.dtypes import DType, dtype_from_name, dtype_from_numpy
 
 __all__ = [
@@ -156,6 +155,13 @@ class ParamKind(enum.Enum):
     ACC = "acc"  # dtype or [acc, out] list; resolved to (acc, out) or None
 
 
+def _is_varname(value: Any) -> bool:
+    """True for an IR `VarName` (imported lazily: ir.validate imports this module)."""
+    from openinfer_jax.ir.nodes import VarName
+
+    return _is_varname(value)
+
+
 class _Required:
     """Sentinel type of `REQUIRED`."""
 
@@ -209,9 +215,9 @@ class ParamSpec:
         """
         where = f"{op}: param {self.name}"
         kind = self.kind
-        if isinstance(value, VarName) and value.name.lower() in _SPECIAL_NAMES:
+        if _is_varname(value) and value.name.lower() in _SPECIAL_NAMES:
             value = _SPECIAL_NAMES[value.name.lower()]
-        if kind in (ParamKind.SCALAR, ParamKind.FLOAT) and isinstance(value, VarName):
+        if kind in (ParamKind.SCALAR, ParamKind.FLOAT) and _is_varname(value):
             return value  # a runtime scalar: the simulator binds it before lowering
         if isinstance(value, np.generic):
             value = value.item()
@@ -236,7 +242,7 @@ class ParamSpec:
                 return value
             raise OpCheckError(f"{where} must be true or false, got {value!r}")
         if kind is ParamKind.STRING:
-            text = value.name if isinstance(value, VarName) else value
+            text = value.name if _is_varname(value) else value
             if not isinstance(text, str):
                 raise OpCheckError(f"{where} must be a string, got {value!r}")
             if self.allowed and text not in self.allowed:
@@ -285,7 +291,7 @@ class ParamSpec:
 def _as_dtype(where: str, value: Any) -> DType:
     if isinstance(value, DType):
         return value
-    text = value.name if isinstance(value, VarName) else value
+    text = value.name if _is_varname(value) else value
     if isinstance(text, str):
         try:
             return dtype_from_name(text)

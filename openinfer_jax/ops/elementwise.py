@@ -1,0 +1,99 @@
+"""A table-driven constructor for elementwise ops, so each op is one entry, not a class.
+
+`elementwise` wraps a pair of per-value functions (one over jnp arrays in the compute type,
+one over the reference representation of `numpy_numeric`) with the storage rules: widen the
+inputs, apply the function, store in the output dtype. Ops whose inputs of different dtypes
+need special handling (cast, filter) write their own implementations instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.ops import jax_numeric, numpy_numeric
+from openinfer_jax.ops.registry import (
+    Call,
+    CheckRule,
+    InputSpec,
+    OpDef,
+    OutputRule,
+    ParamSpec,
+    register,
+)
+
+__all__ = ["elementwise", "input_specs", "params_of"]
+
+ValueFn = Callable[..., Any]
+
+
+def input_specs(names: str, dtypes: frozenset[DType], group: str = "T") -> tuple[InputSpec, ...]:
+    """Inputs named by the characters/words of `names` ("a b c"), all in one type group."""
+    return tuple(InputSpec(name, dtypes, group) for name in names.split())
+
+
+def params_of(*specs: ParamSpec) -> dict[str, ParamSpec]:
+    """A params mapping in declaration order."""
+    return {spec.name: spec for spec in specs}
+
+
+def _jax_impl(fn: ValueFn) -> Callable[..., Any]:
+    def impl(call: Call, *arrays: Any) -> Any:
+        values = [jax_numeric.widen(a, d) for a, d in zip(arrays, call.in_dtypes)]
+        return jax_numeric.store(fn(call, *values), call.out_dtype)
+
+    return impl
+
+
+def _ref_impl(fn: ValueFn) -> Callable[..., np.ndarray]:
+    def impl(call: Call, *arrays: np.ndarray) -> np.ndarray:
+        values = [numpy_numeric.ref_values(a, d) for a, d in zip(arrays, call.in_dtypes)]
+        with np.errstate(all="ignore"):
+            result = fn(call, *values)
+        return numpy_numeric.store_ref(result, call.out_dtype)
+
+    return impl
+
+
+def elementwise(
+    name: str,
+    category: str,
+    inputs: str,
+    dtypes: frozenset[DType],
+    jax_fn: ValueFn,
+    ref_fn: ValueFn,
+    *,
+    output: OutputRule | None = None,
+    broadcast: bool = False,
+    inplace: bool = True,
+    params: Mapping[str, ParamSpec] | None = None,
+    kernel: str | None = None,
+    check: CheckRule | None = None,
+    doc: str = "",
+) -> OpDef:
+    """Declare and register an elementwise op whose inputs all share one dtype.
+
+    `jax_fn(call, *values)` gets jnp arrays in the compute type (`registry.compute_dtype`);
+    `ref_fn(call, *values)` gets exact ints / f32-or-native floats / bools
+    (`numpy_numeric.ref_values`). Both return values that the storage rules convert to the
+    output dtype (integers wrap, floats round to nearest even).
+    """
+    return register(
+        OpDef(
+            name=name,
+            category=category,
+            inputs=input_specs(inputs, dtypes),
+            jax_impl=_jax_impl(jax_fn),
+            ref_impl=_ref_impl(ref_fn),
+            params=dict(params or {}),
+            output=output or OutputRule(),
+            broadcast=broadcast,
+            inplace=inplace,
+            kernel=kernel,
+            check=check,
+            doc=doc,
+        )
+    )
