@@ -1,0 +1,97 @@
+"""The graph IR: node classes, canonical text printing, JSON and validation.
+
+Both DSL frontends produce these classes; every later stage consumes only them.
+``str(graph)`` / `format_graph` print ``graph { ... }`` text, `to_json` / `from_json`
+convert to and from the versioned JSON schema of docs/graph-json.md.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from openinfer_jax.ir.nodes import (
+    Assign,
+    Await,
+    Barrier,
+    Block,
+    Branch,
+    CacheAccess,
+    CacheDecrement,
+    CacheIncrement,
+    CacheIndex,
+    CacheRead,
+    CacheReset,
+    CacheSlice,
+    CacheWrite,
+    Dep,
+    Dim,
+    Graph,
+    Loop,
+    MemoryKind,
+    Node,
+    Op,
+    ParamValue,
+    Return,
+    ScalarValue,
+    SourceLoc,
+    Transfer,
+    VarDecl,
+    VarName,
+    VarRef,
+    Yield,
+)
+from openinfer_jax.ir.printer import format_graph
+from openinfer_jax.ir.serialize import (
+    GRAPH_JSON_FORMAT,
+    GRAPH_JSON_VERSION,
+    from_json,
+    from_json_text,
+    to_json,
+    to_json_text,
+)
+
+__all__ = [
+    "Assign",
+    "Await",
+    "Barrier",
+    "Block",
+    "Branch",
+    "CacheAccess",
+    "CacheDecrement",
+    "CacheIncrement",
+    "CacheIndex",
+    "CacheRead",
+    "CacheReset",
+    "CacheSlice",
+    "CacheWrite",
+    "Dep",
+    "Dim",
+    "Graph",
+    "Loop",
+    "MemoryKind",
+    "Node",
+    "Op",
+    "ParamValue",
+    "Return",
+    "ScalarValue",
+    "SourceLoc",
+    "Transfer",
+    "VarDecl",
+    "VarName",
+    "VarRef",
+    "Yield",
+    "format_graph",
+    "to_json",
+    "from_json",
+    "to_json_text",
+    "from_json_text",
+    "GRAPH_JSON_FORMAT",
+    "GRAPH_JSON_VERSION",
+]
+
+# Validation lives in its own module (openinfer_jax/ir/validate.py, written separately);
+# export `validate` once that module exists.
+if importlib.util.find_spec(f"{__name__}.validate") is not None:
+    from openinfer_jax.ir.validate import validate
+
+    __all__ += ["validate"]

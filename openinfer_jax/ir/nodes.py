@@ -63,6 +63,16 @@ class SourceLoc:
         head = f"{self.file}:" if self.file else ""
         return f"{head}{self.line}:{self.column}"
 
+    def excerpt(self) -> str:
+        """The source line and a caret under `column`, for error messages ("" without a snippet).
+
+        Tabs before the column are kept so the caret lines up in a terminal.
+        """
+        if self.snippet is None:
+            return ""
+        pad = "".join(ch if ch == "\t" else " " for ch in self.snippet[: max(self.column - 1, 0)])
+        return f"    {self.snippet}\n    {pad}^"
+
 
 def _loc_field() -> SourceLoc | None:
     return field(default=None, compare=False, repr=False)  # type: ignore[return-value]
@@ -179,6 +189,12 @@ class CacheAccess:
     name: str
     indices: tuple[CacheIndex | CacheSlice, ...] = ()
     bracketed: bool = False
+
+    def __post_init__(self) -> None:
+        # Indices can only be written inside brackets, so `K[l]` is bracketed however it
+        # was built; normalizing here keeps text, JSON and builder forms equal.
+        if self.indices and not self.bracketed:
+            object.__setattr__(self, "bracketed", True)
 
     def __str__(self) -> str:
         if not self.bracketed and not self.indices:
@@ -334,8 +350,13 @@ class Dep(Node):
 
 @dataclass(frozen=True)
 class Return(Node):
-    """`return;`"""
+    """`return;`, or `return h;` as seed 002 writes it.
 
+    `value` names the variable written after `return` (None for a bare `return;`).
+    The runtime treats both alike; the name is kept so the program prints back as written.
+    """
+
+    value: str | None = None
     loc: SourceLoc | None = _loc_field()
 
 
@@ -368,3 +389,10 @@ class Graph:
             if blk.name == name:
                 return blk
         return None
+
+    def __str__(self) -> str:
+        """The program as canonical `graph { ... }` text (see `openinfer_jax.ir.format_graph`)."""
+        # Imported here: the printer imports this module.
+        from openinfer_jax.ir.printer import format_graph
+
+        return format_graph(self)

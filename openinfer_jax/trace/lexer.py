@@ -1,0 +1,205 @@
+"""Tokens of the `graph{}` text DSL, each with its line:column.
+
+The lexer turns program text into a list of `Token`s ending with an ``EOF`` token.
+Whitespace, ``// line`` and ``/* block */`` comments are skipped. A name may contain
+dots between its parts (``cache.read``, ``cache.write``) so node keywords and the
+`dep after(matmul) before(cache.write)` form of the seeds are single tokens; ``..``
+(a range) is never part of a name or a number.
+
+Raises `DslSyntaxError` (built by `syntax_error`) for stray characters, unterminated
+strings or comments and malformed numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from openinfer_jax.errors import DslSyntaxError
+from openinfer_jax.ir.nodes import SourceLoc
+
+__all__ = [
+    "Token",
+    "NAME",
+    "INT",
+    "FLOAT",
+    "STRING",
+    "PUNCT",
+    "EOF",
+    "SourceText",
+    "tokenize",
+    "syntax_error",
+]
+
+# Token kinds. Punctuation tokens have kind PUNCT and their text as `text`.
+NAME = "name"
+INT = "int"
+FLOAT = "float"
+STRING = "string"
+PUNCT = "punct"
+EOF = "end of input"
+
+# One alternation, tried left to right at each position. Order matters: `>>` and `..`
+# before their one-character prefixes, numbers before punctuation.
+_TOKEN_RE = re.compile(
+    r"""
+     (?P<ws>[ \t\r\f\v]+)
+    |(?P<nl>\n)
+    |(?P<line_comment>//[^\n]*)
+    |(?P<block_comment>/\*)
+    |(?P<number>[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)
+    |(?P<name>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)
+    |(?P<string>"(?:[^"\\\n]|\\[^\n])*")
+    |(?P<open_string>")
+    |(?P<punct>>>|\.\.|[{}()\[\]:;,=@*\-!])
+    """,
+    re.VERBOSE,
+)
+
+# A number glued to a following name character (`3D`, `1.5f`) is one malformed literal.
+_NAME_CHAR = re.compile(r"[A-Za-z0-9_]")
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """One token: its kind, source text, decoded value and 1-based line:column."""
+
+    kind: str
+    text: str
+    line: int
+    column: int
+    value: object = None
+
+    def describe(self) -> str:
+        """How error messages name this token: ``';'``, ``name 'x'``, ``end of input``."""
+        if self.kind == EOF:
+            return "end of input"
+        if self.kind == PUNCT:
+            return f"'{self.text}'"
+        if self.kind == NAME:
+            return f"name '{self.text}'"
+        if self.kind == STRING:
+            return f"string {self.text}"
+        return f"number {self.text}"
+
+
+class SourceText:
+    """Program text split into lines, to build `SourceLoc`s with a snippet for carets."""
+
+    def __init__(self, text: str, filename: str | None = None) -> None:
+        self.text = text
+        self.filename = filename
+        # Lines end at "\n" only, matching the lexer's line count ("\r" is whitespace).
+        self.lines = [line.rstrip("\r") for line in text.split("\n")]
+
+    def loc(self, line: int, column: int) -> SourceLoc:
+        """The `SourceLoc` of line:column, carrying that line as its snippet."""
+        snippet = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        return SourceLoc(line, column, self.filename, snippet)
+
+
+def syntax_error(source: SourceText, line: int, column: int, message: str) -> DslSyntaxError:
+    """A `DslSyntaxError` reading ``file:line:col: message`` then the line and a caret.
+
+    The error carries the location as attribute ``loc`` so tools can jump to it.
+    """
+    loc = source.loc(line, column)
+    err = DslSyntaxError(f"{loc}: {message}\n{loc.excerpt()}")
+    err.loc = loc  # type: ignore[attr-defined]
+    return err
+
+
+def _decode_string(literal: str) -> str:
+    """The value of a string literal; escapes follow JSON (\\n, \\t, \\", \\\\, \\uXXXX)."""
+    return json.loads(literal, strict=False)  # type: ignore[no-any-return]
+
+
+def tokenize(source: SourceText) -> list[Token]:
+    """All tokens of `source`, ending with an EOF token.
+
+    Raises:
+        DslSyntaxError: stray character, unterminated string or block comment, bad number
+            or bad escape sequence; the message points at the offending character.
+    """
+    text = source.text
+    tokens: list[Token] = []
+    append = tokens.append
+    pos = 0
+    line = 1
+    line_start = 0
+    end = len(text)
+    match = _TOKEN_RE.match
+    while pos < end:
+        m = match(text, pos)
+        column = pos - line_start + 1
+        if m is None:
+            ch = text[pos]
+            shown = repr(ch) if not ch.isprintable() or ch in "'\"" else f"'{ch}'"
+            raise syntax_error(
+                source,
+                line,
+                column,
+                f"unexpected character {shown}; expected a name, number, string, "
+                "punctuation such as { } ( ) [ ] : ; , = >> .. @ or a comment",
+            )
+        group = m.lastgroup
+        stop = m.end()
+        if group == "ws" or group == "line_comment":
+            pass
+        elif group == "nl":
+            line += 1
+            line_start = stop
+        elif group == "name":
+            append(Token(NAME, m.group(), line, column))
+        elif group == "punct":
+            append(Token(PUNCT, m.group(), line, column))
+        elif group == "number":
+            literal = m.group()
+            if stop < end and _NAME_CHAR.match(text, stop):
+                bad = re.match(r"[A-Za-z0-9_.]*", text[pos:]).group()  # type: ignore[union-attr]
+                raise syntax_error(
+                    source,
+                    line,
+                    column,
+                    f"malformed number '{bad}'; expected digits, optionally with a fraction "
+                    "and exponent (e.g. 3, 0.01, 1e-6), separated from names by '*' or ','",
+                )
+            if "." in literal or "e" in literal or "E" in literal:
+                append(Token(FLOAT, literal, line, column, float(literal)))
+            else:
+                append(Token(INT, literal, line, column, int(literal)))
+        elif group == "string":
+            literal = m.group()
+            try:
+                value = _decode_string(literal)
+            except ValueError:
+                raise syntax_error(
+                    source,
+                    line,
+                    column,
+                    "bad escape sequence in string; expected one of \\\" \\\\ \\/ \\n \\t \\r "
+                    "\\b \\f or \\uXXXX",
+                ) from None
+            append(Token(STRING, literal, line, column, value))
+        elif group == "open_string":
+            raise syntax_error(
+                source,
+                line,
+                column,
+                "unterminated string; expected a closing '\"' on the same line",
+            )
+        else:  # block_comment: find its end, counting the lines it spans
+            close = text.find("*/", stop)
+            if close < 0:
+                raise syntax_error(
+                    source, line, column, "unterminated comment '/*'; expected '*/' to close it"
+                )
+            stop = close + 2
+            newlines = text.count("\n", pos, stop)
+            if newlines:
+                line += newlines
+                line_start = text.rfind("\n", pos, stop) + 1
+        pos = stop
+    append(Token(EOF, "", line, pos - line_start + 1))
+    return tokens
