@@ -156,10 +156,13 @@ class ParamKind(enum.Enum):
 
 
 def _is_varname(value: Any) -> bool:
-    """True for an IR `VarName` (imported lazily: ir.validate imports this module)."""
-    from openinfer_jax.ir.nodes import VarName
+    """True for an IR `VarName` (openinfer_jax.ir.nodes).
 
-    return _is_varname(value)
+    Checked by class identity rather than import, because the ir package imports this module
+    (validation) and an import here would be circular.
+    """
+    cls = type(value)
+    return cls.__name__ == "VarName" and cls.__module__ == "openinfer_jax.ir.nodes"
 
 
 class _Required:
