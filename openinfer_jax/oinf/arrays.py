@@ -15,7 +15,7 @@ import numpy as np
 from openinfer_jax.errors import OinfFormatError
 from openinfer_jax.oinf.dtypes import DType, dtype_from_numpy, pack, unpack
 
-__all__ = ["to_storage", "to_disk", "from_disk", "F8_NAN"]
+__all__ = ["F8_NAN", "from_disk", "to_disk", "to_storage"]
 
 F8_NAN = 0x7D  # the original encoder's NaN byte for e5m2
 
@@ -24,7 +24,9 @@ def _range_error(what: str, dtype: DType, lo: int, hi: int, arr: np.ndarray) -> 
     flat = arr.reshape(-1)
     bad = (flat < lo) | (flat > hi)
     i = int(np.argmax(bad))
-    return OinfFormatError(f"{what}: {dtype.short} holds values in [{lo}, {hi}], element {i} is {flat[i]}; clip or pick a wider dtype")
+    return OinfFormatError(
+        f"{what}: {dtype.short} holds values in [{lo}, {hi}], element {i} is {flat[i]}; clip or pick a wider dtype"
+    )
 
 
 def to_storage(values: Any, dtype: DType | None, what: str) -> tuple[np.ndarray, DType]:
@@ -39,14 +41,18 @@ def to_storage(values: Any, dtype: DType | None, what: str) -> tuple[np.ndarray,
     """
     arr = np.asarray(values)
     if arr.dtype.kind not in "biuf" and not _is_ml_float(arr.dtype):
-        raise OinfFormatError(f"{what}: NumPy dtype {arr.dtype} has no .oinf equivalent; pass numbers or bools")
+        raise OinfFormatError(
+            f"{what}: NumPy dtype {arr.dtype} has no .oinf equivalent; pass numbers or bools"
+        )
     if dtype is None:
         try:
             dtype = dtype_from_numpy(arr.dtype)
         except ValueError as err:
             raise OinfFormatError(f"{what}: {err}; pass dtype= explicitly") from None
     if not dtype.is_tensor_type:
-        raise OinfFormatError(f"{what}: {dtype.short} cannot be a tensor dtype (bitset/string/ndarray are metadata-only)")
+        raise OinfFormatError(
+            f"{what}: {dtype.short} cannot be a tensor dtype (bitset/string/ndarray are metadata-only)"
+        )
     target = dtype.numpy
     if arr.dtype == target:
         return arr, dtype
@@ -56,10 +62,27 @@ def to_storage(values: Any, dtype: DType | None, what: str) -> tuple[np.ndarray,
     if source_is_float:
         as_f64 = arr.astype(np.float64)
         if not np.all(np.isfinite(as_f64)) or np.any(as_f64 != np.round(as_f64)):
-            raise OinfFormatError(f"{what}: {dtype.short} needs integer values, got non-integral floats")
-    wide = arr.astype(np.float64) if source_is_float else arr.astype(np.int64) if arr.dtype != np.uint64 else arr
+            raise OinfFormatError(
+                f"{what}: {dtype.short} needs integer values, got non-integral floats"
+            )
+    wide = (
+        arr.astype(np.float64)
+        if source_is_float
+        else arr.astype(np.int64)
+        if arr.dtype != np.uint64
+        else arr
+    )
     lo, hi = dtype.value_range() if dtype is not DType.BOOL else (0, 1)
-    if dtype in (DType.I64, DType.U64, DType.I32, DType.U32, DType.I16, DType.U16, DType.I8, DType.U8):
+    if dtype in (
+        DType.I64,
+        DType.U64,
+        DType.I32,
+        DType.U32,
+        DType.I16,
+        DType.U16,
+        DType.I8,
+        DType.U8,
+    ):
         info = np.iinfo(target)
         lo, hi = int(info.min), int(info.max)
     if wide.size and (wide.min() < lo or wide.max() > hi):
@@ -91,7 +114,9 @@ def to_disk(arr: np.ndarray, dtype: DType) -> np.ndarray:
     return out
 
 
-def from_disk(buf: Any, offset: int, nbytes: int, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:
+def from_disk(
+    buf: Any, offset: int, nbytes: int, dtype: DType, shape: tuple[int, ...]
+) -> np.ndarray:
     """The in-memory array for a blob: a read-only zero-copy view, or an unpacked copy for packed types."""
     numel = 1
     for d in shape:

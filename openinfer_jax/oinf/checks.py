@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from openinfer_jax.errors import OinfFormatError
 from openinfer_jax.oinf import spec
 
-__all__ = ["Violation", "Checker", "StopParsing", "Cursor"]
+__all__ = ["Checker", "Cursor", "StopParsing", "Violation"]
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
@@ -32,7 +32,11 @@ class Violation:
     message: str
 
     def __str__(self) -> str:
-        where = self.field if self.offset is None else f"{self.field} at offset {self.offset} (0x{self.offset:x})"
+        where = (
+            self.field
+            if self.offset is None
+            else f"{self.field} at offset {self.offset} (0x{self.offset:x})"
+        )
         return f"{self.rule} {where}: {self.message}"
 
 
@@ -47,7 +51,9 @@ class Checker:
         self.strict = strict
         self.violations: list[Violation] = []
 
-    def fail(self, rule: str, message: str, *, offset: int | None, field: str, fatal: bool = False) -> None:
+    def fail(
+        self, rule: str, message: str, *, offset: int | None, field: str, fatal: bool = False
+    ) -> None:
         """Report a violation of `rule` (a key of `spec.RULES`).
 
         Raises:
@@ -55,7 +61,9 @@ class Checker:
             StopParsing: in collecting mode when `fatal` is true.
         """
         if self.strict:
-            raise OinfFormatError(f"{rule} violated: {message} (rule: {spec.RULES[rule]})", offset=offset, field=field)
+            raise OinfFormatError(
+                f"{rule} violated: {message} (rule: {spec.RULES[rule]})", offset=offset, field=field
+            )
         self.violations.append(Violation(rule, offset, field, message))
         if fatal:
             raise StopParsing
@@ -125,10 +133,17 @@ class Cursor:
         if not valid:
             shown = raw[:40].decode("ascii", "backslashreplace")
             expected = "1+ characters of [A-Za-z0-9._-]" if name else "printable ASCII"
-            self.checker.fail("R10", f"string {shown!r} is not {expected}; rename it", offset=start + 4, field=field)
+            self.checker.fail(
+                "R10",
+                f"string {shown!r} is not {expected}; rename it",
+                offset=start + 4,
+                field=field,
+            )
         pad_start = start + 4 + length
         pad_end = start + spec.string_size(length)
         if any(self.buf[pad_start:pad_end]):
-            self.checker.fail("R11", "string padding bytes are not 0", offset=pad_start, field=field)
+            self.checker.fail(
+                "R11", "string padding bytes are not 0", offset=pad_start, field=field
+            )
         self.pos = pad_end
         return raw.decode("ascii", "backslashreplace")

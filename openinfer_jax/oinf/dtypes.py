@@ -17,16 +17,16 @@ import numpy as np
 from openinfer_jax.errors import OinfFormatError
 
 __all__ = [
+    "FLOAT_DTYPES",
+    "PACKED_DTYPES",
+    "SIGNED_DTYPES",
+    "UNSIGNED_DTYPES",
     "DType",
     "dtype_from_name",
     "dtype_from_numpy",
     "pack",
-    "unpack",
     "packed_nbytes",
-    "FLOAT_DTYPES",
-    "SIGNED_DTYPES",
-    "UNSIGNED_DTYPES",
-    "PACKED_DTYPES",
+    "unpack",
 ]
 
 
@@ -251,9 +251,10 @@ def pack(values: Any, dtype: DType) -> np.ndarray:
     """
     _check_packed(dtype)
     flat = np.asarray(values).reshape(-1)
-    if flat.dtype.kind not in "iub":
-        if flat.size and not np.all(np.isfinite(flat)) or np.any(flat != np.round(flat)):
-            raise OinfFormatError(f"{dtype.short} values must be integers")
+    if flat.dtype.kind not in "iub" and (
+        not np.all(np.isfinite(flat)) or np.any(flat != np.round(flat))
+    ):
+        raise OinfFormatError(f"{dtype.short} values must be integers")
     ints = flat.astype(np.int64)
     if dtype is DType.T1:
         bad = (ints != -1) & (ints != 1)
@@ -291,7 +292,11 @@ def unpack(data: Any, dtype: DType, numel: int) -> np.ndarray:
         OinfFormatError: if `data` holds fewer than ceil(numel*bits/8) bytes.
     """
     _check_packed(dtype)
-    raw = np.frombuffer(memoryview(data), dtype=np.uint8) if not isinstance(data, np.ndarray) else data.reshape(-1).view(np.uint8)
+    raw = (
+        np.frombuffer(memoryview(data), dtype=np.uint8)
+        if not isinstance(data, np.ndarray)
+        else data.reshape(-1).view(np.uint8)
+    )
     need = dtype.nbytes(numel)
     if raw.size < need:
         raise OinfFormatError(f"{dtype.short}: {numel} elements need {need} bytes, got {raw.size}")

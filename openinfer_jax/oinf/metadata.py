@@ -20,13 +20,15 @@ from openinfer_jax.oinf.bitset import Bitset
 from openinfer_jax.oinf.checks import Checker
 from openinfer_jax.oinf.dtypes import DType
 
-__all__ = ["MetadataValue", "encode_metadata", "decode_metadata", "SCALAR_SIZES"]
+__all__ = ["SCALAR_SIZES", "MetadataValue", "decode_metadata", "encode_metadata"]
 
 MetadataValue = int | float | bool | str | Bitset | np.ndarray
 
 # Payload size of every scalar value type (R18): byte-sized types use their width,
 # packed scalars take one byte.
-SCALAR_SIZES: dict[DType, int] = {d: (d.bits // 8 if not d.is_packed else 1) for d in DType if d.is_tensor_type}
+SCALAR_SIZES: dict[DType, int] = {
+    d: (d.bits // 8 if not d.is_packed else 1) for d in DType if d.is_tensor_type
+}
 
 _INT_LADDER_UNSIGNED = (DType.U8, DType.U16, DType.U32, DType.U64)
 _INT_LADDER_SIGNED = (DType.I8, DType.I16, DType.I32, DType.I64)
@@ -61,14 +63,20 @@ def encode_metadata(value: Any, what: str) -> tuple[DType, bytes]:
     if forced in (DType.STRING, DType.BITSET, DType.NDARRAY):
         forced = None if forced is DType.NDARRAY else forced
         if forced is DType.STRING and not isinstance(value, str):
-            raise OinfFormatError(f"{what}: a STRING value must be a str, got {type(value).__name__}")
+            raise OinfFormatError(
+                f"{what}: a STRING value must be a str, got {type(value).__name__}"
+            )
         if forced is DType.BITSET and not isinstance(value, Bitset):
-            raise OinfFormatError(f"{what}: a BITSET value must be a Bitset, got {type(value).__name__}")
+            raise OinfFormatError(
+                f"{what}: a BITSET value must be a Bitset, got {type(value).__name__}"
+            )
         forced = None
     if isinstance(value, str):
         raw = value.encode("ascii", "replace")
         if not spec.is_valid_text(raw) or len(raw) != len(value):
-            raise OinfFormatError(f"{what}: STRING values must be printable ASCII (R10); got {value[:40]!r}")
+            raise OinfFormatError(
+                f"{what}: STRING values must be printable ASCII (R10); got {value[:40]!r}"
+            )
         return DType.STRING, spec.encode_string(value)
     if isinstance(value, Bitset):
         body = _PAIR.pack(len(value), (len(value) + 7) // 8) + value.to_bytes()
@@ -91,7 +99,9 @@ def encode_metadata(value: Any, what: str) -> tuple[DType, bytes]:
                 "Bitset, np.ndarray or (value, DType)"
             )
     if isinstance(value, (list, tuple)):
-        raise OinfFormatError(f"{what}: a list is not a scalar; pass np.asarray(...) for an NDARRAY value")
+        raise OinfFormatError(
+            f"{what}: a list is not a scalar; pass np.asarray(...) for an NDARRAY value"
+        )
     arr, dtype = to_storage(np.asarray(value), forced, what)
     if arr.ndim != 0:
         raise OinfFormatError(f"{what}: a {dtype.short} metadata scalar must be a single value")
@@ -104,7 +114,12 @@ def decode_metadata(
     """Parse a payload that lies in bounds (R17 checked); returns the typed value or None after a violation."""
     if vtype in SCALAR_SIZES:
         if nbytes != SCALAR_SIZES[vtype]:
-            checker.fail("R18", f"a {vtype.short} value takes {SCALAR_SIZES[vtype]} bytes, value_nbytes is {nbytes}", offset=offset, field=field)
+            checker.fail(
+                "R18",
+                f"a {vtype.short} value takes {SCALAR_SIZES[vtype]} bytes, value_nbytes is {nbytes}",
+                offset=offset,
+                field=field,
+            )
             return None
         if vtype is DType.BOOL:
             return buf[offset] != 0
@@ -112,28 +127,55 @@ def decode_metadata(
         return float(item) if vtype.is_float else int(item)
     if vtype is DType.STRING:
         if nbytes < 4:
-            checker.fail("R19", f"a STRING value needs at least 4 bytes, value_nbytes is {nbytes}", offset=offset, field=field)
+            checker.fail(
+                "R19",
+                f"a STRING value needs at least 4 bytes, value_nbytes is {nbytes}",
+                offset=offset,
+                field=field,
+            )
             return None
         length = struct.unpack_from("<I", buf, offset)[0]
         if nbytes != spec.string_size(length):
-            checker.fail("R19", f"string length {length} needs value_nbytes {spec.string_size(length)}, got {nbytes}", offset=offset, field=field)
+            checker.fail(
+                "R19",
+                f"string length {length} needs value_nbytes {spec.string_size(length)}, got {nbytes}",
+                offset=offset,
+                field=field,
+            )
             return None
         raw = bytes(buf[offset + 4 : offset + 4 + length])
         if not spec.is_valid_text(raw):
-            checker.fail("R10", "a STRING value must be printable ASCII", offset=offset + 4, field=field)
+            checker.fail(
+                "R10", "a STRING value must be printable ASCII", offset=offset + 4, field=field
+            )
             return None
         return raw.decode("ascii")
     if vtype is DType.BITSET:
         if nbytes < 8:
-            checker.fail("R20", f"a BITSET value needs at least 8 bytes, value_nbytes is {nbytes}", offset=offset, field=field)
+            checker.fail(
+                "R20",
+                f"a BITSET value needs at least 8 bytes, value_nbytes is {nbytes}",
+                offset=offset,
+                field=field,
+            )
             return None
         bit_count, byte_count = _PAIR.unpack_from(buf, offset)
         if byte_count != (bit_count + 7) // 8 or nbytes != spec.align_up(8 + byte_count):
-            checker.fail("R20", f"bit_count {bit_count}, byte_count {byte_count} and value_nbytes {nbytes} disagree", offset=offset, field=field)
+            checker.fail(
+                "R20",
+                f"bit_count {bit_count}, byte_count {byte_count} and value_nbytes {nbytes} disagree",
+                offset=offset,
+                field=field,
+            )
             return None
         data = bytes(buf[offset + 8 : offset + 8 + byte_count])
         if bit_count % 8 and data[-1] >> (bit_count % 8):
-            checker.fail("R20", "unused high bits of the last bitset byte are not 0", offset=offset + 8 + byte_count - 1, field=field)
+            checker.fail(
+                "R20",
+                "unused high bits of the last bitset byte are not 0",
+                offset=offset + 8 + byte_count - 1,
+                field=field,
+            )
             return None
         return Bitset.from_bytes(data, bit_count)
     if vtype is DType.NDARRAY:
@@ -141,18 +183,35 @@ def decode_metadata(
     raise AssertionError(f"unhandled value type {vtype}")  # every code is handled above
 
 
-def _decode_ndarray(buf: memoryview, offset: int, nbytes: int, checker: Checker, field: str) -> np.ndarray | None:
+def _decode_ndarray(
+    buf: memoryview, offset: int, nbytes: int, checker: Checker, field: str
+) -> np.ndarray | None:
     if nbytes < 8:
-        checker.fail("R21", f"an NDARRAY value needs at least 8 bytes, value_nbytes is {nbytes}", offset=offset, field=field)
+        checker.fail(
+            "R21",
+            f"an NDARRAY value needs at least 8 bytes, value_nbytes is {nbytes}",
+            offset=offset,
+            field=field,
+        )
         return None
     code, ndim = _PAIR.unpack_from(buf, offset)
     if code not in DType._value2member_map_ or not DType(code).is_tensor_type:
-        checker.fail("R21", f"NDARRAY element_type {code} is not a tensor dtype code", offset=offset, field=field)
+        checker.fail(
+            "R21",
+            f"NDARRAY element_type {code} is not a tensor dtype code",
+            offset=offset,
+            field=field,
+        )
         return None
     dtype = DType(code)
     # ndim is bounded before dims are read, so a huge ndim cannot cause a large read.
     if ndim > spec.MAX_NDIM or 8 + 8 * ndim > nbytes:
-        checker.fail("R21", f"NDARRAY ndim {ndim} exceeds {spec.MAX_NDIM} or its dims run past value_nbytes {nbytes}", offset=offset + 4, field=field)
+        checker.fail(
+            "R21",
+            f"NDARRAY ndim {ndim} exceeds {spec.MAX_NDIM} or its dims run past value_nbytes {nbytes}",
+            offset=offset + 4,
+            field=field,
+        )
         return None
     dims = struct.unpack_from(f"<{ndim}Q", buf, offset + 8)
     numel = 1
@@ -160,6 +219,11 @@ def _decode_ndarray(buf: memoryview, offset: int, nbytes: int, checker: Checker,
         numel *= d
     data_bytes = dtype.nbytes(numel)
     if nbytes != spec.align_up(8 + 8 * ndim + data_bytes):
-        checker.fail("R21", f"NDARRAY {dtype.short}{list(dims)} needs value_nbytes {spec.align_up(8 + 8 * ndim + data_bytes)}, got {nbytes}", offset=offset, field=field)
+        checker.fail(
+            "R21",
+            f"NDARRAY {dtype.short}{list(dims)} needs value_nbytes {spec.align_up(8 + 8 * ndim + data_bytes)}, got {nbytes}",
+            offset=offset,
+            field=field,
+        )
         return None
     return from_disk(buf, offset + 8 + 8 * ndim, data_bytes, dtype, tuple(dims))

@@ -10,6 +10,7 @@ independent of its size.
 
 from __future__ import annotations
 
+import itertools
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,11 +21,14 @@ from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.oinf.metadata import decode_metadata
 from openinfer_jax.oinf.quant import QuantParams, decode_quant
 
-__all__ = ["TensorInfo", "MetadataInfo", "ParsedModel", "parse_buffer"]
+__all__ = ["MetadataInfo", "ParsedModel", "TensorInfo", "parse_buffer"]
 
 _META_FIXED = struct.Struct("<IIQQ")  # value_type, value_flags, value_nbytes, value_offset
 _TENSOR_HEAD = struct.Struct("<III")  # dtype, ndim, flags
-_TENSOR_TAIL = {1: struct.Struct("<QQ"), 2: struct.Struct("<QQQQ")}  # data (and quant) nbytes/offset
+_TENSOR_TAIL = {
+    1: struct.Struct("<QQ"),
+    2: struct.Struct("<QQQQ"),
+}  # data (and quant) nbytes/offset
 _CODES = DType._value2member_map_
 
 
@@ -70,7 +74,9 @@ class ParsedModel:
     tensors: dict[str, TensorInfo] = field(default_factory=dict)
 
 
-def _check_count(checker: Checker, count: int, min_size: int, start: int, end: int, what: str, count_offset: int) -> None:
+def _check_count(
+    checker: Checker, count: int, min_size: int, start: int, end: int, what: str, count_offset: int
+) -> None:
     # R13: bound the loop before it starts, so a lying count cannot make us spin or allocate.
     if count * min_size > end - start:
         checker.fail(
@@ -82,7 +88,16 @@ def _check_count(checker: Checker, count: int, min_size: int, start: int, end: i
         )
 
 
-def _check_blob(checker: Checker, rule: str, offset: int, nbytes: int, offset_data: int, end: int, field_name: str, field_offset: int) -> bool:
+def _check_blob(
+    checker: Checker,
+    rule: str,
+    offset: int,
+    nbytes: int,
+    offset_data: int,
+    end: int,
+    field_name: str,
+    field_offset: int,
+) -> bool:
     if offset % spec.SECTION_ALIGN or offset < offset_data or offset + nbytes > end:
         checker.fail(
             rule,
@@ -105,42 +120,89 @@ def parse_buffer(buf: memoryview, checker: Checker) -> ParsedModel:
     model = ParsedModel()
     size = len(buf)
     if size < spec.HEADER_PADDED:  # R1
-        checker.fail("R1", f"the file has {size} bytes, the header alone needs {spec.HEADER_PADDED}", offset=0, field="header", fatal=True)
+        checker.fail(
+            "R1",
+            f"the file has {size} bytes, the header alone needs {spec.HEADER_PADDED}",
+            offset=0,
+            field="header",
+            fatal=True,
+        )
     (magic, version, flags, n_sizevars, n_metadata, n_tensors, reserved,
      off_sizevars, off_metadata, off_tensors, off_data, file_size) = spec.HEADER.unpack_from(buf, 0)  # fmt: skip
     if magic != spec.MAGIC:  # R2
-        checker.fail("R2", f"magic is {bytes(magic)!r}, expected b'OINF\\x00'; this is not an .oinf file", offset=0, field="header.magic", fatal=True)
+        checker.fail(
+            "R2",
+            f"magic is {bytes(magic)!r}, expected b'OINF\\x00'; this is not an .oinf file",
+            offset=0,
+            field="header.magic",
+            fatal=True,
+        )
     if version not in spec.SUPPORTED_VERSIONS:  # R3
-        checker.fail("R3", f"version {version} is not supported (1 or 2)", offset=5, field="header.version", fatal=True)
+        checker.fail(
+            "R3",
+            f"version {version} is not supported (1 or 2)",
+            offset=5,
+            field="header.version",
+            fatal=True,
+        )
     model.version = version
     if flags != 0:  # R4
         checker.fail("R4", f"header flags is {flags}, must be 0", offset=9, field="header.flags")
     if reserved != 0:  # R4
-        checker.fail("R4", f"header reserved is {reserved}, must be 0", offset=25, field="header.reserved")
+        checker.fail(
+            "R4", f"header reserved is {reserved}, must be 0", offset=25, field="header.reserved"
+        )
     if any(buf[spec.HEADER_SIZE : spec.HEADER_PADDED]):  # R5
-        checker.fail("R5", "header padding bytes 69..71 are not 0", offset=spec.HEADER_SIZE, field="header.padding")
+        checker.fail(
+            "R5",
+            "header padding bytes 69..71 are not 0",
+            offset=spec.HEADER_SIZE,
+            field="header.padding",
+        )
     if file_size != size:  # R6
-        checker.fail("R6", f"file_size says {file_size} bytes, the file has {size} (truncated or appended to?)", offset=61, field="header.file_size")
+        checker.fail(
+            "R6",
+            f"file_size says {file_size} bytes, the file has {size} (truncated or appended to?)",
+            offset=61,
+            field="header.file_size",
+        )
     offsets = (off_sizevars, off_metadata, off_tensors, off_data)
     names = ("offset_sizevars", "offset_metadata", "offset_tensors", "offset_data")
     chain = (spec.HEADER_PADDED, *offsets, size)
-    for i, (lo, hi) in enumerate(zip(chain, chain[1:])):  # R7: sections in order, inside the file
+    for i, (lo, hi) in enumerate(
+        itertools.pairwise(chain)
+    ):  # R7: sections in order, inside the file
         if lo > hi:
             which = names[min(i, 3)]
-            checker.fail("R7", f"section offsets must ascend from 72 to the file end {size}: {list(offsets)}", offset=29 + 8 * min(i, 3), field=f"header.{which}", fatal=True)
+            checker.fail(
+                "R7",
+                f"section offsets must ascend from 72 to the file end {size}: {list(offsets)}",
+                offset=29 + 8 * min(i, 3),
+                field=f"header.{which}",
+                fatal=True,
+            )
     for i, off in enumerate(offsets):  # R8
         if off % spec.SECTION_ALIGN:
-            checker.fail("R8", f"{names[i]} {off} is not a multiple of 8", offset=29 + 8 * i, field=f"header.{names[i]}")
+            checker.fail(
+                "R8",
+                f"{names[i]} {off} is not a multiple of 8",
+                offset=29 + 8 * i,
+                field=f"header.{names[i]}",
+            )
 
     _parse_sizevars(buf, checker, model, n_sizevars, off_sizevars, off_metadata)
     blobs: list[tuple[int, int, str]] = []
-    _parse_metadata(buf, checker, model, n_metadata, off_metadata, off_tensors, off_data, size, blobs)
+    _parse_metadata(
+        buf, checker, model, n_metadata, off_metadata, off_tensors, off_data, size, blobs
+    )
     _parse_tensors(buf, checker, model, n_tensors, off_tensors, off_data, size, blobs)
     _check_overlaps(checker, blobs)
     return model
 
 
-def _parse_sizevars(buf: memoryview, checker: Checker, model: ParsedModel, count: int, start: int, end: int) -> None:
+def _parse_sizevars(
+    buf: memoryview, checker: Checker, model: ParsedModel, count: int, start: int, end: int
+) -> None:
     _check_count(checker, count, spec.MIN_ENTRY_SIZE["sizevars"], start, end, "sizevars", 13)
     cur = Cursor(buf, start, end, checker, "R14")
     for i in range(count):
@@ -148,13 +210,26 @@ def _parse_sizevars(buf: memoryview, checker: Checker, model: ParsedModel, count
         name = cur.string(f"sizevar[{i}].name", name=True)
         value = cur.u64(f"sizevar[{i}] {name!r}.value")
         if name in model.sizevars:  # R12
-            checker.fail("R12", f"sizevar {name!r} appears twice", offset=entry_pos, field=f"sizevar[{i}].name")
+            checker.fail(
+                "R12",
+                f"sizevar {name!r} appears twice",
+                offset=entry_pos,
+                field=f"sizevar[{i}].name",
+            )
             continue
         model.sizevars[name] = value
 
 
 def _parse_metadata(
-    buf: memoryview, checker: Checker, model: ParsedModel, count: int, start: int, end: int, off_data: int, size: int, blobs: list[tuple[int, int, str]]
+    buf: memoryview,
+    checker: Checker,
+    model: ParsedModel,
+    count: int,
+    start: int,
+    end: int,
+    off_data: int,
+    size: int,
+    blobs: list[tuple[int, int, str]],
 ) -> None:
     _check_count(checker, count, spec.MIN_ENTRY_SIZE["metadata"], start, end, "metadata", 17)
     cur = Cursor(buf, start, end, checker, "R14")
@@ -165,14 +240,31 @@ def _parse_metadata(
         where = f"metadata[{i}] {key!r}"
         vtype_code, vflags, nbytes, offset = cur.unpack(_META_FIXED, where)
         if key in model.metadata_info:  # R12
-            checker.fail("R12", f"metadata key {key!r} appears twice", offset=entry_pos, field=f"metadata[{i}].key")
+            checker.fail(
+                "R12",
+                f"metadata key {key!r} appears twice",
+                offset=entry_pos,
+                field=f"metadata[{i}].key",
+            )
             continue
         if vtype_code not in _CODES:  # R15
-            checker.fail("R15", f"value_type {vtype_code} is not a known code (1..25)", offset=fixed_pos, field=f"{where}.value_type")
+            checker.fail(
+                "R15",
+                f"value_type {vtype_code} is not a known code (1..25)",
+                offset=fixed_pos,
+                field=f"{where}.value_type",
+            )
             continue
         if vflags != 0:  # R16
-            checker.fail("R16", f"value_flags is {vflags}, must be 0", offset=fixed_pos + 4, field=f"{where}.value_flags")
-        if not _check_blob(checker, "R17", offset, nbytes, off_data, size, f"{where}.value_offset", fixed_pos + 16):  # R17
+            checker.fail(
+                "R16",
+                f"value_flags is {vflags}, must be 0",
+                offset=fixed_pos + 4,
+                field=f"{where}.value_flags",
+            )
+        if not _check_blob(
+            checker, "R17", offset, nbytes, off_data, size, f"{where}.value_offset", fixed_pos + 16
+        ):  # R17
             continue
         blobs.append((offset, nbytes, f"{where} value"))
         vtype = DType(vtype_code)
@@ -184,10 +276,19 @@ def _parse_metadata(
 
 
 def _parse_tensors(
-    buf: memoryview, checker: Checker, model: ParsedModel, count: int, start: int, end: int, size: int, blobs: list[tuple[int, int, str]]
+    buf: memoryview,
+    checker: Checker,
+    model: ParsedModel,
+    count: int,
+    start: int,
+    end: int,
+    size: int,
+    blobs: list[tuple[int, int, str]],
 ) -> None:
     version = model.version
-    _check_count(checker, count, spec.MIN_ENTRY_SIZE[("tensors", version)], start, end, "tensors", 21)
+    _check_count(
+        checker, count, spec.MIN_ENTRY_SIZE[("tensors", version)], start, end, "tensors", 21
+    )
     allowed_flags = spec.TENSOR_FLAGS_BY_VERSION[version]
     tail = _TENSOR_TAIL[version]
     cur = Cursor(buf, start, end, checker, "R14")
@@ -199,59 +300,125 @@ def _parse_tensors(
         head_pos = cur.pos
         code, ndim, flags = cur.unpack(_TENSOR_HEAD, where)
         if ndim > spec.MAX_NDIM:  # R23 (dims are still read through the bounded cursor)
-            checker.fail("R23", f"ndim {ndim} exceeds {spec.MAX_NDIM}", offset=head_pos + 4, field=f"{where}.ndim")
+            checker.fail(
+                "R23",
+                f"ndim {ndim} exceeds {spec.MAX_NDIM}",
+                offset=head_pos + 4,
+                field=f"{where}.ndim",
+            )
         dims = cur.u64s(ndim, f"{where}.dims")
         tail_pos = cur.pos
         fields = cur.unpack(tail, where)
         data_nbytes, data_offset = fields[0], fields[1]
         quant_nbytes, quant_offset = (fields[2], fields[3]) if version >= 2 else (0, 0)
         if name in model.tensors:  # R12
-            checker.fail("R12", f"tensor {name!r} appears twice", offset=entry_pos, field=f"tensor[{i}].name")
+            checker.fail(
+                "R12", f"tensor {name!r} appears twice", offset=entry_pos, field=f"tensor[{i}].name"
+            )
             continue
         ok = ndim <= spec.MAX_NDIM
         if code not in _CODES or not DType(code).is_tensor_type:  # R22
             hint = " (bitset is metadata-only)" if code == DType.BITSET.code else ""
-            checker.fail("R22", f"dtype code {code} is not a tensor dtype{hint}", offset=head_pos, field=f"{where}.dtype")
+            checker.fail(
+                "R22",
+                f"dtype code {code} is not a tensor dtype{hint}",
+                offset=head_pos,
+                field=f"{where}.dtype",
+            )
             continue
         dtype = DType(code)
         if flags & ~allowed_flags:  # R24
-            checker.fail("R24", f"flags {flags:#x} sets bits other than {allowed_flags:#x} (version {version})", offset=head_pos + 8, field=f"{where}.flags")
+            checker.fail(
+                "R24",
+                f"flags {flags:#x} sets bits other than {allowed_flags:#x} (version {version})",
+                offset=head_pos + 8,
+                field=f"{where}.flags",
+            )
             ok = False
         has_data = bool(flags & spec.FLAG_HAS_DATA)
         has_quant = bool(flags & spec.FLAG_HAS_QUANT) and version >= 2
-        for bit_set, nb, off, label, pos in ((has_data, data_nbytes, data_offset, "data", tail_pos), (has_quant, quant_nbytes, quant_offset, "quant", tail_pos + 16)):
+        for bit_set, nb, off, label, pos in (
+            (has_data, data_nbytes, data_offset, "data", tail_pos),
+            (has_quant, quant_nbytes, quant_offset, "quant", tail_pos + 16),
+        ):
             if not bit_set and (nb or off):  # R25
-                checker.fail("R25", f"{label} flag is clear but {label}_nbytes={nb}, {label}_offset={off}", offset=pos, field=f"{where}.{label}_nbytes")
+                checker.fail(
+                    "R25",
+                    f"{label} flag is clear but {label}_nbytes={nb}, {label}_offset={off}",
+                    offset=pos,
+                    field=f"{where}.{label}_nbytes",
+                )
                 ok = False
         numel = 1
         for d in dims:
             numel *= d
         expected = dtype.nbytes(numel)
         if expected > spec.U64_MAX:  # R26: the GGUF shape-product overflow attack
-            checker.fail("R26", f"shape {list(dims)} holds {expected} bytes of {dtype.short}, beyond u64; a wrapped product must not pass", offset=head_pos + 12, field=f"{where}.dims")
+            checker.fail(
+                "R26",
+                f"shape {list(dims)} holds {expected} bytes of {dtype.short}, beyond u64; a wrapped product must not pass",
+                offset=head_pos + 12,
+                field=f"{where}.dims",
+            )
             continue
         if has_data:
             if data_nbytes != expected:  # R27
-                checker.fail("R27", f"data_nbytes is {data_nbytes}, shape {list(dims)} of {dtype.short} needs {expected}", offset=tail_pos, field=f"{where}.data_nbytes")
+                checker.fail(
+                    "R27",
+                    f"data_nbytes is {data_nbytes}, shape {list(dims)} of {dtype.short} needs {expected}",
+                    offset=tail_pos,
+                    field=f"{where}.data_nbytes",
+                )
                 ok = False
-            elif _check_blob(checker, "R28", data_offset, data_nbytes, off_data, size, f"{where}.data_offset", tail_pos + 8):  # R28
+            elif _check_blob(
+                checker,
+                "R28",
+                data_offset,
+                data_nbytes,
+                off_data,
+                size,
+                f"{where}.data_offset",
+                tail_pos + 8,
+            ):  # R28
                 blobs.append((data_offset, data_nbytes, f"{where} data"))
             else:
                 ok = False
         quant = None
-        if has_quant and _check_blob(checker, "R29", quant_offset, quant_nbytes, off_data, size, f"{where}.quant_offset", tail_pos + 24):  # R29
+        if has_quant and _check_blob(
+            checker,
+            "R29",
+            quant_offset,
+            quant_nbytes,
+            off_data,
+            size,
+            f"{where}.quant_offset",
+            tail_pos + 24,
+        ):  # R29
             blobs.append((quant_offset, quant_nbytes, f"{where} quant"))
             quant = decode_quant(buf, quant_offset, quant_nbytes, dims, checker, where)  # R29-R31
             ok = ok and quant is not None
         elif has_quant:
             ok = False
         if ok:
-            model.tensors[name] = TensorInfo(name, dtype, tuple(dims), has_data, quant, data_offset if has_data else 0, data_nbytes if has_data else 0)
+            model.tensors[name] = TensorInfo(
+                name,
+                dtype,
+                tuple(dims),
+                has_data,
+                quant,
+                data_offset if has_data else 0,
+                data_nbytes if has_data else 0,
+            )
 
 
 def _check_overlaps(checker: Checker, blobs: list[tuple[int, int, str]]) -> None:
     # R32: sort the non-empty intervals once; each must start at or after the previous end.
     spans = sorted((off, off + nb, label) for off, nb, label in blobs if nb)
-    for (_, prev_end, prev_label), (start, _, label) in zip(spans, spans[1:]):
+    for (_, prev_end, prev_label), (start, _, label) in itertools.pairwise(spans):
         if start < prev_end:
-            checker.fail("R32", f"{label} starts at {start}, inside {prev_label} (which ends at {prev_end})", offset=start, field=label)
+            checker.fail(
+                "R32",
+                f"{label} starts at {start}, inside {prev_label} (which ends at {prev_end})",
+                offset=start,
+                field=label,
+            )

@@ -18,14 +18,14 @@ from openinfer_jax.oinf import spec
 from openinfer_jax.oinf.checks import Checker
 
 __all__ = [
-    "QuantScheme",
     "QuantMode",
-    "QuantScale",
-    "QuantZeroPoint",
     "QuantParams",
-    "quant_payload_size",
-    "encode_quant",
+    "QuantScale",
+    "QuantScheme",
+    "QuantZeroPoint",
     "decode_quant",
+    "encode_quant",
+    "quant_payload_size",
 ]
 
 
@@ -119,37 +119,55 @@ class QuantParams:
         scale, zp = self.scale, self.zero_point
         if scale.mode is QuantMode.PER_TENSOR:
             if scale.axis != 0 or len(scale.values) != 1:
-                found.append(f"a per-tensor scale needs axis 0 and 1 value, got axis {scale.axis} and {len(scale.values)}")
+                found.append(
+                    f"a per-tensor scale needs axis 0 and 1 value, got axis {scale.axis} and {len(scale.values)}"
+                )
         elif scale.mode is QuantMode.PER_CHANNEL:
             if not 0 <= scale.axis < ndim:
-                found.append(f"per-channel scale axis {scale.axis} is outside the tensor's {ndim} dims")
+                found.append(
+                    f"per-channel scale axis {scale.axis} is outside the tensor's {ndim} dims"
+                )
             elif len(scale.values) != dims[scale.axis]:
-                found.append(f"per-channel scale has {len(scale.values)} values, dims[{scale.axis}] is {dims[scale.axis]}")
+                found.append(
+                    f"per-channel scale has {len(scale.values)} values, dims[{scale.axis}] is {dims[scale.axis]}"
+                )
         else:
             found.append(f"scale mode must be per-tensor or per-channel, got {scale.mode!r}")
         if zp is not None:
             if self.scheme is QuantScheme.SYMMETRIC:
                 found.append("symmetric quantization has no zero point; use asymmetric or drop it")
             if zp.mode is not scale.mode:
-                found.append(f"zero point mode {zp.mode.name} must match scale mode {scale.mode.name}")
+                found.append(
+                    f"zero point mode {zp.mode.name} must match scale mode {scale.mode.name}"
+                )
             elif zp.mode is QuantMode.PER_TENSOR and (zp.axis != 0 or len(zp.values) != 1):
                 found.append("a per-tensor zero point needs axis 0 and 1 value")
             elif zp.mode is QuantMode.PER_CHANNEL:
                 if zp.axis != scale.axis:
                     found.append(f"zero point axis {zp.axis} must equal scale axis {scale.axis}")
                 elif 0 <= zp.axis < ndim and len(zp.values) != dims[zp.axis]:
-                    found.append(f"per-channel zero point has {len(zp.values)} values, dims[{zp.axis}] is {dims[zp.axis]}")
+                    found.append(
+                        f"per-channel zero point has {len(zp.values)} values, dims[{zp.axis}] is {dims[zp.axis]}"
+                    )
         return found
 
     def describe(self) -> str:
         """A short human description, e.g. ``asymmetric per_channel(axis=0, 16 scales) zp per_channel``."""
         scale = self.scale
         text = f"{self.scheme.name.lower()} scale {scale.mode.name.lower()}"
-        text += f"(axis={scale.axis}, n={len(scale.values)})" if scale.mode is QuantMode.PER_CHANNEL else f"={scale.values[0]:.6g}"
+        text += (
+            f"(axis={scale.axis}, n={len(scale.values)})"
+            if scale.mode is QuantMode.PER_CHANNEL
+            else f"={scale.values[0]:.6g}"
+        )
         if self.zero_point is not None:
             zp = self.zero_point
             text += f" zp {zp.mode.name.lower()}"
-            text += f"(axis={zp.axis}, n={len(zp.values)})" if zp.mode is QuantMode.PER_CHANNEL else f"={zp.values[0]}"
+            text += (
+                f"(axis={zp.axis}, n={len(zp.values)})"
+                if zp.mode is QuantMode.PER_CHANNEL
+                else f"={zp.values[0]}"
+            )
         return text
 
 
@@ -179,16 +197,28 @@ def encode_quant(quant: QuantParams) -> bytes:
 
 
 def decode_quant(
-    buf: memoryview, offset: int, nbytes: int, dims: Sequence[int], checker: Checker, field_name: str
+    buf: memoryview,
+    offset: int,
+    nbytes: int,
+    dims: Sequence[int],
+    checker: Checker,
+    field_name: str,
 ) -> QuantParams | None:
     """Parse the payload at `buf[offset:offset+nbytes]` (already bounds-checked by R29's offset part).
 
     Returns None (after reporting) when the payload breaks R29-R31.
     """
     if nbytes < spec.QUANT_FIXED_SIZE:
-        checker.fail("R29", f"quant_nbytes {nbytes} is below the 48-byte fixed part", offset=offset, field=f"{field_name}.quant_nbytes")
+        checker.fail(
+            "R29",
+            f"quant_nbytes {nbytes} is below the 48-byte fixed part",
+            offset=offset,
+            field=f"{field_name}.quant_nbytes",
+        )
         return None
-    scheme, scale_mode, zp_mode, reserved, scale_axis, scale_count, zp_axis, zp_count = spec.QUANT_FIXED.unpack_from(buf, offset)
+    scheme, scale_mode, zp_mode, reserved, scale_axis, scale_count, zp_axis, zp_count = (
+        spec.QUANT_FIXED.unpack_from(buf, offset)
+    )
     # Counts are checked against nbytes before any array is built (bounded allocation).
     if nbytes != quant_payload_size(scale_count, zp_count):
         checker.fail(
@@ -208,7 +238,12 @@ def decode_quant(
     if reserved != 0:
         bad_codes.append(f"reserved {reserved}")
     if bad_codes:
-        checker.fail("R30", "bad quant codes: " + ", ".join(bad_codes), offset=offset, field=f"{field_name}.quant")
+        checker.fail(
+            "R30",
+            "bad quant codes: " + ", ".join(bad_codes),
+            offset=offset,
+            field=f"{field_name}.quant",
+        )
         return None
     base = offset + spec.QUANT_FIXED_SIZE
     scales = np.frombuffer(buf, dtype="<f4", count=scale_count, offset=base)
@@ -218,7 +253,12 @@ def decode_quant(
     if zp_mode != QuantMode.NONE:
         zero_point = QuantZeroPoint(QuantMode(zp_mode), tuple(int(v) for v in zps), int(zp_axis))
     elif zp_axis != 0 or zp_count != 0:
-        checker.fail("R31", f"zp_mode 0 needs zp_axis 0 and zp_count 0, got {zp_axis} and {zp_count}", offset=offset, field=f"{field_name}.quant")
+        checker.fail(
+            "R31",
+            f"zp_mode 0 needs zp_axis 0 and zp_count 0, got {zp_axis} and {zp_count}",
+            offset=offset,
+            field=f"{field_name}.quant",
+        )
         return None
     params = QuantParams(QuantScheme(scheme), scale, zero_point)
     problems = params.problems(dims)

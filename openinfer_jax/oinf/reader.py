@@ -8,6 +8,7 @@ unpacked int8/uint8 copy for packed ones.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import re
@@ -45,7 +46,9 @@ class ModelLoader:
         tensors: name -> `TensorInfo`.
     """
 
-    def __init__(self, parsed: ParsedModel, buffer: Any, path: Path | None, mapping: mmap.mmap | None) -> None:
+    def __init__(
+        self, parsed: ParsedModel, buffer: Any, path: Path | None, mapping: mmap.mmap | None
+    ) -> None:
         """Internal; use `open` or `from_buffer`."""
         self.path = path
         self.version = parsed.version
@@ -72,14 +75,18 @@ class ModelLoader:
             with open(file_path, "rb") as handle:
                 length = os.fstat(handle.fileno()).st_size
                 if length == 0:  # mmap refuses empty files; R1 explains better anyway
-                    Checker(strict=True).fail("R1", "the file is empty", offset=0, field="header", fatal=True)
+                    Checker(strict=True).fail(
+                        "R1", "the file is empty", offset=0, field="header", fatal=True
+                    )
                 mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         except OSError as err:
             raise OinfFormatError(f"cannot open {file_path}: {err.strerror or err}") from None
         try:
             parsed = parse_buffer(memoryview(mapping), Checker(strict=True))
         except BaseException:
-            mapping.close()
+            # The traceback may still hold views of the mapping; then it is unmapped when freed.
+            with contextlib.suppress(BufferError):
+                mapping.close()
             raise
         return cls(parsed, mapping, file_path, mapping)
 
@@ -104,7 +111,9 @@ class ModelLoader:
             return self.sizevars[name]
         except KeyError:
             known = ", ".join(sorted(self.sizevars)) or "none"
-            raise UnknownNameError(f"unknown sizevar {name!r}; the model defines: {known}", field=f"sizevar {name!r}") from None
+            raise UnknownNameError(
+                f"unknown sizevar {name!r}; the model defines: {known}", field=f"sizevar {name!r}"
+            ) from None
 
     def resolve_dim(self, dim: int | str) -> int:
         """Resolve a dimension: an int, a sizevar name (``"B"``) or a product (``"3*D"``, ``"B*D"``).
@@ -118,12 +127,16 @@ class ModelLoader:
                 raise GraphValidationError(f"dimension {dim} is negative")
             return int(dim)
         if not isinstance(dim, str):
-            raise GraphValidationError(f"a dimension must be an int or a string like 'B' or '3*D', got {dim!r}")
+            raise GraphValidationError(
+                f"a dimension must be an int or a string like 'B' or '3*D', got {dim!r}"
+            )
         value = 1
         for term in dim.split("*"):
             term = term.strip()
             if not _DIM_TERM.fullmatch(term):
-                raise GraphValidationError(f"malformed dimension {dim!r}: expected INT, NAME or a product like 3*D")
+                raise GraphValidationError(
+                    f"malformed dimension {dim!r}: expected INT, NAME or a product like 3*D"
+                )
             value *= int(term) if term.isdigit() else self.size_of(term)
         return value
 
@@ -134,12 +147,16 @@ class ModelLoader:
     # ---- tensors -----------------------------------------------------------------
     def _info(self, name: str) -> TensorInfo:
         if self._closed:
-            raise OinfFormatError(f"the model {self.path} is closed; open it again to read {name!r}")
+            raise OinfFormatError(
+                f"the model {self.path} is closed; open it again to read {name!r}"
+            )
         try:
             return self.tensors[name]
         except KeyError:
             known = ", ".join(sorted(self.tensors)[:20]) or "none"
-            raise UnknownNameError(f"unknown tensor {name!r}; the model has: {known}", field=f"tensor {name!r}") from None
+            raise UnknownNameError(
+                f"unknown tensor {name!r}; the model has: {known}", field=f"tensor {name!r}"
+            ) from None
 
     def tensor(self, name: str) -> np.ndarray:
         """The tensor's values: a read-only zero-copy view (byte-sized dtypes) or an unpacked copy (packed).
@@ -169,8 +186,12 @@ class ModelLoader:
         """
         info = self._info(name)
         if not info.has_data:
-            raise OinfFormatError(f"tensor {name!r} is declared without data (HAS_DATA=0)", field=f"tensor {name!r}")
-        return memoryview(self._buffer)[info.data_offset : info.data_offset + info.data_nbytes].toreadonly()
+            raise OinfFormatError(
+                f"tensor {name!r} is declared without data (HAS_DATA=0)", field=f"tensor {name!r}"
+            )
+        return memoryview(self._buffer)[
+            info.data_offset : info.data_offset + info.data_nbytes
+        ].toreadonly()
 
     def metadata_type(self, key: str) -> DType:
         """The value type of metadata `key` (e.g. DType.U8 for a small int).
@@ -181,7 +202,9 @@ class ModelLoader:
         try:
             return self.metadata_info[key].value_type
         except KeyError:
-            raise UnknownNameError(f"unknown metadata key {key!r}", field=f"metadata {key!r}") from None
+            raise UnknownNameError(
+                f"unknown metadata key {key!r}", field=f"metadata {key!r}"
+            ) from None
 
     # ---- lifetime ----------------------------------------------------------------
     def close(self) -> None:
@@ -189,17 +212,20 @@ class ModelLoader:
         self._closed = True
         self._cache.clear()
         if self._mapping is not None:
-            try:
+            # NumPy views may still point into the mapping; it is then unmapped when the last one is freed.
+            with contextlib.suppress(BufferError):
                 self._mapping.close()
-            except BufferError:
-                # NumPy views still point into the mapping; it is unmapped when the last one is freed.
-                pass
             self._mapping = None
 
     def __enter__(self) -> ModelLoader:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
     def __repr__(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 from openinfer_jax.oinf.checks import Checker, StopParsing, Violation
 from openinfer_jax.oinf.parse import parse_buffer
 
-__all__ = ["verify_file", "verify_buffer", "Violation"]
+__all__ = ["Violation", "verify_buffer", "verify_file"]
 
 
 def verify_buffer(data: bytes | bytearray | memoryview) -> list[Violation]:
@@ -20,10 +21,8 @@ def verify_buffer(data: bytes | bytearray | memoryview) -> list[Violation]:
     """
     checker = Checker(strict=False)
     view = memoryview(data).cast("B")
-    try:
+    with contextlib.suppress(StopParsing):
         parse_buffer(view, checker)
-    except StopParsing:
-        pass
     return checker.violations
 
 
@@ -41,9 +40,10 @@ def verify_file(path: str | os.PathLike[str]) -> list[Violation]:
         try:
             return verify_buffer(mapping)
         finally:
-            try:
+            # A parsed value may still view the mapping; it is then unmapped when freed.
+            with contextlib.suppress(BufferError):
                 mapping.close()
-            except BufferError:
-                pass  # a parsed value still views the mapping; it is unmapped when freed
     except OSError as err:
-        return [Violation("IO", None, str(file_path), f"cannot read the file: {err.strerror or err}")]
+        return [
+            Violation("IO", None, str(file_path), f"cannot read the file: {err.strerror or err}")
+        ]

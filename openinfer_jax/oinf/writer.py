@@ -67,10 +67,18 @@ class _Tensor:
 
 
 def _check_name(name: Any, table: str, seen: Mapping[str, Any]) -> str:
-    if not isinstance(name, str) or not spec.is_valid_name(name.encode("ascii", "replace")) or not name.isascii():
-        raise OinfFormatError(f"{table} name {name!r} must be 1+ characters of [A-Za-z0-9._-] (R10); rename it")
+    if (
+        not isinstance(name, str)
+        or not spec.is_valid_name(name.encode("ascii", "replace"))
+        or not name.isascii()
+    ):
+        raise OinfFormatError(
+            f"{table} name {name!r} must be 1+ characters of [A-Za-z0-9._-] (R10); rename it"
+        )
     if name in seen:
-        raise OinfFormatError(f"{table} {name!r} is declared twice (R12); names must be unique per table")
+        raise OinfFormatError(
+            f"{table} {name!r} is declared twice (R12); names must be unique per table"
+        )
     return name
 
 
@@ -101,7 +109,13 @@ class OinfWriter:
         OinfFormatError: for a bad version/align, or an existing destination with overwrite=False.
     """
 
-    def __init__(self, path: str | os.PathLike[str], version: int = 2, align: int = 64, overwrite: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        version: int = 2,
+        align: int = 64,
+        overwrite: bool = True,
+    ) -> None:
         if version not in spec.SUPPORTED_VERSIONS:
             raise OinfFormatError(f"version must be 1 or 2, got {version!r}")
         if not isinstance(align, int) or align < 8 or align & (align - 1):
@@ -172,7 +186,9 @@ class OinfWriter:
         if data is not None:
             arr, dtype = to_storage(data, dtype, what)
             if shape is not None and _check_shape(shape, what) != arr.shape:
-                raise OinfFormatError(f"{what}: shape {tuple(shape)} does not match the data's shape {arr.shape}")
+                raise OinfFormatError(
+                    f"{what}: shape {tuple(shape)} does not match the data's shape {arr.shape}"
+                )
             dims = tuple(int(d) for d in arr.shape)
             source = to_disk(arr, dtype)
         else:
@@ -180,7 +196,9 @@ class OinfWriter:
                 kind = "with a loader" if loader is not None else "without data"
                 raise OinfFormatError(f"{what}: a tensor {kind} needs dtype= and shape=")
             if not isinstance(dtype, DType) or not dtype.is_tensor_type:
-                raise OinfFormatError(f"{what}: {dtype} cannot be a tensor dtype (bitset/string/ndarray are metadata-only)")
+                raise OinfFormatError(
+                    f"{what}: {dtype} cannot be a tensor dtype (bitset/string/ndarray are metadata-only)"
+                )
             dims = _check_shape(shape, what)
             source = loader
         numel = 1
@@ -188,13 +206,19 @@ class OinfWriter:
             numel *= d
         nbytes = dtype.nbytes(numel)
         if nbytes > spec.U64_MAX:
-            raise OinfFormatError(f"{what}: shape {dims} of {dtype.short} is larger than 2^64 bytes (R26)")
+            raise OinfFormatError(
+                f"{what}: shape {dims} of {dtype.short} is larger than 2^64 bytes (R26)"
+            )
         quant_payload = None
         if quant is not None:
             if self.version < 2:
-                raise OinfFormatError(f"{what}: quantization needs format version 2; this writer writes version 1")
+                raise OinfFormatError(
+                    f"{what}: quantization needs format version 2; this writer writes version 1"
+                )
             if not isinstance(quant, QuantParams):
-                raise OinfFormatError(f"{what}: quant must be a QuantParams, got {type(quant).__name__}")
+                raise OinfFormatError(
+                    f"{what}: quant must be a QuantParams, got {type(quant).__name__}"
+                )
             problems = quant.problems(dims)
             if problems:
                 raise OinfFormatError(f"{what}: quant params break R31: " + "; ".join(problems))
@@ -214,9 +238,13 @@ class OinfWriter:
         self._done = True
         directory = self.path.parent if str(self.path.parent) else Path(".")
         try:
-            fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=f".{self.path.name}.", suffix=".tmp")
+            fd, tmp_name = tempfile.mkstemp(
+                dir=directory, prefix=f".{self.path.name}.", suffix=".tmp"
+            )
         except OSError as err:
-            raise OinfFormatError(f"cannot create a file in {directory}: {err.strerror or err}") from None
+            raise OinfFormatError(
+                f"cannot create a file in {directory}: {err.strerror or err}"
+            ) from None
         tmp = Path(tmp_name)
         try:
             with os.fdopen(fd, "wb") as handle:
@@ -237,7 +265,12 @@ class OinfWriter:
     def __enter__(self) -> OinfWriter:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if exc_type is not None:
             self.abort()
         else:
@@ -257,7 +290,9 @@ class OinfWriter:
                 os.link(tmp, self.path)
                 tmp.unlink()
         except FileExistsError:
-            raise OinfFormatError(f"{self.path} exists; pass overwrite=True or choose another path") from None
+            raise OinfFormatError(
+                f"{self.path} exists; pass overwrite=True or choose another path"
+            ) from None
         except OSError as err:
             raise OinfFormatError(f"cannot write {self.path}: {err.strerror or err}") from None
         try:  # make the rename itself durable
@@ -269,7 +304,14 @@ class OinfWriter:
         except OSError:
             pass  # some filesystems cannot fsync a directory; the data itself is synced
 
-    def _layout(self) -> tuple[list[tuple[str, int]], list[tuple[str, DType, bytes, int]], list[tuple[_Tensor, int, int]], tuple[int, ...]]:
+    def _layout(
+        self,
+    ) -> tuple[
+        list[tuple[str, int]],
+        list[tuple[str, DType, bytes, int]],
+        list[tuple[_Tensor, int, int]],
+        tuple[int, ...],
+    ]:
         sizevars = sorted(self._sizevars.items())
         metadata_keys = sorted(self._metadata)
         tensors = [self._tensors[n] for n in sorted(self._tensors)]
@@ -317,11 +359,17 @@ class OinfWriter:
             parts.append(spec.encode_string(name) + _U64.pack(value))
         parts.append(b"\x00" * (off_md - sum(map(len, parts))))
         for key, vtype, payload, offset in metadata:
-            parts.append(spec.encode_string(key) + _META_FIXED.pack(vtype.code, 0, len(payload), offset))
+            parts.append(
+                spec.encode_string(key) + _META_FIXED.pack(vtype.code, 0, len(payload), offset)
+            )
         parts.append(b"\x00" * (off_t - sum(map(len, parts))))
         for t, data_off, quant_off in tensors:
-            flags = (spec.FLAG_HAS_DATA if t.source is not None else 0) | (spec.FLAG_HAS_QUANT if t.quant_payload else 0)
-            entry = spec.encode_string(t.name) + _TENSOR_HEAD.pack(t.dtype.code, len(t.shape), flags)
+            flags = (spec.FLAG_HAS_DATA if t.source is not None else 0) | (
+                spec.FLAG_HAS_QUANT if t.quant_payload else 0
+            )
+            entry = spec.encode_string(t.name) + _TENSOR_HEAD.pack(
+                t.dtype.code, len(t.shape), flags
+            )
             entry += struct.pack(f"<{len(t.shape)}Q", *t.shape)
             data_nbytes = t.nbytes if t.source is not None else 0
             entry += struct.pack("<QQ", data_nbytes, data_off)
@@ -366,17 +414,23 @@ class OinfWriter:
             except OpenInferError:
                 raise
             except Exception as err:
-                raise OinfFormatError(f"{what}: its loader raised {type(err).__name__}: {err}") from err
+                raise OinfFormatError(
+                    f"{what}: its loader raised {type(err).__name__}: {err}"
+                ) from err
             arr, _ = to_storage(produced, t.dtype, what)
             if tuple(arr.shape) != t.shape:
-                raise OinfFormatError(f"{what}: the loader returned shape {arr.shape}, declared {t.shape}")
+                raise OinfFormatError(
+                    f"{what}: the loader returned shape {arr.shape}, declared {t.shape}"
+                )
             disk = to_disk(arr, t.dtype)
         else:
             assert isinstance(t.source, np.ndarray)
             disk = t.source
         raw = np.ascontiguousarray(disk).reshape(-1).view(np.uint8)
         if raw.size != t.nbytes:  # internal consistency; never expected
-            raise OpenInferError(f"internal error: {what} encodes to {raw.size} bytes, expected {t.nbytes}")
+            raise OpenInferError(
+                f"internal error: {what} encodes to {raw.size} bytes, expected {t.nbytes}"
+            )
         return memoryview(raw)
 
 
@@ -404,7 +458,14 @@ def write_oinf(
             writer.add_metadata(key, value)
         for name, value in (tensors or {}).items():
             if isinstance(value, TensorSpec):
-                writer.add_tensor(name, value.data, dtype=value.dtype, shape=value.shape, quant=value.quant, loader=value.loader)
+                writer.add_tensor(
+                    name,
+                    value.data,
+                    dtype=value.dtype,
+                    shape=value.shape,
+                    quant=value.quant,
+                    loader=value.loader,
+                )
             else:
                 writer.add_tensor(name, value)
     return Path(path)
