@@ -13,7 +13,7 @@ from rich.table import Table
 from openinfer_jax.oinf import Bitset, ModelLoader, verify_file
 from openinfer_jax.oinf.parse import TensorInfo
 
-__all__ = ["register", "run_verify", "run_inspect", "tensor_stats"]
+__all__ = ["register", "run_inspect", "run_verify", "tensor_stats"]
 
 _BARS = " ▁▂▃▄▅▆▇█"
 _CHUNK = 1 << 20  # elements per step when computing stats, so huge tensors need little memory
@@ -84,7 +84,7 @@ def tensor_stats(array: np.ndarray, bins: int = 16) -> tuple[float, float, float
         chunk = flat[start : start + _CHUNK].astype(np.float64)
         counts += np.histogram(chunk[np.isfinite(chunk)], bins=bins, range=edges)[0]
     peak = counts.max()
-    bars = "".join(_BARS[int(math.ceil(c / peak * (len(_BARS) - 1)))] for c in counts)
+    bars = "".join(_BARS[math.ceil(c / peak * (len(_BARS) - 1))] for c in counts)
     return lo, hi, total / count, bars
 
 
