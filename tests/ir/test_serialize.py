@@ -1,0 +1,150 @@
+"""Graph JSON: exact round trips, the documented shape, and errors naming the JSON path."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from ir.fixtures import SEED_FILES
+from ir.strategies import graphs
+from openinfer_jax.errors import DslSyntaxError
+from openinfer_jax.ir import (
+    GRAPH_JSON_FORMAT,
+    GRAPH_JSON_VERSION,
+    Graph,
+    Op,
+    SourceLoc,
+    from_json,
+    from_json_text,
+    to_json,
+    to_json_text,
+)
+from openinfer_jax.trace import parse, parse_file
+
+
+@pytest.mark.parametrize("path", SEED_FILES, ids=lambda p: p.stem)
+def test_seed_programs_round_trip_through_json(path: Path) -> None:
+    graph = parse_file(path)
+    assert from_json(to_json(graph)) == graph
+    assert from_json_text(to_json_text(graph)) == graph
+    assert from_json(to_json(graph, include_loc=False)) == graph
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs())
+def test_generated_graphs_round_trip_through_json_text(graph: Graph) -> None:
+    # Strict JSON text (no NaN/Infinity literals) in between.
+    assert from_json_text(to_json_text(graph, indent=None)) == graph
+
+
+def test_locations_are_kept_when_present() -> None:
+    graph = parse("dynamic { x: f32; }\nblock entry {\n  return;\n}\n", filename="g.graph")
+    back = from_json(to_json(graph))
+    assert back.vars[0].loc == SourceLoc(1, 11, "g.graph")
+    assert back.blocks[0].loc == SourceLoc(2, 1, "g.graph")
+    assert back.blocks[0].nodes[0].loc == SourceLoc(3, 3, "g.graph")  # type: ignore[attr-defined]
+    assert '"loc"' not in json.dumps(to_json(graph, include_loc=False))
+
+
+def test_int_float_bool_and_non_finite_values_keep_their_type() -> None:
+    graph = parse(
+        "volatile { a: f32 @init(5); b: f32 @init(5.0); c: bool @init(true); d: f32 @init(-inf); }\n"
+        "block entry { op f(a, i=1, f=1.0, b=false, n=nan, s=\"1\", v=alpha, t=f16, l=[1, -2], acc=[f32, f64]) >> a; }"
+    )
+    data = to_json(graph)
+    assert [v["init"] for v in data["vars"]] == [{"int": 5}, {"float": 5.0}, {"bool": True}, {"float": "-inf"}]
+    params = data["blocks"][0]["nodes"][0]["params"]
+    assert [p["value"] for p in params] == [
+        {"int": 1}, {"float": 1.0}, {"bool": False}, {"float": "nan"}, {"str": "1"},
+        {"var": "alpha"}, {"dtype": "f16"}, {"ints": [1, -2]}, {"dtypes": ["f32", "f64"]},
+    ]  # fmt: skip
+    back = from_json(json.loads(json.dumps(data)))
+    op = back.blocks[0].nodes[0]
+    assert isinstance(op, Op)
+    assert type(op.param("i")) is int and type(op.param("f")) is float
+    assert math.isnan(op.param("n"))  # type: ignore[arg-type]
+    assert back == graph
+
+
+def test_top_level_shape_is_versioned() -> None:
+    data = to_json(Graph((), ()))
+    assert data == {"format": GRAPH_JSON_FORMAT, "version": GRAPH_JSON_VERSION, "vars": [], "blocks": []}
+
+
+def _base() -> dict[str, Any]:
+    return to_json(
+        parse(
+            "dynamic { x: f32[B]; }\n"
+            "persistent { K(l): f16[H] @table; }\n"
+            "block entry { assign h: f32[B]; op add(x, x) >> h; cache.read K[0..2] >> h; }\n"
+            "block b { loop l (i in 0..4) { op relu(h) >> h; } return; }\n"
+        ),
+        include_loc=False,
+    )
+
+
+def _set(path: list[Any], value: Any) -> dict[str, Any]:
+    data = _base()
+    target: Any = data
+    for key in path[:-1]:
+        target = target[key]
+    if value is _DELETE:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return data
+
+
+_DELETE = object()
+
+BAD_JSON = [
+    (["format"], "graphviz", "graph JSON at format: expected \"openinfer-graph\""),
+    (["version"], 2, "unsupported graph JSON version 2; expected 1"),
+    (["version"], "1", "version: expected an integer"),
+    (["vars"], {}, "at vars: expected a list"),
+    (["vars", 0, "dtype"], "f33", "vars[0].dtype: expected a dtype name"),
+    (["vars", 0, "kind"], "static", "vars[0].kind: expected one of dynamic, volatile"),
+    (["vars", 0, "dims", 0], -1, "vars[0].dims[0]: expected a non-negative integer or a sizevar name"),
+    (["vars", 0, "init"], 5, "vars[0].init: expected an object with one key"),
+    (["vars", 0, "init"], {"str": "x"}, "vars[0].init: unknown value tag \"str\""),
+    (["vars", 0, "name"], _DELETE, "vars[0]: missing key \"name\""),
+    (["vars", 0, "colour"], "red", "vars[0].colour: unknown key"),
+    (["vars", 1, "fixed"], [["l"]], "vars[1].fixed[0]: expected a pair"),
+    (["vars", 1, "table"], 1, "vars[1].table: expected true or false"),
+    (["blocks", 0, "nodes", 1, "op"], 5, "blocks[0].nodes[1].op: expected a non-empty string, got an integer 5"),
+    (["blocks", 0, "nodes", 1, "kind"], "opp", "blocks[0].nodes[1].kind: unknown node kind \"opp\""),
+    (["blocks", 0, "nodes", 1, "inputs", 0], "x", "blocks[0].nodes[1].inputs[0]: expected an object"),
+    (["blocks", 0, "nodes", 1, "params"], [{"name": "a", "value": {"float": "fast"}}],
+     "blocks[0].nodes[1].params[0].value.float: expected a number or \"inf\""),
+    (["blocks", 0, "nodes", 2, "src", "indices", 0], {"slice": [0]}, "blocks[0].nodes[2].src.indices[0].slice: expected a list [start, end]"),
+    (["blocks", 0, "nodes", 2, "src", "indices", 0], {"range": 1}, "blocks[0].nodes[2].src.indices[0]: expected an object {\"index\": i}"),
+    (["blocks", 1, "nodes", 0, "body", 0, "output"], {"name": ""}, "blocks[1].nodes[0].body[0].output.name: expected a non-empty string"),
+    (["blocks", 1, "nodes", 0, "start"], 1.5, "blocks[1].nodes[0].start: expected an integer or a name"),
+    (["blocks", 1, "nodes", 1, "loc"], [0, 1], "blocks[1].nodes[1].loc: expected [line, column] with positive integers"),
+    (["blocks", 1, "name"], _DELETE, "blocks[1]: missing key \"name\""),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "value", "message"), BAD_JSON, ids=[".".join(map(str, c[0])) for c in BAD_JSON])
+def test_bad_json_names_the_path(path: list[Any], value: Any, message: str) -> None:
+    data = _set(path, value)
+    with pytest.raises(DslSyntaxError) as info:
+        from_json(data)
+    assert message in str(info.value)
+
+
+def test_base_document_of_the_bad_cases_is_valid() -> None:
+    assert isinstance(from_json(copy.deepcopy(_base())), Graph)
+
+
+def test_non_object_and_invalid_json_text() -> None:
+    with pytest.raises(DslSyntaxError, match=r"graph JSON at \$: expected an object, got a list"):
+        from_json([])
+    with pytest.raises(DslSyntaxError, match=r"g\.json:2:1: invalid JSON"):
+        from_json_text('{"format":\n}', filename="g.json")
