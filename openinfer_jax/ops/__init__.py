@@ -15,10 +15,18 @@ jax.config.update("jax_enable_x64", True)
 from openinfer_jax.ops import registry  # noqa: E402
 from openinfer_jax.ops.registry import OpCheckError, OpDef, ParamKind, ParamSpec  # noqa: E402
 
-# Op modules register on import; the order fixes nothing (the registry sorts by name).
-for _module in ("arith", "bitwise", "compare", "cast", "reduce", "numerical", "rounding"):
-    if importlib.util.find_spec(f"{__name__}.{_module}") is not None:
-        importlib.import_module(f"{__name__}.{_module}")
+# Op modules register on import (the registry sorts by name, so the order fixes nothing).
+from openinfer_jax.ops import (  # noqa: E402, F401
+    arith,
+    bitwise,
+    cast,
+    compare,
+    filtering,
+    numerical,
+    reduce,
+    rounding,
+    statistics,
+)
 
 # The model-building ops live in nn.py, written by another helper; import it once it exists.
 if importlib.util.find_spec(f"{__name__}.nn") is not None:
