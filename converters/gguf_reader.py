@@ -1,0 +1,219 @@
+"""Read GGUF files (llama.cpp's format) through the `gguf` package.
+
+Tensors are dequantized one at a time by `gguf.quants.dequantize` (to f32), plain types
+are taken as they are. GGUF lists dims fastest-first; the reader's arrays are already in
+NumPy (row-major) order, so shapes here are ``reversed(tensor.shape)``. llama.cpp's
+converter permutes the rows of attn_q/attn_k for its rotary layout; for the llama family
+that permutation is undone so that weights and names match the Hugging Face model.
+
+Metadata: every scalar key is kept under its GGUF name (``llama.rope.freq_base``); numeric
+arrays become NDARRAY metadata; string arrays (tokenizer tokens and merges) are stored as
+one JSON-encoded (ASCII-escaped) string each, since `.oinf` has no string-array type. The architecture's
+sizes are also mapped to the Hugging Face sizevar names (table below) so that one graph
+serves a model converted from safetensors or from GGUF.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from converters.checkpoint import Checkpoint, SourceTensor
+from converters.hf_config import check_shapes
+from openinfer_jax.errors import ConversionError
+from openinfer_jax.oinf.dtypes import DType
+
+__all__ = ["open_gguf", "unpermute_rows", "SIZEVAR_MAP", "PERMUTED_ARCHITECTURES"]
+
+# GGUF key (after "<arch>.") -> Hugging Face sizevar name.
+SIZEVAR_MAP: dict[str, str] = {
+    "block_count": "num_hidden_layers",
+    "embedding_length": "hidden_size",
+    "attention.head_count": "num_attention_heads",
+    "attention.head_count_kv": "num_key_value_heads",
+    "context_length": "max_position_embeddings",
+    "feed_forward_length": "intermediate_size",
+    "vocab_size": "vocab_size",
+    "attention.key_length": "head_dim",
+}
+
+# GGUF key (after "<arch>.") -> Hugging Face metadata name.
+METADATA_MAP: dict[str, str] = {
+    "rope.freq_base": "rope_theta",
+    "attention.layer_norm_rms_epsilon": "rms_norm_eps",
+    "attention.layer_norm_epsilon": "layer_norm_eps",
+}
+
+# Architectures whose GGUF converter permutes Q/K rows (llama.cpp's convert_hf_to_gguf).
+PERMUTED_ARCHITECTURES = frozenset({"llama", "mistral"})
+
+# GGML types that are plain arrays in the reader (no dequantization) -> .oinf dtype.
+_PLAIN: dict[str, DType] = {
+    "F32": DType.F32, "F16": DType.F16, "F64": DType.F64,
+    "I8": DType.I8, "I16": DType.I16, "I32": DType.I32, "I64": DType.I64,
+}  # fmt: skip
+
+
+@functools.cache
+def _can_dequantize(qtype: Any) -> bool:
+    """Probe once whether this gguf package implements dequantization for `qtype`."""
+    import gguf
+
+    block, type_size = gguf.GGML_QUANT_SIZES[qtype]
+    try:
+        gguf.quants.dequantize(np.zeros((1, type_size), np.uint8), qtype)
+    except NotImplementedError:
+        return False
+    return block > 0
+
+
+def unpermute_rows(weight: np.ndarray, n_head: int) -> np.ndarray:
+    """Undo llama.cpp's Q/K row permutation of a (rows, in) matrix for `n_head` heads.
+
+    llama.cpp stores each head's rows as (2, rows/n_head/2) interleaved pairs; Hugging Face
+    keeps (rows/n_head/2, 2). Raises ConversionError if the rows do not split into heads.
+    """
+    rows = weight.shape[0]
+    if n_head <= 0 or rows % (2 * n_head):
+        raise ConversionError(f"cannot un-permute {rows} rows into {n_head} heads of pairs")
+    tail = weight.shape[1:]
+    return (
+        weight.reshape(n_head, 2, rows // n_head // 2, *tail).swapaxes(1, 2).reshape(weight.shape)
+    )
+
+
+def _field_value(field: Any) -> Any:
+    """A GGUF field as a Python value: scalar, str, or a list for arrays."""
+    return field.contents()
+
+
+def _metadata_entry(key: str, field: Any, value: Any) -> Any:
+    """The `.oinf` metadata form of one GGUF field, or None to skip it."""
+    import gguf
+
+    kind = field.types[0]
+    if kind == gguf.GGUFValueType.ARRAY:
+        if not value:
+            return None
+        if all(isinstance(v, str) for v in value):
+            return json.dumps(value)
+        if all(isinstance(v, bool | int | float) for v in value):
+            sub = field.types[-1]
+            dtype = (
+                np.float64
+                if sub in (gguf.GGUFValueType.FLOAT32, gguf.GGUFValueType.FLOAT64)
+                else np.int64
+            )
+            return np.asarray(value, dtype=dtype)
+        return json.dumps(value)
+    if kind == gguf.GGUFValueType.FLOAT32:
+        return (float(value), DType.F32)
+    if kind == gguf.GGUFValueType.FLOAT64:
+        return (float(value), DType.F64)
+    return value
+
+
+def open_gguf(path: str | Path, *, unpermute: bool = True) -> Checkpoint:
+    """Open a GGUF file: lazy dequantizing tensors, sizevars and typed metadata.
+
+    With `unpermute` (default) attn_q/attn_k rows of llama-family models are restored to
+    the Hugging Face order using ``attention.head_count`` / ``head_count_kv``.
+
+    Raises:
+        ConversionError: for a truncated or corrupt file, or a tensor whose quantization
+            type the installed gguf package cannot dequantize (names tensor and type).
+    """
+    import gguf
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConversionError(f"{path}: no such file")
+    try:
+        reader = gguf.GGUFReader(str(path), "r")
+    except Exception as err:  # the reader raises ValueError/IndexError/struct errors on bad input
+        raise ConversionError(
+            f"{path}: not a valid GGUF file ({type(err).__name__}: {err}); the file is truncated or corrupt"
+        ) from None
+    checkpoint = Checkpoint(format="gguf", path=path, tensors=[])
+    fields = {key: (field, _field_value(field)) for key, field in reader.fields.items()}
+    arch = str(fields.get("general.architecture", (None, "unknown"))[1])
+    for key, (field, value) in fields.items():
+        if key.startswith("GGUF."):
+            continue  # header fields of the container, not model metadata
+        entry = _metadata_entry(key, field, value)
+        if entry is not None:
+            checkpoint.metadata[key] = entry
+    for suffix, name in SIZEVAR_MAP.items():
+        if f"{arch}.{suffix}" in fields:
+            checkpoint.sizevars[name] = int(fields[f"{arch}.{suffix}"][1])
+    for suffix, name in METADATA_MAP.items():
+        if f"{arch}.{suffix}" in fields:
+            checkpoint.metadata[name] = checkpoint.metadata[f"{arch}.{suffix}"]
+    checkpoint.metadata["model_type"] = arch
+    if "vocab_size" not in checkpoint.sizevars and "tokenizer.ggml.tokens" in fields:
+        checkpoint.sizevars["vocab_size"] = len(fields["tokenizer.ggml.tokens"][1])
+    heads = checkpoint.sizevars.get("num_attention_heads")
+    hidden = checkpoint.sizevars.get("hidden_size")
+    if "head_dim" not in checkpoint.sizevars and heads and hidden and hidden % heads == 0:
+        checkpoint.sizevars["head_dim"] = hidden // heads
+    names = {t.name for t in reader.tensors}
+    checkpoint.metadata["tie_word_embeddings"] = "output.weight" not in names
+    permute_heads = {}
+    if unpermute and arch in PERMUTED_ARCHITECTURES and heads:
+        permute_heads = {
+            "attn_q": heads,
+            "attn_k": checkpoint.sizevars.get("num_key_value_heads", heads),
+        }
+        checkpoint.notes.append(
+            f"attn_q/attn_k rows un-permuted to the Hugging Face order ({arch})"
+        )
+    for tensor in reader.tensors:
+        checkpoint.tensors.append(_source_tensor(path, tensor, permute_heads))
+    check_shapes(checkpoint.sizevars, checkpoint.tensors, source=f"{path} (GGUF metadata)")
+    return checkpoint
+
+
+def _source_tensor(path: Path, tensor: Any, permute_heads: dict[str, int]) -> SourceTensor:
+    import gguf
+
+    qtype = tensor.tensor_type
+    shape = tuple(int(d) for d in reversed(tensor.shape.tolist()))
+    if qtype.name in _PLAIN:
+        dtype = _PLAIN[qtype.name]
+    elif qtype == gguf.GGMLQuantizationType.BF16:
+        dtype = DType.BF16
+    elif _can_dequantize(qtype):
+        dtype = DType.F32
+    else:
+        raise ConversionError(
+            f"{path}: tensor {tensor.name!r} has quantization type {qtype.name}, which the installed "
+            f"gguf package cannot dequantize; re-quantize the model (e.g. Q8_0, Q4_K) or exclude the tensor"
+        )
+    parts = tensor.name.split(".")
+    n_head = (
+        permute_heads.get(parts[2])
+        if len(parts) == 4 and parts[0] == "blk" and parts[3] == "weight"
+        else None
+    )
+
+    def load() -> np.ndarray:
+        data = tensor.data
+        if dtype is DType.BF16:
+            array = np.asarray(data).view(np.uint16).view(DType.BF16.numpy)
+        elif qtype.name in _PLAIN:
+            array = np.asarray(data)
+        else:
+            array = gguf.quants.dequantize(data, qtype)
+        array = array.reshape(shape)
+        if n_head is not None:
+            array = unpermute_rows(array, n_head)
+        return array
+
+    return SourceTensor(
+        name=tensor.name, dtype=dtype, shape=shape, load=load, origin=path.name,
+        stored_as=qtype.name, stored_nbytes=int(tensor.n_bytes),
+    )  # fmt: skip

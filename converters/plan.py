@@ -1,0 +1,161 @@
+"""The conversion plan: which source tensor becomes which `.oinf` tensor, in which dtype.
+
+Planning touches no tensor data, so a dry run and every name/dtype/collision check run
+before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from converters.checkpoint import Checkpoint, SourceTensor
+from converters.naming import NAME_RULE, RenameRule, check_name, rename, rules_for, selected
+from openinfer_jax.errors import ConversionError
+from openinfer_jax.oinf.dtypes import DType
+
+__all__ = ["PlannedTensor", "ConversionPlan", "build_plan", "OUTPUT_DTYPES"]
+
+# --dtype choices: floating tensors are cast to these; integer and bool tensors keep theirs.
+OUTPUT_DTYPES: dict[str, DType] = {"f32": DType.F32, "f16": DType.F16, "bf16": DType.BF16}
+
+
+@dataclass(frozen=True)
+class PlannedTensor:
+    """One output tensor: its source, destination name, output dtype/shape and layout change."""
+
+    source: SourceTensor
+    name: str
+    dtype: DType
+    shape: tuple[int, ...]
+    transpose: bool
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes this tensor occupies in the `.oinf` file."""
+        return self.dtype.nbytes(int(np.prod(self.shape, dtype=np.int64)))
+
+    def load(self) -> np.ndarray:
+        """Load the source array and bring it to this tensor's layout and dtype.
+
+        Raises:
+            ConversionError: if the source produces an array of another shape than it declared,
+                or the source read fails (naming the tensor and its file).
+        """
+        try:
+            array = self.source.load()
+        except ConversionError:
+            raise
+        except Exception as err:  # I/O, mmap and dequantization errors from the source
+            raise ConversionError(
+                f"tensor {self.source.name!r} ({self.source.origin}): cannot read: {type(err).__name__}: {err}"
+            ) from None
+        if tuple(array.shape) != self.source.shape:
+            raise ConversionError(
+                f"tensor {self.source.name!r} ({self.source.origin}): source declared shape "
+                f"{self.source.shape} but produced {tuple(array.shape)}"
+            )
+        if self.transpose:
+            array = array.T
+        if array.dtype != self.dtype.numpy:
+            array = array.astype(self.dtype.numpy)
+        return np.ascontiguousarray(array)
+
+
+@dataclass
+class ConversionPlan:
+    """Everything the writer needs: tensors in order, sizevars, metadata, and notes."""
+
+    checkpoint: Checkpoint
+    tensors: list[PlannedTensor]
+    sizevars: dict[str, int]
+    metadata: dict[str, Any]
+    skipped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def nbytes(self) -> int:
+        """Total tensor bytes of the output."""
+        return sum(t.nbytes for t in self.tensors)
+
+
+def build_plan(
+    checkpoint: Checkpoint,
+    *,
+    dtype: str | DType | None = None,
+    rename_rules: Sequence[str | RenameRule] = (),
+    pattern: str | None = None,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+) -> ConversionPlan:
+    """Plan a conversion: select, rename, choose dtypes and check names.
+
+    `dtype` (``"f32"``, ``"f16"``, ``"bf16"``) casts floating tensors; None keeps each
+    source dtype. Include/exclude globs match source names.
+
+    Raises:
+        ConversionError: for an unknown dtype, a bad rule or preset, a name breaking the
+            `.oinf` name rule, two sources renamed to one name, or a transpose of a non-2-D
+            tensor.
+    """
+    target = _target_dtype(dtype)
+    rules = rules_for(rename_rules, pattern)
+    planned: list[PlannedTensor] = []
+    skipped: list[str] = []
+    owners: dict[str, str] = {}
+    for tensor in checkpoint.tensors:
+        if not selected(tensor.name, include, exclude):
+            skipped.append(tensor.name)
+            continue
+        name, transpose = rename(tensor.name, rules)
+        check_name(name, tensor.name)
+        if name in owners:
+            raise ConversionError(
+                f"name collision: {owners[name]!r} and {tensor.name!r} would both be named {name!r}; "
+                "change the --rename rules or --exclude one of them"
+            )
+        owners[name] = tensor.name
+        shape = tensor.shape
+        if transpose:
+            if len(shape) != 2:
+                raise ConversionError(
+                    f"tensor {tensor.name!r}: cannot transpose shape {shape} (not 2-D)"
+                )
+            shape = (shape[1], shape[0])
+        out = target if target is not None and tensor.dtype.is_float else tensor.dtype
+        planned.append(PlannedTensor(tensor, name, out, shape, transpose))
+    if not planned:
+        raise ConversionError(
+            f"{checkpoint.path}: no tensor left to convert after --include/--exclude "
+            f"({len(checkpoint.tensors)} in the source)"
+        )
+    metadata: dict[str, Any] = {}
+    notes = list(checkpoint.notes)
+    for key, value in checkpoint.metadata.items():
+        if not NAME_RULE.fullmatch(key):
+            notes.append(f"metadata key {key!r} breaks the .oinf name rule; left out")
+        elif isinstance(value, str) and not all(" " <= c <= "~" for c in value):
+            # .oinf strings are printable ASCII (rule R10); keep the text exactly as UTF-8 bytes.
+            metadata[key] = np.frombuffer(value.encode("utf-8"), dtype=np.uint8).copy()
+            notes.append(
+                f"metadata {key!r} is not printable ASCII; stored as UTF-8 bytes (u8 ndarray)"
+            )
+        else:
+            metadata[key] = value
+    for key in checkpoint.sizevars:
+        check_name(key, f"sizevar {key}")
+    return ConversionPlan(checkpoint, planned, dict(checkpoint.sizevars), metadata, skipped, notes)
+
+
+def _target_dtype(dtype: str | DType | None) -> DType | None:
+    if dtype is None or isinstance(dtype, DType):
+        return dtype
+    try:
+        return OUTPUT_DTYPES[dtype.lower()]
+    except KeyError:
+        raise ConversionError(
+            f"--dtype {dtype!r}: choose one of {', '.join(OUTPUT_DTYPES)}"
+        ) from None
