@@ -15,7 +15,7 @@ from converters.write import ConversionReport, ProgressHook, write_plan
 from openinfer_jax.errors import ConversionError
 from openinfer_jax.oinf.dtypes import DType
 
-__all__ = ["FORMATS", "detect_format", "open_checkpoint", "plan_conversion", "convert"]
+__all__ = ["FORMATS", "convert", "detect_format", "open_checkpoint", "plan_conversion"]
 
 # Format name -> reader. "flax" is the msgpack file format; "orbax" is a checkpoint directory.
 FORMATS: dict[str, Callable[[Path], Checkpoint]] = {

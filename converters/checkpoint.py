@@ -16,7 +16,7 @@ import numpy as np
 
 from openinfer_jax.oinf.dtypes import DType
 
-__all__ = ["SourceTensor", "Checkpoint"]
+__all__ = ["Checkpoint", "SourceTensor"]
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from rich.table import Table
 from converters.plan import ConversionPlan, PlannedTensor
 from converters.write import ConversionReport, ProgressHook
 
-__all__ = ["plan_table", "summary_table", "progress_bar"]
+__all__ = ["plan_table", "progress_bar", "summary_table"]
 
 
 def _mib(nbytes: int) -> str:

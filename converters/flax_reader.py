@@ -19,7 +19,7 @@ from converters.hf_config import attach_hf_files
 from openinfer_jax.errors import ConversionError
 from openinfer_jax.oinf.dtypes import dtype_from_numpy
 
-__all__ = ["open_flax_msgpack", "open_orbax", "flatten_tree", "is_orbax_dir"]
+__all__ = ["flatten_tree", "is_orbax_dir", "open_flax_msgpack", "open_orbax"]
 
 # Files orbax writes into a checkpoint directory; any one of them marks the directory as orbax.
 ORBAX_MARKERS: tuple[str, ...] = (

@@ -27,7 +27,7 @@ from converters.hf_config import check_shapes
 from openinfer_jax.errors import ConversionError
 from openinfer_jax.oinf.dtypes import DType
 
-__all__ = ["open_gguf", "unpermute_rows", "SIZEVAR_MAP", "PERMUTED_ARCHITECTURES"]
+__all__ = ["PERMUTED_ARCHITECTURES", "SIZEVAR_MAP", "open_gguf", "unpermute_rows"]
 
 # GGUF key (after "<arch>.") -> Hugging Face sizevar name.
 SIZEVAR_MAP: dict[str, str] = {

@@ -25,11 +25,11 @@ from openinfer_jax.oinf.dtypes import DType
 
 __all__ = [
     "SIZEVAR_KEYS",
-    "read_config",
-    "config_to_oinf",
-    "check_shapes",
     "ShapeRule",
     "attach_hf_files",
+    "check_shapes",
+    "config_to_oinf",
+    "read_config",
 ]
 
 # Integer config keys that describe sizes; they become sizevars (u64) with these names.

@@ -20,12 +20,12 @@ from openinfer_jax.errors import ConversionError
 
 __all__ = [
     "NAME_RULE",
-    "RenameRule",
-    "parse_rule",
     "PATTERNS",
-    "rules_for",
-    "rename",
+    "RenameRule",
     "check_name",
+    "parse_rule",
+    "rename",
+    "rules_for",
     "selected",
 ]
 
@@ -116,20 +116,23 @@ def _family(
     return tuple(rules)
 
 
-_BERT = _family(
-    r"(?:bert\.)?",
-    r"encoder\.layer",
-    {
-        "attention.self.query": "q", "attention.self.key": "k", "attention.self.value": "v",
-        "attention.output.dense": "attn_out", "attention.output.LayerNorm": "attn_ln",
-        "intermediate.dense": "ffn_in", "output.dense": "ffn_out", "output.LayerNorm": "ffn_ln",
-    },
-    {
-        "embeddings.word_embeddings": "tok_emb", "embeddings.position_embeddings": "pos_emb",
-        "embeddings.token_type_embeddings": "type_emb", "embeddings.LayerNorm": "emb_ln",
-        "pooler.dense": "pooler",
-    },
-) + (RenameRule(re.compile(r"(?:bert\.)?embeddings\.position_ids"), "position_ids"),)  # fmt: skip
+_BERT = (
+    *_family(
+        r"(?:bert\.)?",
+        r"encoder\.layer",
+        {
+            "attention.self.query": "q", "attention.self.key": "k", "attention.self.value": "v",
+            "attention.output.dense": "attn_out", "attention.output.LayerNorm": "attn_ln",
+            "intermediate.dense": "ffn_in", "output.dense": "ffn_out", "output.LayerNorm": "ffn_ln",
+        },
+        {
+            "embeddings.word_embeddings": "tok_emb", "embeddings.position_embeddings": "pos_emb",
+            "embeddings.token_type_embeddings": "type_emb", "embeddings.LayerNorm": "emb_ln",
+            "pooler.dense": "pooler",
+        },
+    ),
+    RenameRule(re.compile(r"(?:bert\.)?embeddings\.position_ids"), "position_ids"),
+)  # fmt: skip
 
 _LLAMA_GGUF = _family(
     "",

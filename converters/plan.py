@@ -17,7 +17,7 @@ from converters.naming import NAME_RULE, RenameRule, check_name, rename, rules_f
 from openinfer_jax.errors import ConversionError
 from openinfer_jax.oinf.dtypes import DType
 
-__all__ = ["PlannedTensor", "ConversionPlan", "build_plan", "OUTPUT_DTYPES"]
+__all__ = ["OUTPUT_DTYPES", "ConversionPlan", "PlannedTensor", "build_plan"]
 
 # --dtype choices: floating tensors are cast to these; integer and bool tensors keep theirs.
 OUTPUT_DTYPES: dict[str, DType] = {"f32": DType.F32, "f16": DType.F16, "bf16": DType.BF16}

@@ -22,7 +22,7 @@ from converters.hf_config import attach_hf_files
 from openinfer_jax.errors import ConversionError
 from openinfer_jax.oinf.dtypes import DType
 
-__all__ = ["open_safetensors", "read_header", "SAFETENSORS_DTYPES"]
+__all__ = ["SAFETENSORS_DTYPES", "open_safetensors", "read_header"]
 
 # safetensors dtype string -> .oinf DType (types without an .oinf equivalent are refused).
 SAFETENSORS_DTYPES: dict[str, DType] = {

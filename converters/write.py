@@ -17,7 +17,7 @@ from converters.plan import ConversionPlan, PlannedTensor
 from openinfer_jax.errors import ConversionError, OinfFormatError
 from openinfer_jax.oinf import OinfWriter
 
-__all__ = ["ConversionReport", "write_plan", "ProgressHook"]
+__all__ = ["ConversionReport", "ProgressHook", "write_plan"]
 
 # Called after each tensor is produced: (tensor, bytes written so far, tensors done so far).
 ProgressHook = Callable[[PlannedTensor, int, int], None]
