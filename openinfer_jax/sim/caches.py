@@ -1,0 +1,338 @@
+"""Persistent memory: scalar counters, persistent tensors and growable cache tables.
+
+A table (`K(l, t): f32[H, Dh] @table`, `A(i, j): f32[D, H] @auto_dim(i, j)`) lives in ONE
+preallocated device buffer `[cap_l, cap_t, *entry]` (auto-dim axes widen entry dims
+instead). Capacity grows by doubling, so an append is amortized O(1); a write is a jitted
+`dynamic_update_slice` with the buffer donated, so XLA updates it in place instead of
+copying the whole cache. Every mutation during a step pushes an undo record (the old
+entry and counts); a failed step replays them backwards, leaving the cache exactly as it
+was (docs/semantics.md, "Atomic steps").
+
+Invariant: storage beyond the current counts is zero. New capacity is zero-filled, a
+reset zeroes, and rollback restores overwritten entries, so reading a never-written
+entry returns zeros without bookkeeping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from openinfer_jax.errors import SimulationError
+from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.sim.values import Ragged, bucket_size
+
+__all__ = ["INITIAL_CAPACITY", "PersistentStore", "Slice", "TableCache"]
+
+# First capacity of a growable axis; a power of two so that buckets fit the buffer.
+INITIAL_CAPACITY = 16
+
+
+@dataclass(frozen=True)
+class Slice:
+    """A resolved half-open slice request; None bounds are open, negatives count from the end."""
+
+    start: int | None
+    end: int | None
+
+
+Index = int | Slice
+
+
+@partial(jax.jit, donate_argnums=(0,))
+def _update(buf: jax.Array, value: jax.Array, starts: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Write `value` at `starts` in place (donated) and return the overwritten block too."""
+    idx = tuple(starts[k] for k in range(buf.ndim))
+    old = jax.lax.dynamic_slice(buf, idx, value.shape)
+    return jax.lax.dynamic_update_slice(buf, value.astype(buf.dtype), idx), old
+
+
+@partial(jax.jit, static_argnums=(2,))
+def _read(buf: jax.Array, starts: jax.Array, sizes: tuple[int, ...]) -> jax.Array:
+    """A copy of the block at `starts` of static `sizes` (never an alias of the buffer)."""
+    idx = tuple(starts[k] for k in range(buf.ndim))
+    return jax.lax.dynamic_slice(buf, idx, sizes)
+
+
+@partial(jax.jit, static_argnums=(1,), donate_argnums=(0,))
+def _grow(buf: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """A zero buffer of `shape` holding `buf` in its leading corner."""
+    out = jnp.zeros(shape, buf.dtype)
+    return jax.lax.dynamic_update_slice(out, buf, (0,) * buf.ndim)
+
+
+class TableCache:
+    """One `@table` / `@auto_dim` persistent variable.
+
+    `indices` are the declared index names in access order; each is either a table axis
+    (selects entries) or an auto-dim axis (widens entry dim k by its count, k being its
+    position in `@auto_dim(...)`). `fixed` caps counts (`@fixed(i=N)`), pre-sizing storage.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        dtype: DType,
+        indices: tuple[str, ...],
+        auto_dim: tuple[str, ...],
+        entry_dims: tuple[int, ...],
+        fixed: dict[str, int],
+        device: Any,
+    ) -> None:
+        if dtype.is_packed:
+            raise SimulationError(f"cache table {name!r}: packed dtype {dtype.short} is not allowed in tables")
+        if len(auto_dim) > len(entry_dims):
+            raise SimulationError(
+                f"cache table {name!r}: @auto_dim names {len(auto_dim)} indices but the entry has "
+                f"only {len(entry_dims)} dims"
+            )
+        self.name = name
+        self.dtype = dtype
+        self.indices = indices
+        self.auto_dim = auto_dim
+        self.entry_dims = entry_dims
+        self.fixed = dict(fixed)
+        self.device = device
+        self.table_axes = tuple(i for i in indices if i not in auto_dim)
+        self.counts: dict[str, int] = {i: 0 for i in indices}
+        self.capacity: dict[str, int] = {
+            i: self.fixed.get(i, INITIAL_CAPACITY) for i in indices
+        }
+        self.buffer = jax.device_put(jnp.zeros(self._storage_shape(self.capacity), dtype.numpy), device)
+
+    # ---- geometry ---------------------------------------------------------------------
+    def _storage_shape(self, capacity: dict[str, int]) -> tuple[int, ...]:
+        table = [capacity[a] for a in self.table_axes]
+        entry = list(self.entry_dims)
+        for k, axis in enumerate(self.auto_dim):
+            entry[k] += capacity[axis]
+        return (*table, *entry)
+
+    def logical_shape(self) -> tuple[int, ...]:
+        """The whole table's shape now: `[n_table..., *entry dims grown by auto counts]`."""
+        return self._storage_shape(self.counts)
+
+    def size(self, axis: str) -> int:
+        """The current count of index `axis`."""
+        return self.counts[axis]
+
+    # ---- index resolution ---------------------------------------------------------------
+    def _check_cap(self, axis: str, needed: int) -> None:
+        cap = self.fixed.get(axis)
+        if cap is not None and needed > cap:
+            raise SimulationError(
+                f"cache table {self.name!r}: index {needed - 1} of {axis!r} exceeds fixed size "
+                f"{axis}={cap}; raise @fixed({axis}=...) or reset the table"
+            )
+
+    def _plan(
+        self, sel: tuple[Index, ...]
+    ) -> tuple[list[int], list[int], list[bool], dict[str, int]]:
+        """Storage starts/sizes for a selection, which dims are kept, and the new counts.
+
+        A scalar index on any axis grows that axis' count (reads too: reading entry n of a
+        table of n entries creates it, zero-filled). Slices never grow.
+        """
+        if sel and len(sel) != len(self.indices):
+            raise SimulationError(
+                f"cache table {self.name!r} takes {len(self.indices)} indices "
+                f"({', '.join(self.indices)}), got {len(sel)}"
+            )
+        full = sel or tuple(Slice(None, None) for _ in self.indices)
+        counts = dict(self.counts)
+        for axis, idx in zip(self.indices, full):
+            if isinstance(idx, int):
+                pos = idx + counts[axis] if idx < 0 else idx
+                if pos < 0:
+                    raise SimulationError(
+                        f"cache table {self.name!r}: index {idx} of {axis!r} is before the first "
+                        f"entry ({counts[axis]} entries)"
+                    )
+                self._check_cap(axis, pos + 1)
+                counts[axis] = max(counts[axis], pos + 1)
+        starts: list[int] = []
+        sizes: list[int] = []
+        kept: list[bool] = []
+        per_axis: dict[str, Index] = dict(zip(self.indices, full))
+        for axis in self.table_axes:
+            idx = per_axis[axis]
+            if isinstance(idx, int):
+                pos = idx + self.counts[axis] if idx < 0 else idx
+                starts.append(pos)
+                sizes.append(1)
+                kept.append(False)
+            else:
+                lo, hi = self._slice_bounds(axis, idx, counts[axis])
+                starts.append(lo)
+                sizes.append(hi - lo)
+                kept.append(True)
+        for k, base in enumerate(self.entry_dims):
+            if k < len(self.auto_dim):
+                axis = self.auto_dim[k]
+                extent = base + counts[axis]
+                idx = per_axis[axis]
+                if isinstance(idx, int):
+                    starts.append(0)
+                    sizes.append(extent)
+                else:
+                    lo, hi = self._slice_bounds(axis, idx, extent)
+                    starts.append(lo)
+                    sizes.append(hi - lo)
+            else:
+                starts.append(0)
+                sizes.append(base)
+            kept.append(True)
+        return starts, sizes, kept, counts
+
+    def _slice_bounds(self, axis: str, sl: Slice, n: int) -> tuple[int, int]:
+        lo = 0 if sl.start is None else (sl.start + n if sl.start < 0 else sl.start)
+        hi = n if sl.end is None else (sl.end + n if sl.end < 0 else sl.end)
+        if not 0 <= lo <= hi <= n:
+            raise SimulationError(
+                f"cache table {self.name!r}: slice {sl.start if sl.start is not None else ''}.."
+                f"{sl.end if sl.end is not None else ''} of {axis!r} is out of range for "
+                f"{n} entries (resolved to {lo}..{hi}); slices never grow a table"
+            )
+        return lo, hi
+
+    # ---- growth -------------------------------------------------------------------------
+    def _ensure_capacity(self, counts: dict[str, int]) -> None:
+        new_cap = dict(self.capacity)
+        for axis, n in counts.items():
+            if n > new_cap[axis]:
+                # Doubling keeps appends amortized O(1) and capacities powers of two.
+                new_cap[axis] = max(bucket_size(n), 2 * new_cap[axis])
+        if new_cap != self.capacity:
+            self.buffer = _grow(self.buffer, self._storage_shape(new_cap))
+            self.capacity = new_cap
+
+    # ---- operations ---------------------------------------------------------------------
+    def read(self, sel: tuple[Index, ...], undo: list[Callable[[], None]], *, bucket: bool) -> Any:
+        """Read a selection: scalars drop their axis, slices keep it, entry dims follow.
+
+        With `bucket`, a read with exactly one sliced table axis starting where the
+        padded bucket still fits the buffer returns a `Ragged` of power-of-two length.
+        """
+        starts, sizes, kept, counts = self._plan(sel)
+        if counts != self.counts:
+            self._set_counts(counts, undo)
+            # Re-plan: negative scalar indices resolve against the grown counts.
+            starts, sizes, kept, counts = self._plan(sel)
+        out_shape = tuple(s for s, k in zip(sizes, kept) if k)
+        sliced = [a for a, k in enumerate(kept[: len(self.table_axes)]) if k]
+        if bucket and len(sliced) == 1:
+            axis = sliced[0]
+            length = sizes[axis]
+            padded = bucket_size(length)
+            cap = self.buffer.shape[axis]
+            if padded != length and starts[axis] + padded <= cap:
+                psizes = list(sizes)
+                psizes[axis] = padded
+                block = _read(self.buffer, np.asarray(starts, np.int32), tuple(psizes))
+                out_axis = sum(1 for k in kept[:axis] if k)
+                pshape = tuple(s for s, k in zip(psizes, kept) if k)
+                return Ragged(block.reshape(pshape), out_axis, length)
+        block = _read(self.buffer, np.asarray(starts, np.int32), tuple(sizes))
+        return block.reshape(out_shape)
+
+    def write(self, sel: tuple[Index, ...], value: Any, undo: list[Callable[[], None]]) -> None:
+        """Write `value` (shape of the same selection's read) into the table, in place."""
+        starts, sizes, kept, counts = self._plan(sel)
+        want = tuple(s for s, k in zip(sizes, kept) if k)
+        shape = tuple(int(d) for d in value.shape)
+        if shape != want:
+            raise SimulationError(
+                f"cache.write into {self.name!r}: value shape {list(shape)} does not match the "
+                f"entry shape {list(want)}"
+            )
+        if counts != self.counts:
+            self._set_counts(counts, undo)
+        block = jnp.asarray(value, self.dtype.numpy).reshape(tuple(sizes))
+        starts_arr = np.asarray(starts, np.int32)
+        self.buffer, old = _update(self.buffer, block, starts_arr)
+
+        def restore(old: jax.Array = old, starts_arr: np.ndarray = starts_arr) -> None:
+            self.buffer, _ = _update(self.buffer, old, starts_arr)
+
+        undo.append(restore)
+
+    def reset(self, sel: tuple[Index, ...], undo: list[Callable[[], None]]) -> None:
+        """Reset the whole table (no indices: counts to 0) or zero the selected entries."""
+        if not sel:
+            old_buf, old_counts = self.buffer, dict(self.counts)
+            # A fresh buffer keeps the old one alive for rollback (no donation here).
+            self.buffer = jnp.zeros_like(old_buf)
+            self.counts = {i: 0 for i in self.indices}
+
+            def restore() -> None:
+                self.buffer, self.counts = old_buf, old_counts
+
+            undo.append(restore)
+            return
+        padded = sel + tuple(Slice(None, None) for _ in range(len(self.indices) - len(sel)))
+        for axis, idx in zip(self.indices, padded):
+            if isinstance(idx, int) and idx >= self.counts[axis]:
+                return  # never written: already zero (storage invariant), nothing to undo
+        starts, sizes, _kept, _counts = self._plan(padded)
+        zeros = jnp.zeros(tuple(sizes), self.dtype.numpy)
+        starts_arr = np.asarray(starts, np.int32)
+        self.buffer, old = _update(self.buffer, zeros, starts_arr)
+
+        def restore_entry(old: jax.Array = old, starts_arr: np.ndarray = starts_arr) -> None:
+            self.buffer, _ = _update(self.buffer, old, starts_arr)
+
+        undo.append(restore_entry)
+
+    def _set_counts(self, counts: dict[str, int], undo: list[Callable[[], None]]) -> None:
+        old = dict(self.counts)
+        self._ensure_capacity(counts)
+        self.counts = counts
+
+        def restore() -> None:
+            self.counts = old
+
+        undo.append(restore)
+
+    def host_view(self) -> np.ndarray:
+        """The whole logical table as a host array (for `fetch`)."""
+        sizes = self.logical_shape()
+        return np.asarray(_read(self.buffer, np.zeros(len(sizes), np.int32), sizes))
+
+
+class PersistentStore:
+    """All persistent variables of one executor, with the per-step undo log.
+
+    Plain persistent variables (scalars such as `step`, tensors such as an online-updated
+    weight) hold immutable arrays, so their undo record is just the old reference.
+    """
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+        self.initial: dict[str, Any] = {}
+        self.tables: dict[str, TableCache] = {}
+        self.undo: list[Callable[[], None]] = []
+
+    def set_value(self, name: str, value: Any) -> None:
+        """Replace a plain persistent variable, recording the old value for rollback."""
+        old = self.values[name]
+
+        def restore() -> None:
+            self.values[name] = old
+
+        self.undo.append(restore)
+        self.values[name] = value
+
+    def commit(self) -> None:
+        """Forget the undo log: the step succeeded."""
+        self.undo.clear()
+
+    def rollback(self) -> None:
+        """Undo every mutation of the failed step, newest first."""
+        while self.undo:
+            self.undo.pop()()

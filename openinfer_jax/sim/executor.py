@@ -1,0 +1,866 @@
+"""The Executor: runs steps of a graph, one Python scheduler for effects, XLA for math.
+
+The scheduler walks blocks node by node. Runs of pure nodes are `RegionPlan`s executed as
+one compiled XLA function (see regions.py); cache ops, branches, loops, yield/await and
+barriers run here. Semantics of every node and memory kind: docs/semantics.md.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import jax
+import numpy as np
+
+from openinfer_jax.errors import OpenInferError, SimulationError
+from openinfer_jax.ir.nodes import (
+    Assign,
+    Await,
+    Barrier,
+    Branch,
+    CacheAccess,
+    CacheDecrement,
+    CacheIncrement,
+    CacheIndex,
+    CacheRead,
+    CacheReset,
+    CacheSlice,
+    CacheWrite,
+    Dep,
+    Loop,
+    MemoryKind,
+    Node,
+    Op,
+    Return,
+    Transfer,
+    VarDecl,
+    VarRef,
+    Yield,
+)
+from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.ops import registry
+from openinfer_jax.sim.caches import Index, PersistentStore, Slice, TableCache
+from openinfer_jax.sim.events import TraceEvent, print_event, split_micros
+from openinfer_jax.sim.plan import RegionPlan
+from openinfer_jax.sim.ragged import NeedExact, Rag
+from openinfer_jax.sim.regions import NodeFailure, static_params
+from openinfer_jax.sim.values import (
+    Ragged,
+    Zeros,
+    coerce_input,
+    materialize,
+    scalar_of,
+    to_host,
+    value_dtype_name,
+    value_shape,
+)
+
+if TYPE_CHECKING:
+    from openinfer_jax.sim.simulator import Simulator
+
+__all__ = ["Executor", "StepEvent"]
+
+
+@dataclass
+class StepEvent:
+    """What `Executor.iterate` yields: the node's trace event, with the executor at hand.
+
+    `fetch(name)` reads a variable as it is right after this node ran.
+    """
+
+    event: TraceEvent
+    executor: Executor
+
+    def fetch(self, name: str) -> np.ndarray:
+        """The executor's `fetch`, mid-step."""
+        return self.executor.fetch(name)
+
+
+class Executor:
+    """Runs steps of one simulator's graph; holds dynamic inputs and persistent state.
+
+    Create it with `Simulator.make_executor()`. Typical use::
+
+        ex = sim.make_executor()
+        ex.insert(x=np.ones(4, np.float32))
+        ex.step()
+        y = ex.fetch("y")
+    """
+
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+        self.graph = sim.graph
+        self.plan = sim.plan
+        self.compiler = sim.compiler
+        self.device = sim.jax_device
+        self._decls: dict[str, VarDecl] = {d.name: d for d in self.graph.vars}
+        self._inserted: dict[str, np.ndarray] = {}
+        self._store: dict[str, Any] = {}
+        self._indexed: dict[str, Any] = {}
+        self._dtypes: dict[str, DType] = {d.name: d.dtype for d in self.graph.vars}
+        self._pristine: dict[str, Any] = {}
+        self._var_initial: dict[str, Any] = {}
+        self._emit = False
+        self._loaded_now: list[str] = []
+        self._events: list[TraceEvent] = []
+        self._steps = 0
+        self._t0 = time.perf_counter_ns()
+        self.persistent = PersistentStore()
+        self.region_calls = 0
+        self._yield_state: _YieldState | None = None
+        self._current_block = ""
+        for decl in self.graph.vars:
+            if decl.kind is MemoryKind.PERSISTENT:
+                self._init_persistent(decl)
+
+    # ---- public API ---------------------------------------------------------------------
+    @property
+    def steps(self) -> int:
+        """How many steps completed successfully."""
+        return self._steps
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counters: steps, XLA compilations, exact-shape fallbacks, region calls."""
+        return {
+            "steps": self._steps,
+            "compilations": self.compiler.compilations,
+            "exact_fallbacks": self.compiler.exact_fallbacks,
+            "region_calls": self.region_calls,
+            "regions": len(self.plan.regions),
+        }
+
+    def insert(self, tensors: Mapping[str, Any] | None = None, /, **named: Any) -> None:
+        """Insert values for dynamic variables for the next step (`insert(x=...)` or a dict).
+
+        Raises:
+            SimulationError: unknown variable, a variable that is not dynamic, or a value of
+                the wrong dtype or shape. Nothing is inserted if any value is rejected.
+        """
+        items = dict(tensors or {})
+        items.update(named)
+        checked: dict[str, np.ndarray] = {}
+        for name, value in items.items():
+            decl = self._decls.get(name)
+            if decl is None:
+                raise SimulationError(
+                    f"insert {name!r}: no such variable; dynamic variables: {self._names(MemoryKind.DYNAMIC)}"
+                )
+            if decl.kind is not MemoryKind.DYNAMIC:
+                raise SimulationError(
+                    f"insert {name!r}: it is {decl.kind.value} memory; only dynamic variables "
+                    f"({self._names(MemoryKind.DYNAMIC)}) take host values"
+                )
+            shape = self.sim.resolve_dims(decl.dims, f"variable {name!r}")
+            checked[name] = coerce_input(name, value, decl.dtype, shape)
+        self._inserted.update(checked)
+
+    # Seeds' spelling.
+    insert_dynamic = insert
+
+    def fetch(self, name: str) -> np.ndarray:
+        """A host copy of a variable: packed types unpacked (int8/uint8), bf16/f8 as ml_dtypes.
+
+        Persistent tables come back whole (`[n_i, n_j, *entry]`).
+
+        Raises:
+            SimulationError: unknown name, or a dynamic input that was not inserted.
+        """
+        if name in self._store:
+            return to_host(self._store[name])
+        decl = self._decls.get(name)
+        if decl is None:
+            known = sorted(set(self._decls) | set(self._store))
+            raise SimulationError(f"fetch {name!r}: no such variable; known: {', '.join(known)}")
+        if decl.kind is MemoryKind.PERSISTENT:
+            if name in self.persistent.tables:
+                return self.persistent.tables[name].host_view()
+            return to_host(self.persistent.values[name])
+        if decl.kind is MemoryKind.DYNAMIC:
+            if name in self._inserted:
+                return np.array(self._inserted[name])
+            raise SimulationError(f"fetch {name!r}: the dynamic variable has no value (insert it first)")
+        if decl.is_table:
+            raise SimulationError(
+                f"fetch {name!r}: a prefix table has no single value; fetch an entry's variable instead"
+            )
+        return to_host(self._initial(decl))
+
+    def step(self) -> TraceEvent | None:
+        """Run one step to completion; returns the last trace event (None if not tracing).
+
+        Raises:
+            SimulationError: naming the block and node; persistent state is unchanged.
+        """
+        last = None
+        for ev in self._step_events(fused=True):
+            last = ev
+        return last
+
+    # The seeds' examples call it run_step().
+    run_step = step
+
+    def iterate(self) -> Iterator[StepEvent]:
+        """Run one step node by node, yielding a `StepEvent` after each node.
+
+        Every op runs as its own compiled region here, so `fetch` between events sees the
+        value right after that node. Stopping early abandons the step (state rolled back).
+        """
+        for ev in self._step_events(fused=False, force_events=True):
+            yield StepEvent(ev, self)
+
+    def trace(self) -> list[TraceEvent]:
+        """Events recorded so far (with `Simulator.with_trace()`), all steps, in order."""
+        return list(self._events)
+
+    def clear_trace(self) -> None:
+        """Forget recorded events."""
+        self._events.clear()
+
+    # ---- step driver ------------------------------------------------------------------------
+    def _step_events(self, fused: bool, force_events: bool = False) -> Generator[TraceEvent, None, None]:
+        self._check_inputs()
+        emit = force_events or self.sim.tracing or self.sim.env_trace > 0
+        saved_store = dict(self._store)
+        saved_dtypes = dict(self._dtypes)
+        # Dynamic inputs move into the store; volatile values start again from the model.
+        for name, value in self._inserted.items():
+            self._store[name] = jax.device_put(value, self.device)
+        for decl in self.graph.vars:
+            if decl.kind is MemoryKind.VOLATILE:
+                self._store.pop(decl.name, None)
+        self._indexed.clear()
+        self._yield_state = _YieldState()
+        self._emit = emit
+        ok = False
+        try:
+            entry = self.sim.entry
+            yield from self._run_list(entry.name, self.plan.block_items(entry, fused), {}, fused)
+            ok = True
+        except SimulationError:
+            raise
+        except OpenInferError as err:
+            raise SimulationError(str(err)) from err
+        finally:
+            if ok:
+                self.persistent.commit()
+                for name in self._inserted:
+                    self._store.pop(name, None)
+                self._inserted.clear()
+                self._steps += 1
+            else:
+                self.persistent.rollback()
+                self._store = saved_store
+                self._dtypes = saved_dtypes
+            self._yield_state = None
+
+    def _check_inputs(self) -> None:
+        missing = [n for n in self.sim.required_inputs if n not in self._inserted]
+        if missing:
+            raise SimulationError(
+                f"step: dynamic input{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                f"not inserted; call insert({missing[0]}=...) before step()"
+            )
+
+    # ---- scheduling ------------------------------------------------------------------------
+    def _run_list(
+        self, block: str, items: list[Any], scope: dict[str, int], fused: bool
+    ) -> Generator[TraceEvent, None, bool]:
+        """Run items of one node list; returns True when a `return` ended the block."""
+        self._current_block = block
+        for item in items:
+            if isinstance(item, RegionPlan):
+                yield from self._run_region(item, scope)
+                continue
+            node: Node = item
+            start = time.perf_counter_ns()
+            try:
+                if isinstance(node, Loop):
+                    lo = self._bound(node.start, scope, node, "start")
+                    hi = self._bound(node.end, scope, node, "end")
+                    if self._emit:
+                        yield self._event(node, scope, start, params=[str(node.start), str(node.end)])
+                    body = self.plan.items(block, node.body, fused)
+                    for i in range(lo, hi):
+                        inner = {**scope, node.index: i}
+                        if (yield from self._run_list(block, body, inner, fused)):
+                            return True
+                        self._current_block = block
+                    continue
+                if isinstance(node, Branch):
+                    target = self._branch_target(node, scope)
+                    if self._emit:
+                        yield self._event(node, scope, start, params=[node.cond] if node.cond else [], output=[target])
+                    blk = self.sim.block(target)
+                    yield from self._run_list(target, self.plan.block_items(blk, fused), scope, fused)
+                    self._current_block = block
+                    continue
+                if isinstance(node, Return):
+                    if self._emit:
+                        yield self._event(node, scope, start)
+                    return True
+                if isinstance(node, Yield):
+                    ended = self._on_yield(block, node)
+                    if self._emit:
+                        yield self._event(node, scope, start, params=list(node.vars))
+                    if ended:
+                        return True
+                    yield from self._run_consumers(node, fused)
+                    self._current_block = block
+                    continue
+                if isinstance(node, Await):
+                    self._on_await(block, node)
+                    if self._emit:
+                        yield self._event(node, scope, start, output=list(node.vars))
+                    continue
+                self._run_effect(node, scope)
+            except SimulationError:
+                raise
+            except (OpenInferError, NodeFailure) as err:
+                raise self._node_error(node, err) from err
+            if self._emit:
+                yield self._event(node, scope, start, **self._effect_io(node))
+        return False
+
+    # ---- effects ------------------------------------------------------------------------------
+    def _run_effect(self, node: Node, scope: dict[str, int]) -> None:
+        store = self.persistent
+        if isinstance(node, CacheRead):
+            value = self._cache_read(node.src, scope)
+            self._write_ref(node.dst, value, scope)
+        elif isinstance(node, CacheWrite):
+            value = self._read_ref(node.src, scope)
+            self._cache_write(node.dst, value, scope)
+        elif isinstance(node, (CacheIncrement, CacheDecrement)):
+            decl = self._persistent_decl(node.name)
+            if decl.is_table or decl.dims:
+                raise SimulationError(f"{node.name!r} is not a scalar; cache.increment/decrement need a persistent scalar")
+            if decl.dtype.is_packed or decl.dtype is DType.BOOL:
+                raise SimulationError(f"{node.name!r} is {decl.dtype.short}; counters must be a non-packed, non-bool scalar")
+            delta = node.amount if isinstance(node, CacheIncrement) else -node.amount
+            old = np.asarray(store.values[node.name])
+            store.set_value(node.name, np.asarray(old + delta).astype(decl.dtype.numpy))
+        elif isinstance(node, CacheReset):
+            decl = self._persistent_decl(node.target.name)
+            if decl.name in store.tables:
+                sel = self._cache_selection(node.target, scope)
+                store.tables[decl.name].reset(sel, store.undo)
+            else:
+                store.set_value(decl.name, store.initial[decl.name])
+        elif isinstance(node, (Barrier, Dep)):
+            pass  # ordering hints: the scheduler already runs nodes in program order
+        elif isinstance(node, Assign):  # only outside regions in hand-built plans
+            self._assign(node)
+        else:  # pragma: no cover - every node kind is handled above or in _run_list
+            raise SimulationError(f"unhandled node {type(node).__name__}")
+
+    def _effect_io(self, node: Node) -> dict[str, Any]:
+        if isinstance(node, CacheRead):
+            value = self._store.get(node.dst.name)
+            out: dict[str, Any] = {"params": [str(node.src)], "output": [str(node.dst)]}
+            if value is not None:
+                out["output_shapes"] = [list(value_shape(value))]
+                out["output_dtypes"] = [value_dtype_name(value)]
+            return out
+        if isinstance(node, CacheWrite):
+            return {"params": [str(node.src)], "output": [str(node.dst)]}
+        if isinstance(node, (CacheIncrement, CacheDecrement)):
+            return {"params": [str(node.amount)], "output": [node.name]}
+        if isinstance(node, CacheReset):
+            return {"output": [str(node.target)]}
+        if isinstance(node, Dep):
+            return {"params": [node.after, node.before]}
+        return {}
+
+    def _persistent_decl(self, name: str) -> VarDecl:
+        decl = self._decls.get(name)
+        if decl is None or decl.kind is not MemoryKind.PERSISTENT:
+            raise SimulationError(f"{name!r} is not a persistent variable; cache ops work on persistent memory only")
+        return decl
+
+    def _cache_selection(self, access: CacheAccess, scope: dict[str, int]) -> tuple[Index, ...]:
+        out: list[Index] = []
+        for idx in access.indices:
+            if isinstance(idx, CacheIndex):
+                out.append(self._index_value(idx.value, scope, access.name))
+            else:
+                assert isinstance(idx, CacheSlice)
+                start = None if idx.start is None else self._index_value(idx.start, scope, access.name)
+                end = None if idx.end is None else self._index_value(idx.end, scope, access.name)
+                out.append(Slice(start, end))
+        return tuple(out)
+
+    def _cache_read(self, access: CacheAccess, scope: dict[str, int]) -> Any:
+        decl = self._persistent_decl(access.name)
+        store = self.persistent
+        if decl.name in store.tables:
+            sel = self._cache_selection(access, scope)
+            return store.tables[decl.name].read(sel, store.undo, bucket=self.sim.bucketing)
+        if access.indices:
+            raise SimulationError(f"{access.name!r} is not a table; read it without indices")
+        return store.values[decl.name]
+
+    def _cache_write(self, access: CacheAccess, value: Any, scope: dict[str, int]) -> None:
+        decl = self._persistent_decl(access.name)
+        store = self.persistent
+        value = materialize(value)
+        if np.dtype(value.dtype) != np.dtype(decl.dtype.numpy):
+            raise SimulationError(
+                f"cache.write into {decl.name!r}: value dtype {np.dtype(value.dtype)} does not match "
+                f"the table's {decl.dtype.short}"
+            )
+        if decl.name in store.tables:
+            sel = self._cache_selection(access, scope)
+            store.tables[decl.name].write(sel, value, store.undo)
+            return
+        if access.indices:
+            raise SimulationError(f"{access.name!r} is not a table; write it without indices")
+        want = self.sim.resolve_dims(decl.dims, f"variable {decl.name!r}")
+        if value_shape(value) != want:
+            raise SimulationError(
+                f"cache.write into {decl.name!r}: value shape {list(value_shape(value))} does not "
+                f"match the declaration {decl.dtype.short}{list(want)}"
+            )
+        store.set_value(decl.name, value)
+
+    def _init_persistent(self, decl: VarDecl) -> None:
+        store = self.persistent
+        if decl.is_table:
+            entry = self.sim.resolve_dims(decl.dims, f"table {decl.name!r}")
+            store.tables[decl.name] = TableCache(
+                decl.name,
+                decl.dtype,
+                decl.table_indices,
+                decl.auto_dim,
+                entry,
+                dict(decl.fixed),
+                self.device,
+            )
+            return
+        value = self.sim.initial_value(decl, self.device)
+        if not decl.dims:
+            value = np.asarray(jax.device_get(value))  # counters live on the host: cheap to bump
+        store.values[decl.name] = value
+        store.initial[decl.name] = value
+
+    # ---- variable access ------------------------------------------------------------------
+    def _names(self, kind: MemoryKind) -> str:
+        names = [d.name for d in self.graph.vars if d.kind is kind]
+        return ", ".join(names) if names else "none"
+
+    def _scalar_lookup(self, name: str, scope: dict[str, int]) -> Any:
+        """A scalar named in an index, bound or param: loop index, variable or sizevar."""
+        if name in scope:
+            return scope[name]
+        decl = self._decls.get(name)
+        if decl is not None:
+            if decl.kind is MemoryKind.PERSISTENT:
+                if name in self.persistent.tables:
+                    raise SimulationError(f"{name!r} is a cache table, not a scalar")
+                return scalar_of(self.persistent.values[name], f"{name!r}")
+            return scalar_of(self._read_ref(VarRef(name), scope), f"{name!r}")
+        if name in self._store:
+            return scalar_of(self._store[name], f"{name!r}")
+        if name in self.sim.sizevars:
+            return self.sim.sizevars[name]
+        raise SimulationError(f"unknown name {name!r}: not a loop index, variable or sizevar")
+
+    def _index_value(self, raw: int | str, scope: dict[str, int], what: str) -> int:
+        if isinstance(raw, int):
+            return raw
+        value = self._scalar_lookup(raw, scope)
+        if isinstance(value, bool) or not float(value).is_integer():
+            raise SimulationError(f"index {raw!r} of {what!r} must be an integer, got {value!r}")
+        return int(value)
+
+    def _bound(self, raw: int | str, scope: dict[str, int], node: Loop, which: str) -> int:
+        if isinstance(raw, int):
+            return raw
+        decl = self._decls.get(raw)
+        if decl is not None and (decl.dtype.is_float or decl.dtype is DType.BOOL):
+            raise SimulationError(
+                f"loop {node.name}: {which} bound {raw!r} is {decl.dtype.short}; a loop bound must be "
+                f"an integer scalar"
+            )
+        value = self._scalar_lookup(raw, scope)
+        if isinstance(value, (bool, float)):
+            raise SimulationError(f"loop {node.name}: {which} bound {raw!r} must be an integer scalar, got {value!r}")
+        return int(value)
+
+    def _branch_target(self, node: Branch, scope: dict[str, int]) -> str:
+        if node.cond is None:
+            return node.then_block
+        decl = self._decls.get(node.cond)
+        dtype = decl.dtype if decl is not None else self._dtypes.get(node.cond)
+        if dtype is not None and dtype.is_packed:
+            raise SimulationError(f"branch condition {node.cond!r} is packed ({dtype.short}); use a non-packed scalar")
+        value = self._scalar_lookup(node.cond, scope)
+        if node.else_block is None:
+            raise SimulationError(f"conditional branch on {node.cond!r} needs an else block")
+        return node.then_block if value else node.else_block
+
+    def _model_name(self, decl: VarDecl, ref: VarRef, scope: dict[str, int]) -> str:
+        if len(ref.indices) != len(decl.table_indices):
+            raise SimulationError(
+                f"{decl.name!r} takes {len(decl.table_indices)} indices "
+                f"({', '.join(decl.table_indices)}), got {len(ref.indices)}"
+            )
+        values = {
+            idx: self._index_value(raw, scope, decl.name) for idx, raw in zip(decl.table_indices, ref.indices)
+        }
+        pattern = decl.pattern or decl.model_name + "".join(f".{{{i}}}" for i in decl.table_indices)
+        try:
+            return pattern.format(**values)
+        except (KeyError, IndexError, ValueError) as err:
+            raise SimulationError(f"@pattern({pattern!r}) of {decl.name!r} cannot be filled: {err}") from None
+
+    def _read_ref(self, ref: VarRef, scope: dict[str, int]) -> Any:
+        name = ref.name
+        if ref.indices:
+            decl = self._decls.get(name)
+            if decl is None or not decl.is_table or decl.kind is MemoryKind.PERSISTENT:
+                raise SimulationError(f"{ref}: {name!r} is not a prefix table (persistent tables need cache.read)")
+            key = self._model_name(decl, ref, scope)
+            if key in self._indexed:
+                return self._indexed[key]
+            return self._load_model(key, decl)
+        value = self._store.get(name)
+        if value is not None:
+            return value
+        if name in scope:
+            return np.asarray(scope[name], np.int64)
+        decl = self._decls.get(name)
+        if decl is None:
+            raise SimulationError(f"{name!r} is not declared and was not assigned before use")
+        if decl.kind is MemoryKind.PERSISTENT:
+            raise SimulationError(f"persistent cache {name!r} must be read via cache.read")
+        if decl.kind is MemoryKind.DYNAMIC:
+            raise SimulationError(f"dynamic input {name!r} was not inserted before step()")
+        value = self._initial(decl)
+        self._store[name] = value
+        return value
+
+    def _write_ref(self, ref: VarRef, value: Any, scope: dict[str, int]) -> None:
+        name = ref.name
+        decl = self._decls.get(name)
+        state = self._yield_state
+        if state is not None and name in state.locked and self._current_block == self.sim.entry.name:
+            raise SimulationError(f"entry writes {name!r} after yielding it; await {name} first")
+        if decl is not None:
+            if decl.kind is MemoryKind.CONSTANT:
+                raise SimulationError(f"constant {name!r} is read-only")
+            if decl.kind is MemoryKind.PERSISTENT:
+                raise SimulationError(f"persistent cache {name!r} must be written via cache.write")
+            if ref.indices:
+                self._indexed[self._model_name(decl, ref, scope)] = value
+                return
+        elif ref.indices:
+            raise SimulationError(f"{ref}: {name!r} is not a declared prefix table")
+        self._store[name] = value
+
+    def _assign(self, node: Assign) -> None:
+        if node.name in self._decls:
+            raise SimulationError(f"assign {node.name!r} shadows a declared variable; pick another name")
+        shape = self.sim.resolve_dims(node.dims, f"assign {node.name!r}")
+        self._store[node.name] = Zeros(shape, node.dtype.numpy)
+        self._dtypes[node.name] = node.dtype
+
+    def _initial(self, decl: VarDecl) -> Any:
+        """A volatile/constant variable's value at the start of a step (shared, immutable)."""
+        cached = self._var_initial.get(decl.name)
+        if cached is None:
+            loaded = self.sim.will_load(decl)
+            cached = self.sim.initial_value(decl, self.device)
+            if loaded:
+                self._loaded_now.append(decl.model_name)
+            self._var_initial[decl.name] = cached
+        return cached
+
+    def _load_model(self, tensor: str, decl: VarDecl) -> Any:
+        cached = self._pristine.get(tensor)
+        if cached is None:
+            cached = self.sim.load_tensor(tensor, decl, self.device)
+            self._loaded_now.append(tensor)
+            self._pristine[tensor] = cached
+        return cached
+
+    # ---- regions ------------------------------------------------------------------------------
+    def _run_region(self, region: RegionPlan, scope: dict[str, int]) -> Generator[TraceEvent, None, None]:
+        start = time.perf_counter_ns()
+        try:
+            arrays, rags, lengths, dtypes = self._region_inputs(region, scope)
+            out_dtypes: list[DType] = []
+            params: list[dict[str, Any]] = []
+            scalars: dict[str, Any] = {}
+            for pos, node in enumerate(region.nodes):
+                if isinstance(node, Assign):
+                    if node.name in self._decls:
+                        raise NodeFailure(node, SimulationError(f"assign {node.name!r} shadows a declared variable; pick another name"))
+                    self._dtypes[node.name] = node.dtype
+                elif isinstance(node, Op):
+                    params_i, out_dtype, bound = self._op_setup(node, scope, region, pos)
+                    params.append(params_i)
+                    out_dtypes.append(out_dtype)
+                    for k, v in bound.items():
+                        scalars[f"{pos}.{k}"] = v
+                elif isinstance(node, Transfer):
+                    self._check_transfer(node)
+            # Static shapes of assigns are resolved here (sizevars), so the region sees ints.
+            region_nodes = self._resolved_assigns(region)
+            try:
+                compiled = self.compiler.get(region_nodes, arrays, rags, len(lengths), dtypes, out_dtypes, scalars, params)
+            except NeedExact:
+                arrays = [materialize(Ragged(a, r.axis, lengths[r.slot])) if r else a for a, r in zip(arrays, rags)]
+                rags = [None] * len(arrays)
+                lengths = []
+                compiled = self.compiler.get(region_nodes, arrays, rags, 0, dtypes, out_dtypes, scalars, params)
+            outs = compiled.fn(tuple(arrays), tuple(np.asarray(n, np.int32) for n in lengths))
+            self.region_calls += 1
+            for ref, out, rag in zip(region.writes, outs, compiled.out_rags):
+                value = Ragged(out, rag.axis, lengths[rag.slot]) if rag is not None else out
+                self._write_ref(ref, value, scope)
+        except SimulationError:
+            raise
+        except NodeFailure as err:
+            raise self._node_error(err.node, err.cause) from err.cause
+        except OpenInferError as err:
+            raise self._node_error(region.nodes[0], err) from err
+        if not self._emit:
+            return
+        if self.sim.timing:
+            jax.block_until_ready(outs)
+        total = time.perf_counter_ns() - start
+        share = total // max(len(region.nodes), 1)
+        loaded, self._loaded_now = self._loaded_now, []
+        for k, node in enumerate(region.nodes):
+            shapes = compiled.shapes[k] if k < len(compiled.shapes) else None
+            ev = self._event(node, scope, start + k * share, duration=share, loaded=loaded if k == 0 else [])
+            ev.region = region.id
+            ev.region_ns = total if self.sim.timing else 0
+            ev.compiled = True
+            if shapes is not None:
+                ev.input_shapes = shapes.input_shapes
+                ev.input_dtypes = shapes.input_dtypes
+                ev.output_shapes = shapes.output_shapes
+                ev.output_dtypes = shapes.output_dtypes
+            if isinstance(node, Op):
+                ev.op_name = node.op
+                ev.params = [str(r) for r in node.inputs]
+                ev.output = [str(node.output)]
+            elif isinstance(node, Transfer):
+                ev.params, ev.output = [str(node.src)], [str(node.dst)]
+            elif isinstance(node, Assign):
+                ev.output = [node.name]
+            elif isinstance(node, Dep):
+                ev.params = [node.after, node.before]
+            yield ev
+
+    def _region_inputs(
+        self, region: RegionPlan, scope: dict[str, int]
+    ) -> tuple[list[Any], list[Rag | None], list[int], list[DType]]:
+        arrays: list[Any] = []
+        rags: list[Rag | None] = []
+        lengths: list[int] = []
+        dtypes: list[DType] = []
+        for ref in region.reads:
+            try:
+                value = self._read_ref(ref, scope)
+            except SimulationError as err:
+                node = next(n for n in region.nodes if _reads(n, ref))
+                raise NodeFailure(node, err) from None
+            if isinstance(value, Zeros):
+                value = value.exact()
+            if isinstance(value, Ragged):
+                # Inputs that share a valid length share a slot: the signature records the
+                # sharing, so masks of k and v can be computed once.
+                slot = lengths.index(value.length) if value.length in lengths else len(lengths)
+                if slot == len(lengths):
+                    lengths.append(value.length)
+                arrays.append(value.data)
+                rags.append(Rag(value.axis, slot))
+            else:
+                arrays.append(value)
+                rags.append(None)
+            dtypes.append(self._ref_dtype(ref))
+        return arrays, rags, lengths, dtypes
+
+    def _ref_dtype(self, ref: VarRef) -> DType:
+        dtype = self._dtypes.get(ref.name)
+        if dtype is None:
+            raise SimulationError(f"{ref.name!r} has no declared dtype")
+        return dtype
+
+    def _op_setup(
+        self, node: Op, scope: dict[str, int], region: RegionPlan, pos: int
+    ) -> tuple[dict[str, Any], DType, dict[str, Any]]:
+        opdef = registry.get(node.op)
+        if opdef is None:
+            raise NodeFailure(node, SimulationError(f"unknown op {node.op!r}; see `openinfer ops` for the list"))
+
+        def lookup(name: str) -> Any:
+            try:
+                return self._scalar_lookup(name, scope)
+            except SimulationError:
+                return None
+
+        raw, bound = static_params(node, lookup)
+        try:
+            params = opdef.resolve_params(raw)
+        except OpenInferError as err:
+            raise NodeFailure(node, err) from None
+        out_dtype = self._dtypes.get(node.output.name)
+        if out_dtype is None:
+            raise NodeFailure(node, SimulationError(f"output {node.output.name!r} is not declared or assigned"))
+        return params, out_dtype, bound
+
+    def _check_transfer(self, node: Transfer) -> None:
+        src_dtype = self._dtypes.get(node.src.name)
+        dst_dtype = self._dtypes.get(node.dst.name)
+        if src_dtype is not None and dst_dtype is not None and src_dtype is not dst_dtype:
+            raise NodeFailure(
+                node, SimulationError(f"transfer {node.src} >> {node.dst}: dtypes differ ({src_dtype.short} vs {dst_dtype.short})")
+            )
+
+    def _resolved_assigns(self, region: RegionPlan) -> RegionPlan:
+        if not region.assigns:
+            return region
+        cached = self.sim.resolved_regions.get(region.id)
+        if cached is None:
+            nodes = tuple(
+                Assign(n.name, n.dtype, self.sim.resolve_dims(n.dims, f"assign {n.name!r}"), loc=n.loc)
+                if isinstance(n, Assign)
+                else n
+                for n in region.nodes
+            )
+            cached = RegionPlan(region.id, region.block, nodes, region.reads, region.writes, region.assigns)
+            self.sim.resolved_regions[region.id] = cached
+        return cached
+
+    # ---- yield / await ---------------------------------------------------------------------------
+    def _on_yield(self, block: str, node: Yield) -> bool:
+        state = self._yield_state
+        assert state is not None
+        if block != self.sim.entry.name:
+            # A consumer's yield is its terminator: hand its yielded values back.
+            state.results[block] = {v: self._store.get(v) for v in node.vars}
+            return True
+        if state.locked:
+            raise SimulationError(f"yield {', '.join(node.vars)}: await {', '.join(sorted(state.locked))} before yielding again")
+        state.locked = set(node.vars)
+        state.yielded |= set(node.vars)
+        return False
+
+    def _run_consumers(self, node: Yield, fused: bool) -> Generator[TraceEvent, None, None]:
+        state = self._yield_state
+        assert state is not None
+        for blk in self.sim.consumers:
+            if blk.name in state.ran:
+                continue
+            awaits = self.sim.consumer_awaits[blk.name]
+            if not awaits <= state.yielded:
+                continue
+            state.ran.add(blk.name)
+            # The consumer works on a snapshot: its writes stay in its fork, and only the
+            # variables it yields come back, at entry's await.
+            entry_store = self._store
+            self._store = dict(entry_store)
+            locked, state.locked = state.locked, set()
+            try:
+                yield from self._run_list(blk.name, self.plan.block_items(blk, fused), {}, fused)
+                if blk.name not in state.results:
+                    state.results[blk.name] = {}
+                writes = self.sim.consumer_writes[blk.name]
+                state.results[blk.name] = {
+                    v: val for v, val in state.results[blk.name].items() if v in writes and val is not None
+                }
+            finally:
+                self._store = entry_store
+                state.locked = locked
+
+    def _on_await(self, block: str, node: Await) -> None:
+        state = self._yield_state
+        assert state is not None
+        if block != self.sim.entry.name:
+            return  # a consumer's await receives the snapshot it already runs on
+        for var in node.vars:
+            if var not in state.yielded:
+                raise SimulationError(f"await {var}: {var!r} was never yielded")
+            writers = [name for name, res in state.results.items() if var in res]
+            if len(writers) > 1:
+                raise SimulationError(f"await {var}: consumers {', '.join(writers)} both mutate {var!r}; only one may")
+            if writers:
+                self._store[var] = state.results[writers[0]][var]
+            state.locked.discard(var)
+
+    # ---- events and errors ------------------------------------------------------------------------
+    def _event(
+        self,
+        node: Node,
+        scope: dict[str, int],
+        start: int,
+        *,
+        duration: int | None = None,
+        params: list[str] | None = None,
+        output: list[str] | None = None,
+        output_shapes: list[list[int]] | None = None,
+        output_dtypes: list[str] | None = None,
+        loaded: list[str] | None = None,
+    ) -> TraceEvent:
+        info = self.plan.info[id(node)]
+        if duration is None:
+            duration = time.perf_counter_ns() - start
+        if loaded is None:
+            loaded, self._loaded_now = self._loaded_now, []
+        ev = TraceEvent(
+            block_name=info.block if self._current_block == info.block else self._current_block,
+            node_index=info.index,
+            node_uuid=info.uuid,
+            kind=info.kind,
+            params=params or [],
+            output=output or [],
+            micros=split_micros(duration) if self.sim.timing else [0, 0, 0],
+            node_desc=info.desc,
+            output_shapes=output_shapes or [],
+            output_dtypes=output_dtypes or [],
+            device=self.sim.device_name,
+            step=self._steps,
+            scope=dict(scope),
+            loaded=list(loaded),
+            start_ns=start - self._t0,
+            duration_ns=duration if self.sim.timing else 0,
+        )
+        if self.sim.tracing:
+            self._events.append(ev)
+        if self.sim.env_trace:
+            print_event(ev, self.sim.env_trace)
+        return ev
+
+    def _node_error(self, node: Any, err: BaseException) -> SimulationError:
+        info = self.plan.info.get(id(node))
+        if info is None:
+            return SimulationError(str(err))
+        loc = getattr(node, "loc", None)
+        where = f" at {loc}" if loc is not None else ""
+        return SimulationError(f"block {info.block} node {info.index} ({info.desc}){where}: {err}")
+
+
+class _YieldState:
+    """Per-step bookkeeping of yield/await: what entry yielded, which consumers ran."""
+
+    def __init__(self) -> None:
+        self.yielded: set[str] = set()
+        self.locked: set[str] = set()
+        self.ran: set[str] = set()
+        self.results: dict[str, dict[str, Any]] = {}
+
+
+def _reads(node: Node, ref: VarRef) -> bool:
+    if isinstance(node, Op):
+        return ref in node.inputs
+    if isinstance(node, Transfer):
+        return node.src == ref
+    return False
+

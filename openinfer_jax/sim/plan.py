@@ -1,0 +1,244 @@
+"""Static planning of a graph for the simulator: node numbering and jit regions.
+
+Every node gets a deterministic index (pre-order over blocks, loop bodies included) and a
+deterministic UUID (uuid5 of block, path and text), so traces of two runs compare equal.
+Each node list (a block body or a loop body) is split into *items*: a `RegionPlan` is a
+maximal run of pure nodes (ops, assign, transfer, dep) compiled as one jax.jit function;
+every other node (cache ops, branch, loop, yield/await, barrier, return) is an effect the
+Python scheduler runs itself (DESIGN.md, "Pure regions go to XLA").
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from openinfer_jax.ir.nodes import (
+    Assign,
+    Await,
+    Barrier,
+    Block,
+    Branch,
+    CacheDecrement,
+    CacheIncrement,
+    CacheRead,
+    CacheReset,
+    CacheWrite,
+    Dep,
+    Graph,
+    Loop,
+    Node,
+    Op,
+    Return,
+    Transfer,
+    VarRef,
+    Yield,
+)
+
+__all__ = ["GraphPlan", "Item", "NodeInfo", "RegionPlan", "describe_node", "node_kind"]
+
+_NAMESPACE = uuid.UUID("6f1c3a52-8d0e-4b8a-9d61-0b7e5f3c2a19")
+
+# Trace `kind` of each node class (the original's TraceEvent kinds).
+_KINDS: dict[type, str] = {
+    Assign: "Assign",
+    Op: "OpExecute",
+    CacheRead: "CacheRead",
+    CacheWrite: "CacheWrite",
+    CacheIncrement: "CacheIncrement",
+    CacheDecrement: "CacheDecrement",
+    CacheReset: "CacheReset",
+    Barrier: "Barrier",
+    Dep: "Dep",
+    Transfer: "Transfer",
+    Yield: "Yield",
+    Await: "Await",
+    Branch: "Branch",
+    Loop: "Loop",
+    Return: "Return",
+}
+
+# Nodes a jit region may contain: pure computation and ordering hints.
+_PURE = (Op, Assign, Transfer, Dep)
+
+
+def node_kind(node: Node) -> str:
+    """The trace kind of a node (``OpExecute``, ``CacheRead``...)."""
+    return _KINDS[type(node)]
+
+
+def describe_node(node: Node) -> str:
+    """One line of DSL-like text for a node (trace lines and error messages)."""
+    if isinstance(node, Op):
+        args = [str(r) for r in node.inputs] + [f"{k}={_fmt(v)}" for k, v in node.params]
+        return f"op {node.op}({', '.join(args)}) >> {node.output}"
+    if isinstance(node, Assign):
+        dims = f"[{', '.join(str(d) for d in node.dims)}]" if node.dims else ""
+        return f"assign {node.name}: {node.dtype.short}{dims}"
+    if isinstance(node, Transfer):
+        return f"transfer {node.src} >> {node.dst}"
+    if isinstance(node, CacheRead):
+        return f"cache.read {node.src} >> {node.dst}"
+    if isinstance(node, CacheWrite):
+        return f"cache.write {node.src} >> {node.dst}"
+    if isinstance(node, CacheIncrement):
+        return f"cache.increment {node.amount} {node.name}"
+    if isinstance(node, CacheDecrement):
+        return f"cache.decrement {node.amount} {node.name}"
+    if isinstance(node, CacheReset):
+        return f"cache.reset {node.target}"
+    if isinstance(node, Branch):
+        if node.cond is None:
+            return f"branch {node.then_block}"
+        return f"branch {node.cond} {node.then_block} {node.else_block}"
+    if isinstance(node, Loop):
+        return f"loop {node.name} ({node.index} in {node.start}..{node.end})"
+    if isinstance(node, Yield):
+        return f"yield {', '.join(node.vars)}"
+    if isinstance(node, Await):
+        return f"await {', '.join(node.vars)}"
+    if isinstance(node, Dep):
+        return f"dep after({node.after}) before({node.before})"
+    if isinstance(node, Barrier):
+        return "barrier"
+    return "return"
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return f"[{', '.join(str(v) for v in value)}]"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return str(value)
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """Where a node sits: its block, global index, UUID and description."""
+
+    block: str
+    index: int
+    uuid: str
+    desc: str
+    kind: str
+
+
+@dataclass
+class RegionPlan:
+    """A maximal run of pure nodes, compiled as one function per input signature.
+
+    `reads` are the variable references read before being written in the region (its
+    inputs, in first-use order); `writes` those it writes (its outputs).
+    """
+
+    id: int
+    block: str
+    nodes: tuple[Node, ...]
+    reads: tuple[VarRef, ...] = ()
+    writes: tuple[VarRef, ...] = ()
+    assigns: tuple[str, ...] = field(default_factory=tuple)
+
+
+Item = RegionPlan | Node
+
+
+class GraphPlan:
+    """Node numbering plus the fused and per-node item lists of every node list.
+
+    `items(nodes, fused)` returns the plan of one node list; `fused=False` gives one region
+    per pure node (used by `Executor.iterate`, so values can be fetched after each node).
+    """
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.info: dict[int, NodeInfo] = {}
+        self._items: dict[tuple[int, bool], list[Item]] = {}
+        self.regions: list[RegionPlan] = []
+        counter = 0
+        for block in graph.blocks:
+            counter = self._number(block.name, block.nodes, counter, path=block.name)
+
+    def _number(self, block: str, nodes: tuple[Node, ...], counter: int, path: str) -> int:
+        for pos, node in enumerate(nodes):
+            desc = describe_node(node)
+            key = f"{path}/{pos}/{desc}"
+            self.info[id(node)] = NodeInfo(
+                block=block,
+                index=counter,
+                uuid=str(uuid.uuid5(_NAMESPACE, key)),
+                desc=desc,
+                kind=node_kind(node),
+            )
+            counter += 1
+            if isinstance(node, Loop):
+                counter = self._number(block, node.body, counter, path=f"{key}/body")
+        return counter
+
+    def block_items(self, block: Block, fused: bool) -> list[Item]:
+        """The items of a block body."""
+        return self.items(block.name, block.nodes, fused)
+
+    def items(self, block: str, nodes: tuple[Node, ...], fused: bool) -> list[Item]:
+        """The items of a node list (cached; identity of the tuple is the key)."""
+        key = (id(nodes), fused)
+        cached = self._items.get(key)
+        if cached is not None:
+            return cached
+        out: list[Item] = []
+        run: list[Node] = []
+
+        def flush() -> None:
+            if run:
+                out.append(self._region(block, tuple(run)))
+                run.clear()
+
+        for node in nodes:
+            if isinstance(node, _PURE):
+                run.append(node)
+                if not fused:
+                    flush()
+            else:
+                flush()
+                out.append(node)
+        flush()
+        self._items[key] = out
+        return out
+
+    def _region(self, block: str, nodes: tuple[Node, ...]) -> RegionPlan:
+        reads: list[VarRef] = []
+        writes: list[VarRef] = []
+        written: set[VarRef] = set()
+        assigns: list[str] = []
+
+        def read(ref: VarRef) -> None:
+            if ref not in written and ref not in reads:
+                reads.append(ref)
+
+        def write(ref: VarRef) -> None:
+            written.add(ref)
+            if ref not in writes:
+                writes.append(ref)
+
+        for node in nodes:
+            if isinstance(node, Op):
+                for ref in node.inputs:
+                    read(ref)
+                write(node.output)
+            elif isinstance(node, Transfer):
+                read(node.src)
+                write(node.dst)
+            elif isinstance(node, Assign):
+                write(VarRef(node.name))
+                assigns.append(node.name)
+        plan = RegionPlan(
+            id=len(self.regions),
+            block=block,
+            nodes=nodes,
+            reads=tuple(reads),
+            writes=tuple(writes),
+            assigns=tuple(assigns),
+        )
+        self.regions.append(plan)
+        return plan

@@ -1,0 +1,217 @@
+"""Compiling jit regions: one XLA executable per (region, input signature), cached.
+
+A signature is the input shapes and dtypes, which inputs are padded (`Ragged`) along which
+axis and which of them share a valid length, and the values of runtime-scalar params
+(`value=alpha`). Loop bodies reuse their region across iterations because prefix-table
+references (`W[l]`) are resolved by the scheduler: the region only sees arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from openinfer_jax.errors import OpenInferError
+from openinfer_jax.ir.nodes import Assign, Dep, Op, Transfer, VarName, VarRef
+from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.ops import registry
+from openinfer_jax.sim.plan import RegionPlan
+from openinfer_jax.sim.ragged import NeedExact, Rag, apply_op
+
+__all__ = ["CompiledRegion", "NodeFailure", "NodeShapes", "RegionCompiler", "Signature"]
+
+
+class NodeFailure(Exception):
+    """A node of a region failed while tracing; carries the node and the cause."""
+
+    def __init__(self, node: Any, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.node = node
+        self.cause = cause
+
+
+@dataclass
+class NodeShapes:
+    """Shapes and dtypes one node saw while its region was traced (for trace events)."""
+
+    input_shapes: list[list[int]] = field(default_factory=list)
+    input_dtypes: list[str] = field(default_factory=list)
+    output_shapes: list[list[int]] = field(default_factory=list)
+    output_dtypes: list[str] = field(default_factory=list)
+
+
+# (shape, numpy dtype str, padded axis or None, length slot or None) per input, then params.
+Signature = tuple[Any, ...]
+
+
+@dataclass
+class CompiledRegion:
+    """A region's executable for one signature, plus what its outputs look like."""
+
+    fn: Callable[..., Any]
+    out_rags: list[Rag | None]
+    shapes: list[NodeShapes]
+    exact: bool
+
+
+def _shape_of(x: Any, rag: Rag | None) -> list[int]:
+    shape = [int(d) for d in x.shape]
+    if rag is not None:
+        shape[rag.axis] = -1  # padded: the valid length is only known at run time
+    return shape
+
+
+# Cache entry for a signature whose region cannot run on padded inputs.
+_NEEDS_EXACT: Any = object()
+
+
+class RegionCompiler:
+    """Builds and caches region executables; counts XLA compilations.
+
+    `dtype_of(ref)` gives the declared DType of a variable reference (packed types are
+    int8/uint8 in memory, so the array alone cannot tell i4 from i8).
+    """
+
+    def __init__(self) -> None:
+        self.cache: dict[tuple[int, Signature], CompiledRegion] = {}
+        self.compilations = 0
+        self.exact_fallbacks = 0
+
+    def get(
+        self,
+        region: RegionPlan,
+        arrays: list[Any],
+        rags: list[Rag | None],
+        n_lengths: int,
+        dtypes: list[DType],
+        out_dtypes: list[DType],
+        scalars: dict[str, Any],
+        params: list[dict[str, Any]],
+    ) -> CompiledRegion:
+        """The executable for this call's signature (built on first use)."""
+        sig: Signature = (
+            tuple(
+                (tuple(a.shape), str(a.dtype), r.axis if r else None, r.slot if r else None)
+                for a, r in zip(arrays, rags)
+            ),
+            tuple(d.code for d in dtypes),
+            tuple(sorted(scalars.items())),
+        )
+        key = (region.id, sig)
+        compiled = self.cache.get(key)
+        if compiled is None:
+            try:
+                compiled = self._build(region, arrays, rags, n_lengths, dtypes, out_dtypes, params)
+            except NeedExact:
+                self.exact_fallbacks += 1
+                compiled = _NEEDS_EXACT
+            self.cache[key] = compiled
+            self.compilations += compiled is not _NEEDS_EXACT
+        if compiled is _NEEDS_EXACT:
+            raise NeedExact(f"region {region.id} needs exact shapes")
+        return compiled
+
+    def _build(
+        self,
+        region: RegionPlan,
+        samples: list[Any],
+        rags: list[Rag | None],
+        n_lengths: int,
+        dtypes: list[DType],
+        out_dtypes: list[DType],
+        params: list[dict[str, Any]],
+    ) -> CompiledRegion:
+        out_rags: list[Rag | None] = []
+        shapes: list[NodeShapes] = []
+
+        def run(ragged: bool, inputs: tuple[Any, ...], lengths: tuple[Any, ...]) -> tuple[Any, ...]:
+            out_rags.clear()
+            shapes.clear()
+            env: dict[VarRef, tuple[Any, Rag | None, DType]] = {
+                ref: (x, r if ragged else None, d)
+                for ref, x, r, d in zip(region.reads, inputs, rags, dtypes)
+            }
+            op_index = 0
+            for node in region.nodes:
+                info = NodeShapes()
+                shapes.append(info)
+                try:
+                    if isinstance(node, Op):
+                        self._trace_op(node, env, lengths, params[op_index], out_dtypes[op_index], info)
+                        op_index += 1
+                    elif isinstance(node, Assign):
+                        arr = jnp.zeros(tuple(int(d) for d in node.dims), node.dtype.numpy)
+                        env[VarRef(node.name)] = (arr, None, node.dtype)
+                        info.output_shapes.append(list(arr.shape))
+                        info.output_dtypes.append(node.dtype.short)
+                    elif isinstance(node, Transfer):
+                        src = env[node.src]
+                        env[node.dst] = src
+                        info.input_shapes.append(_shape_of(src[0], src[1]))
+                        info.output_shapes.append(_shape_of(src[0], src[1]))
+                        info.input_dtypes.append(src[2].short)
+                        info.output_dtypes.append(src[2].short)
+                    else:
+                        assert isinstance(node, Dep)
+                except NeedExact:
+                    raise
+                except (OpenInferError, TypeError, ValueError, IndexError) as err:
+                    raise NodeFailure(node, err) from err
+            outs = []
+            for ref in region.writes:
+                arr, rag, _dtype = env[ref]
+                outs.append(arr)
+                out_rags.append(rag)
+            return tuple(outs)
+
+        fn = jax.jit(lambda inputs, lengths: run(True, inputs, lengths))
+        # Lower now (not at the first call) so that NeedExact surfaces here, and so that the
+        # compile count is exact: one `compile()` per cached signature.
+        lengths0 = tuple(np.zeros((), np.int32) for _ in range(n_lengths))
+        compiled = fn.lower(tuple(samples), lengths0).compile()
+        return CompiledRegion(compiled, list(out_rags), list(shapes), not any(rags))
+
+    def _trace_op(
+        self,
+        node: Op,
+        env: dict[VarRef, tuple[Any, Rag | None, DType]],
+        lengths: tuple[Any, ...],
+        params: dict[str, Any],
+        out_dtype: DType,
+        info: NodeShapes,
+    ) -> None:
+        opdef = registry.get(node.op)
+        assert opdef is not None
+        xs = [env[r][0] for r in node.inputs]
+        rags = [env[r][1] for r in node.inputs]
+        dts = [env[r][2] for r in node.inputs]
+        for x, r, d in zip(xs, rags, dts):
+            info.input_shapes.append(_shape_of(x, r))
+            info.input_dtypes.append(d.short)
+        out, rag = apply_op(opdef, xs, rags, lengths, dts, params)
+        want = out_dtype.numpy
+        if out.dtype != want:
+            out = out.astype(want)
+        env[node.output] = (out, rag, out_dtype)
+        info.output_shapes.append(_shape_of(out, rag))
+        info.output_dtypes.append(out_dtype.short)
+
+
+def static_params(node: Op, lookup: Callable[[str], Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Raw params of `node` with `VarName` values bound via `lookup`; and those bindings."""
+    raw: dict[str, Any] = {}
+    bound: dict[str, Any] = {}
+    for key, value in node.params:
+        if isinstance(value, VarName) and value.name.lower() not in ("inf", "+inf", "-inf", "nan", "true", "false"):
+            resolved = lookup(value.name)
+            if resolved is not None:
+                bound[key] = resolved
+                raw[key] = resolved
+                continue
+        raw[key] = value
+    return raw, bound

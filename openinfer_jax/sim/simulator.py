@@ -1,0 +1,322 @@
+"""The Simulator: binds a graph to a model and a device, then makes executors.
+
+`Simulator(model, graph, device="cpu")` validates the graph against the model once; its
+executors share the compiled regions (compilation is per simulator, not per executor).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from openinfer_jax.errors import BackendError, GraphValidationError, OpenInferError, SimulationError
+from openinfer_jax.ir.nodes import (
+    Await,
+    Block,
+    Branch,
+    CacheRead,
+    Dim,
+    Graph,
+    Loop,
+    MemoryKind,
+    Node,
+    Op,
+    Transfer,
+    VarDecl,
+    VarRef,
+)
+from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.sim.events import env_trace_level
+from openinfer_jax.sim.executor import Executor
+from openinfer_jax.sim.plan import GraphPlan, RegionPlan
+from openinfer_jax.sim.regions import RegionCompiler
+
+__all__ = ["DEVICES", "Simulator", "load_graph"]
+
+# Device names accepted by `Simulator(device=...)`.
+DEVICES = ("cpu", "gpu", "vulkan")
+
+
+def load_graph(graph: Graph | str | os.PathLike[str]) -> Graph:
+    """A Graph from a Graph, `graph{}` text, or a path to a `.graph`/`.oi` text or `.json` file.
+
+    Raises:
+        DslSyntaxError: text that does not parse. SimulationError: an unreadable path.
+    """
+    if isinstance(graph, Graph):
+        return graph
+    from openinfer_jax import trace
+
+    if isinstance(graph, str) and ("{" in graph or "\n" in graph):
+        return trace.parse(graph)
+    path = Path(graph)
+    if not path.is_file():
+        raise SimulationError(f"graph file {path} does not exist (pass a Graph, graph{{}} text or a path)")
+    if path.suffix == ".json":
+        import json
+
+        from openinfer_jax import ir
+
+        return ir.from_json(json.loads(path.read_text()))  # type: ignore[attr-defined, no-any-return]
+    return trace.parse_file(path)
+
+
+def _load_model(model: Any) -> Any:
+    if model is None or hasattr(model, "tensors"):
+        return model
+    from openinfer_jax.oinf import ModelLoader
+
+    return ModelLoader.open(model)
+
+
+def _walk(nodes: Sequence[Node]) -> list[Node]:
+    out: list[Node] = []
+    for node in nodes:
+        out.append(node)
+        if isinstance(node, Loop):
+            out.extend(_walk(node.body))
+    return out
+
+
+class Simulator:
+    """A graph bound to a model and a device.
+
+    Args:
+        model: a `ModelLoader`, a path to a `.oinf` file, or None for a graph that needs no
+            model (no sizevars, no weights).
+        graph: a `Graph`, `graph{}` text, or a path.
+        device: ``"cpu"`` (XLA CPU), ``"gpu"`` (JAX's GPU backend), ``"vulkan"`` (ops on the
+            Kompute backend where supported, else XLA CPU with a warning in the trace), or a
+            `jax.Device`.
+        bucketing: pad growing cache slices to power-of-two buckets (see docs/simulator.md).
+        validate: run `openinfer_jax.ir.validate(graph, model)` first.
+
+    Raises:
+        GraphValidationError: the graph breaks a rule. BackendError: the device is missing.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        graph: Graph | str | os.PathLike[str],
+        device: str | Any = "cpu",
+        *,
+        bucketing: bool = True,
+        validate: bool = True,
+    ) -> None:
+        # i64/u64/f64 must be exact; the op library enables x64 too.
+        jax.config.update("jax_enable_x64", True)
+        self.model = _load_model(model)
+        self.graph = load_graph(graph)
+        self.sizevars: dict[str, int] = dict(self.model.sizevars) if self.model is not None else {}
+        self.device_name, self.jax_device, self.vulkan = _pick_device(device)
+        self.bucketing = bucketing
+        self.tracing = False
+        self.timing = False
+        self.env_trace = env_trace_level()
+        if validate:
+            self._validate()
+        self._check_structure()
+        self.plan = GraphPlan(self.graph)
+        self.compiler = RegionCompiler()
+        self.resolved_regions: dict[int, RegionPlan] = {}
+        entry = self.graph.block("entry") or (self.graph.blocks[0] if self.graph.blocks else None)
+        if entry is None:
+            raise GraphValidationError("the graph has no blocks; add `block entry { ... }`")
+        self.entry: Block = entry
+        targets = {
+            name
+            for blk in self.graph.blocks
+            for node in _walk(blk.nodes)
+            if isinstance(node, Branch)
+            for name in (node.then_block, node.else_block)
+            if name
+        }
+        # Async consumers: blocks that are neither entry nor branch targets (reference §3).
+        self.consumers = [b for b in self.graph.blocks if b.name != entry.name and b.name not in targets]
+        self.consumer_awaits = {
+            b.name: {v for n in _walk(b.nodes) if isinstance(n, Await) for v in n.vars} for b in self.consumers
+        }
+        self.consumer_writes = {b.name: _written(b.nodes) for b in self.consumers}
+        self.required_inputs = self._required_inputs()
+
+    # ---- builder-style options -----------------------------------------------------------
+    def with_trace(self) -> Simulator:
+        """Record a `TraceEvent` per node (see `Executor.trace`); returns self."""
+        self.tracing = True
+        return self
+
+    def with_timer(self) -> Simulator:
+        """Time every node (waits for device results, so it slows steps down); returns self."""
+        self.timing = True
+        return self
+
+    def make_executor(self) -> Executor:
+        """A fresh executor: empty dynamic inputs, persistent memory at its initial values."""
+        return Executor(self)
+
+    # ---- graph facts ------------------------------------------------------------------------
+    def block(self, name: str) -> Block:
+        """The block called `name`.
+
+        Raises:
+            SimulationError: no such block.
+        """
+        blk = self.graph.block(name)
+        if blk is None:
+            raise SimulationError(f"branch target {name!r} is not a block of the graph")
+        return blk
+
+    def _validate(self) -> None:
+        if importlib.util.find_spec("openinfer_jax.ir.validate") is None:
+            return
+        module = importlib.import_module("openinfer_jax.ir.validate")
+        module.validate(self.graph, self.model)
+
+    def _check_structure(self) -> None:
+        names = {d.name for d in self.graph.vars}
+        for decl in self.graph.vars:
+            if decl.kind is MemoryKind.PERSISTENT and decl.is_table and decl.dtype.is_packed:
+                raise GraphValidationError(
+                    f"persistent table {decl.name!r}: packed dtype {decl.dtype.short} is not allowed in tables"
+                )
+        for blk in self.graph.blocks:
+            for node in _walk(blk.nodes):
+                if isinstance(node, Branch):
+                    for target in (node.then_block, node.else_block):
+                        if target is not None and self.graph.block(target) is None:
+                            raise GraphValidationError(
+                                f"block {blk.name}: branch target {target!r} is not a block"
+                            )
+        del names
+
+    def _required_inputs(self) -> list[str]:
+        """Dynamic variables some node reads (a step without them fails up front)."""
+        read: set[str] = set()
+        for blk in self.graph.blocks:
+            for node in _walk(blk.nodes):
+                if isinstance(node, Op):
+                    read.update(r.name for r in node.inputs)
+                elif isinstance(node, Transfer) or (hasattr(node, "src") and isinstance(node.src, VarRef)):
+                    read.add(node.src.name)
+        return [d.name for d in self.graph.vars if d.kind is MemoryKind.DYNAMIC and d.name in read]
+
+    # ---- sizes and model values ---------------------------------------------------------------
+    def resolve_dims(self, dims: Sequence[Dim], what: str) -> tuple[int, ...]:
+        """Resolve dims (ints, sizevars, products like ``3*D``) to ints.
+
+        Raises:
+            SimulationError: an unknown sizevar, naming `what` needs it.
+        """
+        out = []
+        for dim in dims:
+            if isinstance(dim, int):
+                out.append(dim)
+                continue
+            value = 1
+            for term in str(dim).split("*"):
+                term = term.strip()
+                if term.lstrip("-").isdigit():
+                    value *= int(term)
+                elif term in self.sizevars:
+                    value *= self.sizevars[term]
+                else:
+                    known = ", ".join(sorted(self.sizevars)) or "none"
+                    raise SimulationError(f"{what}: unknown size {term!r}; the model defines: {known}")
+            out.append(value)
+        return tuple(out)
+
+    def will_load(self, decl: VarDecl) -> bool:
+        """True if `decl`'s initial value comes from tensor data in the model (a lazy load)."""
+        info = self.model.tensors.get(decl.model_name) if self.model is not None else None
+        return info is not None and info.has_data
+
+    def load_tensor(self, name: str, decl: VarDecl, device: Any) -> Any:
+        """Model tensor `name` (a prefix-table entry of `decl`) on `device`, read from the mmap.
+
+        Raises:
+            SimulationError: the model lacks it, or its dtype/shape differs from `decl`.
+        """
+        if self.model is None or name not in self.model.tensors:
+            raise SimulationError(f"{decl.name}: the model has no tensor {name!r} (from @pattern)")
+        info = self.model.tensors[name]
+        shape = self.resolve_dims(decl.dims, f"variable {decl.name!r}")
+        if info.dtype is not decl.dtype or tuple(info.shape) != shape:
+            raise SimulationError(
+                f"{decl.name}: model tensor {name!r} is {info.dtype.short}{list(info.shape)}, "
+                f"the declaration says {decl.dtype.short}{list(shape)}"
+            )
+        if not info.has_data:
+            return self._filled(decl, shape, device)
+        return jax.device_put(np.asarray(self.model.tensor(name)), device)
+
+    def initial_value(self, decl: VarDecl, device: Any) -> Any:
+        """The value a variable starts from: model tensor, metadata/sizevar scalar, @init, or zeros.
+
+        Raises:
+            SimulationError: the model tensor's dtype or shape differs from the declaration.
+        """
+        shape = self.resolve_dims(decl.dims, f"variable {decl.name!r}")
+        model = self.model
+        name = decl.model_name
+        if model is not None and name in model.tensors:
+            return self.load_tensor(name, decl, device)
+        if not shape and model is not None:
+            # Scalars may come from metadata or a sizevar (`num_layers: u32`), docs/semantics.md.
+            if name in model.metadata and np.ndim(model.metadata[name]) == 0:
+                raw = model.metadata[name]
+                if isinstance(raw, (bool, int, float, np.generic)):
+                    return jax.device_put(np.asarray(raw, decl.dtype.numpy), device)
+            if name in self.sizevars:
+                return jax.device_put(np.asarray(self.sizevars[name], decl.dtype.numpy), device)
+        return self._filled(decl, shape, device)
+
+    def _filled(self, decl: VarDecl, shape: tuple[int, ...], device: Any) -> Any:
+        if decl.init is not None:
+            return jax.device_put(np.full(shape, decl.init, decl.dtype.numpy), device)
+        return jax.device_put(jnp.zeros(shape, decl.dtype.numpy), device)
+
+
+def _written(nodes: Sequence[Node]) -> set[str]:
+    out: set[str] = set()
+    for node in _walk(nodes):
+        if isinstance(node, Op):
+            out.add(node.output.name)
+        elif isinstance(node, (Transfer, CacheRead)):
+            out.add(node.dst.name)
+    return out
+
+
+def _pick_device(device: Any) -> tuple[str, Any, Any]:
+    """(name, jax device for arrays and XLA, Vulkan backend or None)."""
+    if not isinstance(device, str):
+        return getattr(device, "platform", "device"), device, None
+    name = device.lower()
+    if name == "cpu":
+        return "cpu", jax.devices("cpu")[0], None
+    if name in ("gpu", "cuda"):
+        try:
+            return "gpu", jax.devices("gpu")[0], None
+        except RuntimeError as err:
+            raise BackendError(f"device='gpu': JAX has no GPU backend here ({err}); use device='cpu'") from None
+    if name == "vulkan":
+        try:
+            vk = importlib.import_module("openinfer_jax.vk")
+            backend = vk.VulkanBackend()
+        except (ImportError, AttributeError) as err:
+            raise BackendError(f"device='vulkan': the Vulkan backend is not available ({err})") from None
+        except OpenInferError:
+            raise
+        return "vulkan", jax.devices("cpu")[0], backend
+    raise BackendError(f"unknown device {device!r}; use one of {', '.join(DEVICES)}")
+
+
+_ = DType

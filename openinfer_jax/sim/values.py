@@ -1,0 +1,172 @@
+"""How the simulator holds tensor values in memory, and conversions to and from the host.
+
+Values are immutable JAX arrays (so "copy-on-write" is free: an op never mutates its
+input, it rebinds its output), host NumPy arrays for small scalars, a `Ragged` for a
+cache slice padded to a power-of-two bucket, or a `Zeros` placeholder for an `assign`
+that has not been written yet (no buffer is allocated until something reads it).
+Packed dtypes are held UNPACKED (int8 signed, uint8 unsigned); bf16/f8 as ml_dtypes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from openinfer_jax.errors import SimulationError
+from openinfer_jax.oinf.dtypes import DType, dtype_from_numpy
+
+__all__ = [
+    "Ragged",
+    "Value",
+    "Zeros",
+    "bucket_size",
+    "coerce_input",
+    "materialize",
+    "scalar_of",
+    "to_host",
+    "value_dtype_name",
+    "value_shape",
+]
+
+
+@dataclass(frozen=True)
+class Ragged:
+    """A tensor whose axis `axis` is only valid up to `length`; `data` is padded beyond it.
+
+    Cache slice reads return this so that a slice that grows by one entry per decode step
+    keeps the same padded shape for many steps (no recompilation). Positions at or past
+    `length` hold unspecified values: ops that reduce over `axis` mask them.
+    """
+
+    data: jax.Array
+    axis: int
+    length: int
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The logical (unpadded) shape."""
+        shape = list(self.data.shape)
+        shape[self.axis] = self.length
+        return tuple(shape)
+
+    @property
+    def dtype(self) -> Any:
+        """The element dtype of the data."""
+        return self.data.dtype
+
+    def exact(self) -> jax.Array:
+        """The valid part as an ordinary array."""
+        return jax.lax.slice_in_dim(self.data, 0, self.length, axis=self.axis)
+
+
+@dataclass(frozen=True)
+class Zeros:
+    """A zero tensor not yet allocated (an `assign` whose first write usually replaces it)."""
+
+    shape: tuple[int, ...]
+    dtype: Any
+
+    def exact(self) -> jax.Array:
+        """The zeros as an array."""
+        return jnp.zeros(self.shape, self.dtype)
+
+
+Value = Any  # jax.Array | np.ndarray | Ragged | Zeros
+
+
+def bucket_size(n: int, limit: int | None = None) -> int:
+    """The power of two >= n (at least 1), capped at `limit` when given."""
+    size = 1
+    while size < n:
+        size *= 2
+    if limit is not None:
+        size = min(size, limit)
+    return size
+
+
+def materialize(value: Value) -> Any:
+    """An array (JAX or NumPy) for any stored value."""
+    if isinstance(value, (Ragged, Zeros)):
+        return value.exact()
+    return value
+
+
+def to_host(value: Value) -> np.ndarray:
+    """A host NumPy copy of a stored value (packed types stay unpacked int8/uint8)."""
+    return np.asarray(jax.device_get(materialize(value)))
+
+
+def value_shape(value: Value) -> tuple[int, ...]:
+    """The logical shape of a stored value."""
+    return tuple(int(d) for d in value.shape)
+
+
+def value_dtype_name(value: Value) -> str:
+    """A short dtype name for traces (``float32``, ``bfloat16``)."""
+    return str(np.dtype(value.dtype))
+
+
+def coerce_input(name: str, value: Any, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:
+    """Check and convert a host value inserted into a dynamic variable.
+
+    NumPy arrays must already have the declared dtype (a silent float64 -> float32 cast
+    hides bugs); Python scalars and lists are converted. Packed dtypes take int arrays in
+    the type's value range.
+
+    Raises:
+        SimulationError: wrong dtype, shape, or a value out of a packed type's range.
+    """
+    want = np.dtype(dtype.numpy)
+    declared = f"{dtype.short}{list(shape)}"
+    if isinstance(value, jax.Array):
+        value = np.asarray(value)
+    if isinstance(value, (np.ndarray, np.generic)):
+        arr = np.asarray(value)
+        if dtype.is_packed:
+            if arr.dtype.kind not in "iu":
+                raise SimulationError(
+                    f"insert {name!r}: expected integer values for {declared}, got {arr.dtype}"
+                )
+        elif arr.dtype != want:
+            try:
+                got = dtype_from_numpy(arr.dtype).short
+            except ValueError:
+                got = str(arr.dtype)
+            raise SimulationError(
+                f"insert {name!r}: dtype {got} does not match the declaration {declared}; "
+                f"convert it first, e.g. value.astype(np.{want.name})"
+            )
+    else:
+        try:
+            arr = np.asarray(value, dtype=want)
+        except (TypeError, ValueError, OverflowError) as err:
+            raise SimulationError(f"insert {name!r}: cannot convert to {declared}: {err}") from None
+    if tuple(arr.shape) != tuple(shape):
+        raise SimulationError(
+            f"insert {name!r}: shape {list(arr.shape)} does not match the declaration {declared}"
+        )
+    if dtype.is_packed:
+        lo, hi = dtype.value_range()
+        if arr.size and (arr.min() < lo or arr.max() > hi):
+            raise SimulationError(f"insert {name!r}: {dtype.short} values must lie in [{lo}, {hi}]")
+        if dtype is DType.T1 and arr.size and np.any(arr == 0):
+            raise SimulationError(f"insert {name!r}: t1 values must be -1 or +1")
+        arr = arr.astype(want)
+    return np.ascontiguousarray(arr)
+
+
+def scalar_of(value: Value, what: str) -> int | float | bool:
+    """The Python scalar held by a one-element value (loop bounds, branch conditions).
+
+    Raises:
+        SimulationError: if the value has more than one element.
+    """
+    arr = to_host(value)
+    if arr.size != 1:
+        raise SimulationError(f"{what} must be a scalar, got a tensor of shape {list(arr.shape)}")
+    item = arr.reshape(()).item()
+    return item  # type: ignore[no-any-return]
