@@ -135,6 +135,10 @@ def tokenize(source: SourceText) -> list[Token]:
         column = pos - line_start + 1
         if m is None:
             ch = text[pos]
+            if ch == ">":
+                raise syntax_error(
+                    source, line, column, "unexpected '>'; expected '>>' to route a value into its destination"
+                )
             shown = repr(ch) if not ch.isprintable() or ch in "'\"" else f"'{ch}'"
             raise syntax_error(
                 source,
