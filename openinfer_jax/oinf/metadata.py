@@ -72,8 +72,7 @@ def encode_metadata(value: Any, what: str) -> tuple[DType, bytes]:
             )
         forced = None
     if isinstance(value, str):
-        raw = value.encode("ascii", "replace")
-        if not spec.is_valid_text(raw) or len(raw) != len(value):
+        if not value.isascii() or not spec.is_valid_text(value.encode("ascii")):
             raise OinfFormatError(
                 f"{what}: STRING values must be printable ASCII (R10); got {value[:40]!r}"
             )
