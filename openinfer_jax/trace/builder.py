@@ -29,8 +29,7 @@ with the source line and a caret. Semantic checks are `openinfer_jax.ir.validate
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from openinfer_jax.ir.nodes import (
@@ -310,6 +309,35 @@ class _CacheNamespace:
         self._block._append(CacheReset(access, loc=loc))
 
 
+class _LoopScope:
+    """The `with` body of a loop: collects nodes, appends the Loop node on exit."""
+
+    def __init__(
+        self, block: BlockBuilder, name: str, index: str, bounds: tuple[int | str, int | str], loc: SourceLoc | None
+    ) -> None:
+        self.block = block
+        self.name = name
+        self.index = index
+        self.bounds = bounds
+        self.loc = loc
+        self.entered = False
+
+    def __enter__(self) -> LoopIndex:
+        if self.entered:
+            raise builder_error(f"loop '{self.name}' was already used; call b.loop(...) again", self.loc)
+        if self.block.closed:
+            raise builder_error(f"block '{self.block.name}' is closed; emit its nodes inside its `with` body", self.loc)
+        self.entered = True
+        self.block._stack.append([])
+        return LoopIndex(self.block.builder, self.index)
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        body = self.block._stack.pop()
+        if exc_type is None:
+            start, end = self.bounds
+            self.block._append(Loop(self.name, self.index, start, end, tuple(body), loc=self.loc))
+
+
 class BlockBuilder:
     """Emits the nodes of one block; usable as a context manager (`with g.block("entry") as b`).
 
@@ -476,27 +504,17 @@ class BlockBuilder:
         cond = self._name_of(target_or_cond, "branch condition")
         self._append(Branch(block_name(then_block), cond=cond, else_block=block_name(else_block), loc=loc))
 
-    @contextmanager
-    def loop(
-        self, name: str, index: str, start: int | str | Var, end: int | str | Var
-    ) -> Iterator[LoopIndex]:
-        """`loop name (index in start..end) { ... }`: nodes emitted in the `with` body form the loop.
+    def loop(self, name: str, index: str, start: int | str | Var, end: int | str | Var) -> _LoopScope:
+        """`loop name (index in start..end) { ... }`: use as ``with b.loop(...) as l:``.
 
-        Bounds are ints, sizevar names or scalar variables (handles or names). Yields the
-        loop index handle.
+        Nodes emitted in the `with` body form the loop. Bounds are ints, sizevar names or
+        scalar variables (handles or names); `l` is the loop index handle.
         """
         loc = caller_loc()
         if not is_identifier(name) or not is_identifier(index):
             raise builder_error(f"loop: name {name!r} and index {index!r} must be identifiers", loc)
-        bounds = tuple(self._bound(b, f"loop {name} bound") for b in (start, end))
-        if self.closed:
-            raise builder_error(f"block '{self.name}' is closed; emit its nodes inside its `with` body", loc)
-        self._stack.append([])
-        try:
-            yield LoopIndex(self.builder, index)
-        finally:
-            body = self._stack.pop()
-        self._append(Loop(name, index, bounds[0], bounds[1], tuple(body), loc=loc))
+        bounds = (self._bound(start, f"loop {name} bound"), self._bound(end, f"loop {name} bound"))
+        return _LoopScope(self, name, index, bounds, loc)
 
     def _bound(self, value: Any, what: str) -> int | str:
         if isinstance(value, bool):
@@ -659,6 +677,18 @@ class GraphBuilder:
     def persistent(self, name: str, dtype: str | DType, *dims: Any, **attributes: Any) -> Var:
         """Declare a `persistent` variable or cache table (kept across steps, cache ops only)."""
         return self._declare(MemoryKind.PERSISTENT, name, dtype, dims, attributes)
+
+    def undeclared(self, name: str) -> Var:
+        """A handle to a name this builder does not declare (for program fragments).
+
+        The builder normally refuses names it has not seen, to catch typos at once; a
+        fragment that uses variables declared elsewhere names them through this handle, and
+        `validate` reports any that stay undeclared.
+        """
+        loc = caller_loc()
+        if not isinstance(name, str) or not is_identifier(name):
+            raise builder_error(f"undeclared: name {name!r} is not an identifier", loc)
+        return Var(self, name, None)
 
     # ---- blocks ---------------------------------------------------------------------
     def block(self, name: str) -> BlockBuilder:
