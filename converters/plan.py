@@ -62,7 +62,8 @@ class PlannedTensor:
             array = array.T
         if array.dtype != self.dtype.numpy:
             array = array.astype(self.dtype.numpy)
-        return np.ascontiguousarray(array)
+        # Not np.ascontiguousarray: it turns a 0-d array into shape (1,).
+        return array if array.flags.c_contiguous else array.copy(order="C")
 
 
 @dataclass
