@@ -1,0 +1,408 @@
+"""The Vulkan backend: device tensors and op dispatch through Kompute (`kp`).
+
+This module is the only place in the package that imports `kp`, and it imports it
+lazily, so the rest of the package works without Kompute installed.
+
+Tensors stay on the device between ops: `upload` copies once, `run` allocates the output
+on the device and dispatches a generated kernel, `download` copies back. Dispatches are
+submitted asynchronously; the next submission (or a download / `sync`) first waits for
+the previous one. That wait is what orders a kernel after the one that produced its
+input: kp 0.9's Python binding exposes no shader-to-shader memory barrier, so several
+dispatches recorded into one kp.Sequence would not be ordered on a real GPU.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from openinfer_jax.errors import BackendError, OpenInferError
+from openinfer_jax.ir.nodes import VarName
+from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.vk import kernels
+from openinfer_jax.vk.capabilities import DeviceCapabilities, query_capabilities
+from openinfer_jax.vk.compiler import compile_glsl
+from openinfer_jax.vk.expressions import ELEMENTWISE
+from openinfer_jax.vk.glsl import glsl_type
+from openinfer_jax.vk.storage import decode_words, encode_words, storage_words
+
+__all__ = ["VulkanBackend", "DeviceTensor", "vulkan_available"]
+
+_FEATURE_NAMES = {"shader_int64": "shaderInt64", "shader_float64": "shaderFloat64"}
+_INSTALL_KP = (
+    "install Kompute's Python binding `kp` (see docs/vulkan.md: `make setup` builds it from "
+    "the kp==0.9.0 sdist against pybind11>=2.12)"
+)
+
+
+def _import_kp() -> Any:
+    try:
+        import kp
+    except ImportError as exc:
+        raise BackendError(f"the Vulkan backend needs `kp` ({exc}); {_INSTALL_KP}") from None
+    return kp
+
+
+@cache
+def vulkan_available(device_index: int = 0) -> tuple[bool, str]:
+    """Whether the Vulkan backend can run here: (True, device name) or (False, reason).
+
+    Checks that `kp` imports and that the Vulkan loader reports device `device_index`.
+    Never raises.
+    """
+    try:
+        _import_kp()
+        caps = query_capabilities(device_index)
+    except OpenInferError as exc:
+        return False, str(exc)
+    except Exception as exc:  # a broken driver must not break the CPU path
+        return False, f"Vulkan probe failed: {type(exc).__name__}: {exc}"
+    return True, caps.device_name
+
+
+@dataclass(eq=False)
+class DeviceTensor:
+    """A tensor resident in a device buffer (32-bit words, layout of vk/storage.py).
+
+    Created by `VulkanBackend.upload` / `run` / `read_slice`; read back with
+    `VulkanBackend.download`. `dtype` and `shape` describe the logical tensor.
+    """
+
+    dtype: DType
+    shape: tuple[int, ...]
+    handle: Any = field(repr=False)
+    words: int = 0
+
+    @property
+    def numel(self) -> int:
+        """Number of elements."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the device buffer occupies."""
+        return self.words * 4
+
+
+class VulkanBackend:
+    """Runs registry ops on one Vulkan device through Kompute.
+
+    Args:
+        device_index: physical device, in the Vulkan loader's order.
+        disable_features: capability names (``shader_int64``, ``shader_float64``) to treat
+            as missing even if the device has them, to exercise the CPU fallback on a
+            capable device; also read from ``OPENINFER_VK_DISABLE`` (comma-separated).
+        matmul_tiles: ``"large"`` (128x128 tiles, for GPUs) or ``"small"`` (64x64, for
+            CPUs); default: small on a CPU device (lavapipe), large otherwise.
+
+    Raises:
+        BackendError: `kp` missing, no Vulkan loader/device, or the index out of range;
+            the message says what to install or change.
+    """
+
+    def __init__(
+        self,
+        device_index: int = 0,
+        *,
+        disable_features: Sequence[str] = (),
+        matmul_tiles: str | None = None,
+    ) -> None:
+        self._kp = _import_kp()
+        self.capabilities: DeviceCapabilities = query_capabilities(device_index)
+        env = os.environ.get("OPENINFER_VK_DISABLE", "")
+        disabled = {f.strip() for f in (*disable_features, *env.split(",")) if f.strip()}
+        unknown = disabled - set(_FEATURE_NAMES)
+        if unknown:
+            raise BackendError(
+                f"unknown feature(s) to disable: {', '.join(sorted(unknown))}; "
+                f"known: {', '.join(_FEATURE_NAMES)}"
+            )
+        self._features = {
+            k: v and k not in disabled for k, v in self.capabilities.features.items()
+        }
+        try:
+            self._manager = self._kp.Manager(device_index)
+        except RuntimeError as exc:
+            raise BackendError(
+                f"Kompute could not open Vulkan device {device_index}: {exc}; check the driver "
+                "(`vulkaninfo --summary`), or VK_DRIVER_FILES for a non-default ICD"
+            ) from None
+        if matmul_tiles is None:
+            matmul_tiles = "small" if self.capabilities.device_type == "cpu" else "large"
+        if matmul_tiles not in kernels.MATMUL_TILES:
+            raise BackendError(
+                f"matmul_tiles={matmul_tiles!r}; use one of {', '.join(kernels.MATMUL_TILES)}"
+            )
+        self.matmul_tiles = matmul_tiles
+        self._pending: list[tuple[Any, ...]] = []
+        self.dispatch_count = 0
+
+    # ---- device description ----------------------------------------------------------------
+    @property
+    def properties(self) -> dict[str, Any]:
+        """Device name, vendor, type, limits and features (after `disable_features`)."""
+        props = self.capabilities.as_dict()
+        props["features"] = dict(self._features)
+        return props
+
+    @property
+    def device_name(self) -> str:
+        """The device's name as the driver reports it (``llvmpipe (...)``, ``NVIDIA H100``)."""
+        return self.capabilities.device_name
+
+    # ---- memory --------------------------------------------------------------------------------
+    def _allocate_words(self, words: np.ndarray, what: str) -> Any:
+        limit = self.capabilities.limits["max_storage_buffer_range"]
+        if words.nbytes > limit:
+            raise BackendError(
+                f"{what} needs a {words.nbytes}-byte buffer, above this device's "
+                f"maxStorageBufferRange of {limit} bytes; run it on the CPU or split the tensor"
+            )
+        try:
+            return self._manager.tensor_t(words)
+        except RuntimeError as exc:
+            raise BackendError(
+                f"allocating {words.nbytes} bytes for {what} on {self.device_name} failed "
+                f"({exc}); free device tensors or use a smaller model"
+            ) from None
+
+    def upload(self, array: Any, dtype: DType) -> DeviceTensor:
+        """Copy a host array (simulator representation of `dtype`) into a new device tensor.
+
+        Raises:
+            BackendError: a dtype that cannot be a tensor, packed values out of range, or an
+                allocation failure.
+        """
+        host = np.asarray(array)
+        words = encode_words(host, dtype)
+        handle = self._allocate_words(words, f"a {dtype.short}{list(host.shape)} tensor")
+        self._wait()
+        self._eval(self._manager.sequence().record(self._kp.OpTensorSyncDevice([handle])), "upload")
+        return DeviceTensor(dtype, tuple(int(d) for d in host.shape), handle, int(words.size))
+
+    def empty(self, dtype: DType, shape: Sequence[int]) -> DeviceTensor:
+        """A new device tensor of `shape` whose contents are undefined until written."""
+        shape = tuple(int(d) for d in shape)
+        n = storage_words(dtype, int(np.prod(shape, dtype=np.int64)))
+        handle = self._allocate_words(np.zeros(n, np.uint32), f"a {dtype.short}{list(shape)} tensor")
+        return DeviceTensor(dtype, shape, handle, n)
+
+    def download(self, tensor: DeviceTensor) -> np.ndarray:
+        """Copy a device tensor back: the simulator representation (packed -> int8/uint8)."""
+        self._check_own(tensor)
+        self._wait()
+        self._eval(self._manager.sequence().record(self._kp.OpTensorSyncLocal([tensor.handle])),
+                   "download")  # fmt: skip
+        return decode_words(np.array(tensor.handle.data(), dtype=np.uint32), tensor.dtype, tensor.shape)
+
+    def sync(self) -> None:
+        """Wait until every submitted dispatch has finished."""
+        self._wait()
+
+    def write_slice(self, dst: DeviceTensor, offset: int, src: DeviceTensor) -> None:
+        """Copy all of `src` into `dst` at flat element `offset`, on the device.
+
+        For cache tables: appending a row is ``write_slice(table, row * row_numel, row)``.
+
+        Raises:
+            BackendError: dtypes differ or the slice does not fit.
+        """
+        self._check_own(dst, src)
+        if src.dtype is not dst.dtype:
+            raise BackendError(f"write_slice: source is {src.dtype.short}, destination {dst.dtype.short}")
+        if offset < 0 or offset + src.numel > dst.numel:
+            raise BackendError(
+                f"write_slice: {src.numel} elements at offset {offset} do not fit in a tensor "
+                f"of {dst.numel} elements"
+            )
+        if src.numel:
+            self._launch(kernels.copy_kernel(src.dtype, 0, offset, src.numel), [src, dst])
+
+    def read_slice(
+        self, src: DeviceTensor, start: int, length: int, shape: Sequence[int] | None = None
+    ) -> DeviceTensor:
+        """A new device tensor holding flat elements ``start .. start+length`` of `src`.
+
+        `shape` (default ``(length,)``) must hold `length` elements.
+
+        Raises:
+            BackendError: the range leaves the tensor, or `shape` does not match `length`.
+        """
+        self._check_own(src)
+        out_shape = (length,) if shape is None else tuple(int(d) for d in shape)
+        if int(np.prod(out_shape, dtype=np.int64)) != length:
+            raise BackendError(f"read_slice: shape {out_shape} does not hold {length} elements")
+        if start < 0 or length < 0 or start + length > src.numel:
+            raise BackendError(
+                f"read_slice: elements {start}..{start + length} are outside a tensor of "
+                f"{src.numel} elements"
+            )
+        out = self.empty(src.dtype, out_shape)
+        if length:
+            self._launch(kernels.copy_kernel(src.dtype, start, 0, length), [src, out])
+        return out
+
+    # ---- ops -------------------------------------------------------------------------------------
+    def supports(self, op_name: str, in_dtypes: Sequence[DType], params: Mapping[str, Any]) -> bool | str:
+        """True if `op_name` runs on this device for these dtypes/params, else the reason.
+
+        The reason is meant for the simulator's trace when it falls back to the CPU
+        (for example a device without ``shaderInt64`` and an i64 input).
+        """
+        try:
+            self._plan(op_name, list(in_dtypes), params)
+        except OpenInferError as exc:
+            return str(exc)
+        return True
+
+    def _plan(
+        self, op_name: str, in_dtypes: list[DType], params: Mapping[str, Any]
+    ) -> tuple[Any, dict[str, Any], DType]:
+        from openinfer_jax.ops import registry
+
+        opdef = registry.get(op_name)
+        if opdef is None:
+            raise BackendError(f"unknown op {op_name!r}")
+        if op_name not in kernels.kernel_ops():
+            raise BackendError(f"op {op_name} has no Vulkan kernel yet; it runs on the CPU")
+        resolved = opdef.resolve_params(params)
+        out = opdef.output_dtype(in_dtypes, resolved)
+        for name, value in resolved.items():
+            if isinstance(value, VarName):
+                raise BackendError(f"{op_name}: param {name} is a variable; it runs on the CPU")
+        if op_name in ELEMENTWISE and ELEMENTWISE[op_name].expr_for(glsl_type(in_dtypes[0]).family) is None:
+            raise BackendError(f"{op_name}: no Vulkan kernel for {in_dtypes[0].short} inputs")
+        needed = [*in_dtypes]
+        if op_name not in ("argmax_axis", "argmin_axis"):
+            needed.append(out)  # arg* write i64 indices as two words, no int64 arithmetic
+        acc = resolved.get("acc") if opdef.acc_rules else None
+        if acc is not None:
+            needed.append(acc[0])
+        if op_name == "mean_axis" and acc is None and in_dtypes[0].is_int:
+            needed.append(DType.I64)  # integer mean sums in 64 bits
+        for dtype in needed:
+            cap = glsl_type(dtype).capability
+            if cap is not None and not self._features.get(cap, False):
+                raise BackendError(
+                    f"{op_name}: device {self.device_name} lacks {_FEATURE_NAMES[cap]}, needed "
+                    f"for {dtype.short}; this node runs on the CPU"
+                )
+        return opdef, resolved, out
+
+    def run(
+        self,
+        op_name: str,
+        inputs: Sequence[DeviceTensor],
+        params: Mapping[str, Any],
+        out_dtype: DType,
+        out_shape: Sequence[int],
+        *,
+        out: DeviceTensor | None = None,
+    ) -> DeviceTensor:
+        """Dispatch `op_name` on device tensors; returns the output (still on the device).
+
+        `out` writes into an existing tensor instead of a new one: in-place when it is one
+        of `inputs` (allowed only for ops whose declaration permits in-place writes).
+
+        Raises:
+            BackendError: unsupported op/dtypes/capability (see `supports`), an output
+                dtype/shape that disagrees with the registry, or a device failure.
+            GraphValidationError: (`OpCheckError`) params or dtypes break the op's rules.
+        """
+        self._check_own(*inputs)
+        in_dtypes = [t.dtype for t in inputs]
+        opdef, resolved, expected = self._plan(op_name, in_dtypes, params)
+        in_shapes = [t.shape for t in inputs]
+        shape = opdef.output_shape(in_shapes, resolved)
+        out_shape = tuple(int(d) for d in out_shape)
+        if expected is not out_dtype or shape != out_shape:
+            raise BackendError(
+                f"{op_name}: asked for {out_dtype.short}{list(out_shape)}, but the op gives "
+                f"{expected.short}{list(shape)} for these inputs"
+            )
+        if out is not None:
+            self._check_own(out)
+            if out.dtype is not out_dtype or out.shape != out_shape:
+                raise BackendError(
+                    f"{op_name}: output tensor is {out.dtype.short}{list(out.shape)}, "
+                    f"expected {out_dtype.short}{list(out_shape)}"
+                )
+            if any(out is t for t in inputs) and not opdef.inplace_ok:
+                raise BackendError(f"op {op_name} does not support inplace writes")
+        kernel = self._kernel(op_name, inputs, resolved, out_dtype, out_shape)
+        target = out if out is not None else self.empty(out_dtype, out_shape)
+        bound = [] if op_name == "fill" else list(inputs)
+        if math.prod(out_shape) > 0:
+            self._launch(kernel, [*bound, target])
+        return target
+
+    def _kernel(
+        self, op: str, inputs: Sequence[DeviceTensor], params: dict[str, Any], out: DType,
+        out_shape: tuple[int, ...],
+    ) -> kernels.Kernel:  # fmt: skip
+        dtypes = [t.dtype for t in inputs]
+        shapes = [t.shape for t in inputs]
+        if op in ELEMENTWISE:
+            return kernels.elementwise_kernel(op, dtypes, shapes, out, out_shape, params)
+        if op == "cast":
+            return kernels.cast_kernel(dtypes[0], out, shapes[0], params["rounding_mode"],
+                                       bool(params["saturate"]))  # fmt: skip
+        if op == "fill":
+            return kernels.fill_kernel(dtypes[0], out_shape, params["value"])
+        if op == "matmul":
+            return kernels.matmul_kernel(dtypes[0], dtypes[1], shapes[0], shapes[1], out, out_shape,
+                                         params.get("acc"), self.matmul_tiles)  # fmt: skip
+        # reductions
+        ndim = len(shapes[0])
+        if op in ("argmax_axis", "argmin_axis"):
+            axes = [params["axis"] % ndim] if ndim else []
+            first = bool(params.get("select_first", True))
+        else:
+            axes = sorted({a % ndim for a in params.get("axes", ())}) if ndim else []
+            if not axes:
+                axes = list(range(ndim))
+            first = True
+        return kernels.reduce_kernel(op, dtypes[0], shapes[0], out, axes,
+                                     params.get("acc"), first)  # fmt: skip
+
+    # ---- dispatch ----------------------------------------------------------------------------------
+    def _check_own(self, *tensors: DeviceTensor) -> None:
+        for t in tensors:
+            if not isinstance(t, DeviceTensor):
+                raise BackendError(f"expected a DeviceTensor from this backend, got {type(t).__name__}")
+
+    def _launch(self, kernel: kernels.Kernel, tensors: Sequence[DeviceTensor]) -> None:
+        spirv = compile_glsl(kernel.source, kernel.label)
+        self._wait()
+        kp = self._kp
+        try:
+            algo = self._manager.algorithm(
+                [t.handle for t in tensors], spirv, list(kernel.grid), [], kernel.push
+            )
+            seq = self._manager.sequence().record(kp.OpAlgoDispatch(algo, kernel.push))
+            seq.eval_async()
+        except RuntimeError as exc:
+            raise BackendError(f"dispatch of {kernel.label} failed on {self.device_name}: {exc}") from None
+        # Keep the sequence, algorithm and buffers alive until the work has finished.
+        self._pending.append((seq, algo, tensors))
+        self.dispatch_count += 1
+
+    def _wait(self) -> None:
+        pending, self._pending = self._pending, []
+        for seq, *_ in pending:
+            try:
+                seq.eval_await()
+            except RuntimeError as exc:
+                raise BackendError(f"waiting for the device failed: {exc}") from None
+
+    def _eval(self, seq: Any, what: str) -> None:
+        try:
+            seq.eval()
+        except RuntimeError as exc:
+            raise BackendError(f"{what} failed on {self.device_name}: {exc}") from None

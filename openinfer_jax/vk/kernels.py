@@ -1,0 +1,517 @@
+"""Kernel generation: GLSL source + push constants + grid for one op call.
+
+A `Kernel` is everything the backend needs to dispatch: the generated GLSL (compiled and
+cached by source hash), the bindings' order (inputs then output), the push-constant
+words and the work-group grid. Sources depend only on dtypes and static params, never
+on shapes (shapes go into push constants), so one compiled kernel serves every shape.
+
+Kernel families, each rendered from one template in shaders/:
+
+* elementwise.comp  every op in `expressions.ELEMENTWISE`, plus ``cast`` and ``fill``;
+* reduce.comp       the ``*_axis`` reductions;
+* matmul.comp       matmul for every dtype (accumulator from ``acc``);
+* matmul_tiled.comp the f32 fast path (shared-memory tiles, register blocking);
+* copy.comp         element copies between buffers (cache slices).
+
+Every template writes whole output words, so narrow types never race (storage.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from openinfer_jax.errors import BackendError
+from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.vk import launch
+from openinfer_jax.vk.compiler import render
+from openinfer_jax.vk.expressions import ELEMENTWISE, helper_functions
+from openinfer_jax.vk.glsl import GlslType, encode_function, glsl_type, load_function
+
+__all__ = [
+    "Kernel",
+    "REDUCTIONS",
+    "MATMUL_TILES",
+    "elementwise_kernel",
+    "cast_kernel",
+    "fill_kernel",
+    "reduce_kernel",
+    "matmul_kernel",
+    "copy_kernel",
+    "literal",
+    "kernel_ops",
+]
+
+REDUCTIONS = ("sum_axis", "prod_axis", "max_axis", "min_axis", "mean_axis",
+              "argmax_axis", "argmin_axis")  # fmt: skip
+# (BM, BN, BK, TM, TN) of the tiled f32 matmul; "small" suits CPUs (lavapipe).
+MATMUL_TILES = {"large": (128, 128, 8, 8, 8), "small": (64, 64, 16, 4, 4)}
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One dispatch: source, push constants (uint32 words) and grid (x, y, z groups)."""
+
+    label: str
+    source: str
+    push: np.ndarray
+    grid: tuple[int, int, int]
+
+
+def kernel_ops() -> frozenset[str]:
+    """Names of the ops that have a Vulkan kernel."""
+    return frozenset(ELEMENTWISE) | {"cast", "fill", "matmul", *REDUCTIONS}
+
+
+# ---- shared pieces ------------------------------------------------------------------------------
+def literal(value: Any, t: GlslType) -> str:
+    """A GLSL literal of `value` in `t`'s compute type (exact for every integer)."""
+    ct = t.compute
+    if t.family in ("float", "double"):
+        v = float(value)
+        if math.isnan(v):
+            return f"{ct}(0.0 / 0.0)"
+        if math.isinf(v):
+            return f"{ct}({'-' if v < 0 else ''}1.0 / 0.0)"
+        suffix = "lf" if ct == "double" else ""
+        return f"{ct}({v!r}{suffix})"
+    v = int(value)
+    if ct == "int":
+        return f"int({v})" if v > -(2**31) else "int(-2147483647 - 1)"
+    if ct == "int64_t":
+        return f"int64_t({v}l)" if v > -(2**63) else "int64_t(-9223372036854775807l - 1l)"
+    if ct == "uint64_t":
+        return f"uint64_t({v}ul)"
+    return f"{v}u"
+
+
+def param_words(value: Any, t: GlslType) -> list[int]:
+    """Raw 32-bit words of a scalar param held in `t`'s compute type."""
+    if t.family == "float":
+        return [int(np.float32(value).view(np.uint32))]
+    if t.family == "double":
+        bits = int(np.float64(value).view(np.uint64))
+        return [bits & 0xFFFFFFFF, bits >> 32]
+    if isinstance(value, float) and math.isnan(value):
+        value = 0
+    v = int(value)
+    if t.is_wide:
+        v &= (1 << 64) - 1
+        return [v & 0xFFFFFFFF, v >> 32]
+    return [v & 0xFFFFFFFF]
+
+
+def param_decl(name: str, slot: int, t: GlslType) -> str:
+    """A ``#define P_name`` reading push-constant slot `slot` as `t`'s compute type."""
+    ct, p = t.compute, f"pc.p[{slot}]"
+    expr = {
+        "float": f"uintBitsToFloat({p})",
+        "double": f"packDouble2x32(uvec2({p}, pc.p[{slot + 1}]))",
+        "int": f"int({p})",
+        "uint": p,
+        "bool": p,
+        "int64": f"int64_t(pack64(uvec2({p}, pc.p[{slot + 1}])))",
+        "uint64": f"pack64(uvec2({p}, pc.p[{slot + 1}]))",
+    }[t.family]
+    return f"#define P_{name} ({ct}({expr}))\n"
+
+
+def store_snippet(out: DType) -> str:
+    """The body of main() that writes output word/element `w` from ``element(o)``."""
+    if out.bits == 64:
+        return ("    if (w >= pc.n) return;\n    uvec2 v = encode_out(element(w));\n"
+                "    outw[2u * w] = v.x;\n    outw[2u * w + 1u] = v.y;")  # fmt: skip
+    if out.bits == 32:
+        return "    if (w >= pc.n) return;\n    outw[w] = encode_out(element(w));"
+    per_word, mask = 32 // out.bits, (1 << out.bits) - 1
+    return (
+        f"    uint first = w * {per_word}u;\n    if (first >= pc.n) return;\n    uint word = 0u;\n"
+        f"    for (uint k = 0u; k < {per_word}u; k++) {{\n        uint o = first + k;\n"
+        "        if (o >= pc.n) break;\n"
+        f"        word |= (encode_out(element(o)) & 0x{mask:x}u) << (k * {out.bits}u);\n    }}\n"
+        "    outw[w] = word;"
+    )
+
+
+def invocations(out: DType, n: int) -> int:
+    """Invocations a store snippet needs for `n` output elements (one per word or element)."""
+    return n if out.bits >= 32 else (n * out.bits + 31) // 32
+
+
+def buffers(n_inputs: int) -> str:
+    """Binding declarations: word buffers ``in0..`` then ``outw`` (no qualifiers: may alias)."""
+    lines = [f"layout(set = 0, binding = {k}) buffer In{k} {{ uint in{k}[]; }};"
+             for k in range(n_inputs)]  # fmt: skip
+    lines.append(f"layout(set = 0, binding = {n_inputs}) buffer Out {{ uint outw[]; }};")
+    return "\n".join(lines)
+
+
+def extensions(*types: GlslType) -> str:
+    """The ``#extension`` lines the given types need."""
+    lines = sorted({line for t in types for line in t.extensions})
+    return "\n".join(lines)
+
+
+def _check_words(words: list[int], limit: int, label: str) -> np.ndarray:
+    if len(words) > limit:
+        raise BackendError(f"{label}: {len(words)} push-constant words exceed the limit {limit}")
+    return np.array(words + [0] * (limit - len(words)), dtype=np.uint32)
+
+
+# ---- elementwise ---------------------------------------------------------------------------------
+def _elementwise_push(
+    in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], params: list[int], label: str
+) -> tuple[np.ndarray, int]:
+    try:
+        strides = [launch.broadcast_strides(s, out_shape) for s in in_shapes]
+    except ValueError as exc:
+        raise BackendError(f"{label}: {exc}") from None
+    shape, collapsed = launch.collapse(out_shape, strides)
+    if len(shape) > launch.MAX_RANK:
+        raise BackendError(
+            f"{label}: broadcast of rank {len(shape)} (after merging contiguous dims) exceeds "
+            f"the Vulkan kernels' limit of {launch.MAX_RANK}; run this node on the CPU"
+        )
+    rank = len(shape)
+    n = int(np.prod(out_shape, dtype=np.int64))
+    words = [n, rank, *shape, *([1] * (launch.MAX_RANK - rank))]
+    for s in collapsed:
+        words += [*s, *([0] * (launch.MAX_RANK - rank))]
+    if not in_shapes:  # the template declares at least one stride row (ARITY >= 1)
+        words += [0] * launch.MAX_RANK
+    words += params
+    rows = max(1, len(in_shapes))
+    return _check_words(words, 2 + launch.MAX_RANK * (1 + rows) + 4, label), n
+
+
+def _elementwise_source(
+    in_dtypes: Sequence[DType], out: DType, expr: str, param_defs: str, label: str
+) -> str:
+    in_types = [glsl_type(d) for d in in_dtypes]
+    out_t = glsl_type(out)
+    functions = [load_function(f"load{k}", f"in{k}", d) for k, d in enumerate(in_dtypes)]
+    functions.append(encode_function("encode_out", out))
+    functions.append(f"#define OT {out_t.compute}\n")
+    for k, t in enumerate(in_types):
+        functions.append(f"#define T{k} {t.compute}\n")
+    if in_types:
+        width = in_dtypes[0].bits
+        functions.append(f"#define W {width}u\n")
+        functions.append(helper_functions(in_types[0].compute, width))
+    functions.append(param_defs)
+    operands = "\n".join(f"    {t.compute} x{k} = load{k}(idx[{k}]);" for k, t in enumerate(in_types))
+    return render(
+        "elementwise.comp",
+        EXTENSIONS=extensions(*in_types, out_t),
+        MAX_RANK=launch.MAX_RANK,
+        ARITY=max(1, len(in_dtypes)),
+        LOCAL_SIZE=launch.LOCAL_SIZE,
+        BUFFERS=buffers(len(in_dtypes)),
+        FUNCTIONS="".join(functions),
+        OUT_TYPE=out_t.compute,
+        OPERANDS=operands,
+        EXPR=expr,
+        STORE=store_snippet(out),
+    )
+
+
+def elementwise_kernel(
+    op: str,
+    in_dtypes: Sequence[DType],
+    in_shapes: Sequence[tuple[int, ...]],
+    out: DType,
+    out_shape: tuple[int, ...],
+    params: Mapping[str, Any],
+) -> Kernel:
+    """The kernel of an `expressions.ELEMENTWISE` op.
+
+    Raises:
+        BackendError: no expression for the input's compute family, or a broadcast too
+            deep for the push constants.
+    """
+    label = f"{op}({', '.join(d.short for d in in_dtypes)}) -> {out.short}"
+    spec = ELEMENTWISE[op]
+    in_t, out_t = glsl_type(in_dtypes[0]), glsl_type(out)
+    expr = spec.expr_for(in_t.family)
+    if expr is None:
+        raise BackendError(f"{label}: no Vulkan kernel for {in_dtypes[0].short} inputs")
+    defs, words = [], []
+    for name, slot_type in spec.params:
+        t = {"in": in_t, "out": out_t, "uint": glsl_type(DType.U32)}[slot_type]
+        value = params.get(name)
+        if value is None:  # the registry's dtype-dependent default (div_by_zero_mask)
+            value = math.nan if t.family in ("float", "double") else 0
+        defs.append(param_decl(name, len(words), t))
+        words += param_words(value, t)
+    # A cast of the expression into the output's compute type keeps e.g. `abs` of an i8
+    # (computed in int) storable; for same-typed results it is the identity.
+    source = _elementwise_source(in_dtypes, out, f"{out_t.compute}({expr})", "".join(defs), label)
+    push, n = _elementwise_push(in_shapes, out_shape, words, label)
+    return Kernel(label, source, push, launch.dispatch_grid(invocations(out, n)))
+
+
+def fill_kernel(in_dtype: DType, out_shape: tuple[int, ...], value: Any) -> Kernel:
+    """``fill``: every element of a `in_dtype` tensor of `out_shape` set to `value`."""
+    t = glsl_type(in_dtype)
+    label = f"fill({in_dtype.short})"
+    stored = _storable_scalar(value, in_dtype)
+    source = _elementwise_source([], in_dtype, "P_value", param_decl("value", 0, t), label)
+    push, n = _elementwise_push([], out_shape, param_words(stored, t), label)
+    return Kernel(label, source, push, launch.dispatch_grid(invocations(in_dtype, n)))
+
+
+def _storable_scalar(value: Any, dtype: DType) -> Any:
+    if dtype.is_float:
+        return float(value)
+    if dtype is DType.BOOL:
+        return int(bool(value))
+    if isinstance(value, float) and not value.is_integer():
+        raise BackendError(f"fill value {value!r} is not a {dtype.short} value")
+    return int(value)
+
+
+# ---- cast ------------------------------------------------------------------------------------------
+_ROUND = {"trunc": "trunc", "floor": "floor", "ceil": "ceil", "nearest": "roundEven"}
+
+
+def _cast_expr(src: DType, dst: DType, rounding: str, saturate: bool) -> str:
+    s, d = glsl_type(src), glsl_type(dst)
+    x = "x0"
+    if dst is DType.BOOL:
+        return f"(x0 != {s.compute}(0)) ? 1u : 0u"
+    if dst.is_float:
+        return f"{d.compute}(x0)"
+    if src is DType.BOOL:
+        return f"{d.compute}(x0)"
+    low, high = dst.value_range()
+    if src.is_float:
+        r = f"{_ROUND[rounding]}(x0)"
+        if saturate:
+            # low and high + 1 are 0 or powers of two: exact in every float type.
+            return (f"isnan(x0) ? {d.compute}(0) : ({r} < {literal(low, s)} ? {literal(low, d)} : "
+                    f"({r} >= {literal(high + 1, s)} ? {literal(high, d)} : {d.compute}({r})))")  # fmt: skip
+        # Wrap modulo 2^bits (2^64 for 64-bit targets, handled in two halves); ±inf, NaN -> 0.
+        span = 2.0 ** min(dst.bits if dst.bits < 64 else 64, 64)
+        wrapped = f"(({r}) - {literal(span, s)} * floor(({r}) / {literal(span, s)}))"
+        if dst.bits == 64:
+            hi = f"floor({wrapped} / {literal(2.0**32, s)})"
+            lo = f"({wrapped} - {hi} * {literal(2.0**32, s)})"
+            joined = f"{d.compute}((uint64_t(uint({hi})) << 32) | uint64_t(uint({lo})))"
+        else:
+            joined = f"{d.compute}(uint({wrapped}))"
+        return f"(isnan(x0) || isinf(x0)) ? {d.compute}(0) : {joined}"
+    # integer -> integer
+    if saturate:
+        src_low, src_high = src.value_range()
+        if low > src_low:
+            x = f"max({x}, {literal(low, s)})"
+        if high < src_high:
+            x = f"min({x}, {literal(high, s)})"
+    return f"{d.compute}({x})"
+
+
+def cast_kernel(
+    src: DType, dst: DType, in_shape: tuple[int, ...], rounding: str, saturate: bool
+) -> Kernel:
+    """``cast`` from `src` to `dst` with the registry's rounding and saturation rules."""
+    label = f"cast({src.short} -> {dst.short}, {rounding}, saturate={saturate})"
+    expr = _cast_expr(src, dst, rounding, saturate)
+    source = _elementwise_source([src], dst, f"{glsl_type(dst).compute}({expr})", "", label)
+    push, n = _elementwise_push([in_shape], in_shape, [], label)
+    return Kernel(label, source, push, launch.dispatch_grid(invocations(dst, n)))
+
+
+# ---- reductions -----------------------------------------------------------------------------------
+def _reduce_layout(
+    in_shape: tuple[int, ...], axes: Sequence[int]
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    strides = launch.contiguous_strides(in_shape)
+    keep = [d for d in range(len(in_shape)) if d not in axes]
+    red = [d for d in range(len(in_shape)) if d in axes]
+    k_shape, (k_stride,) = launch.collapse([in_shape[d] for d in keep], [[strides[d] for d in keep]])
+    r_shape, (r_stride,) = launch.collapse([in_shape[d] for d in red], [[strides[d] for d in red]])
+    return list(k_shape), list(k_stride), list(r_shape), list(r_stride)
+
+
+def reduce_kernel(
+    op: str,
+    in_dtype: DType,
+    in_shape: tuple[int, ...],
+    out: DType,
+    axes: Sequence[int],
+    acc: tuple[DType, DType] | None,
+    select_first: bool = True,
+) -> Kernel:
+    """A ``*_axis`` reduction of `in_shape` over `axes` (non-negative, sorted).
+
+    The accumulator follows the registry: ``acc[0]`` when given; otherwise f32 for
+    low-precision floats, the input's own type for sum/prod/max/min of other types, and a
+    64-bit integer for the mean of integers (truncating division, as the reference).
+    """
+    label = f"{op}({in_dtype.short}, axes={tuple(axes)}) -> {out.short}"
+    in_t, out_t = glsl_type(in_dtype), glsl_type(out)
+    if acc is not None:
+        acc_t = glsl_type(acc[0])
+    elif op == "mean_axis" and in_dtype.is_int:
+        acc_t = glsl_type(DType.I64 if in_dtype.is_signed_int else DType.U64)
+    else:
+        acc_t = in_t
+    act, real = acc_t.compute, acc_t.family in ("float", "double")
+    load = f"{act}(load0(i))"
+    functions = [load_function("load0", "in0", in_dtype)]
+    result_t = out_t
+    if op in ("argmax_axis", "argmin_axis"):
+        # Indices fit in 32 bits (buffers are < 4 GiB); written as i64 without needing int64.
+        functions.append("uvec2 encode_out(uint v) { return uvec2(v, 0u); }\n")
+        result_t = glsl_type(DType.U32)
+        cmp = ">" if op == "argmax_axis" else "<"
+        tie = "" if select_first else "="
+        if real:
+            # A NaN wins over every number: the first one, or the last with select_first=false.
+            better = (f"(isnan(v) && !isnan(best)) || (!isnan(best) && v {cmp} best)"
+                      if select_first else f"isnan(v) || (!isnan(best) && v {cmp}= best)")
+        else:
+            better = f"v {cmp}{tie} best"
+        init = f"    {act} best = {load.replace('(i)', '(base)')};\n    uint bi = 0u;"
+        step = f"        if (r == 0u || {better}) {{ best = v; bi = r; }}"
+        finish = "    return bi;"
+    else:
+        functions.append(encode_function("encode_out", out))
+        start = {"sum_axis": f"{act}(0)", "mean_axis": f"{act}(0)", "prod_axis": f"{act}(1)",
+                 "max_axis": load.replace("(i)", "(base)"),
+                 "min_axis": load.replace("(i)", "(base)")}[op]  # fmt: skip
+        init = f"    {act} s = {start};"
+        # NaN propagates through max/min: once s is NaN no comparison replaces it.
+        pick = {"max_axis": ">", "min_axis": "<"}.get(op, "")
+        step = {
+            "sum_axis": "        s += v;",
+            "mean_axis": "        s += v;",
+            "prod_axis": "        s *= v;",
+        }.get(op) or (
+            f"        if (isnan(v) || (!isnan(s) && v {pick} s)) s = v;" if real
+            else f"        s = {'max' if pick == '>' else 'min'}(s, v);"
+        )
+        if op == "mean_axis":
+            if acc is not None:
+                finish = f"    return {out_t.compute}(s) / {out_t.compute}(pc.n_red);"
+            else:
+                finish = f"    return {out_t.compute}(s / {act}(pc.n_red));"
+        else:
+            finish = f"    return {out_t.compute}(s);"
+    source = render(
+        "reduce.comp",
+        EXTENSIONS=extensions(in_t, out_t, acc_t),
+        MAX_RANK=launch.MAX_RANK,
+        LOCAL_SIZE=launch.LOCAL_SIZE,
+        BUFFERS=buffers(1),
+        FUNCTIONS="".join(functions),
+        OUT_TYPE=result_t.compute,
+        INIT=init,
+        ACC_TYPE=act,
+        LOAD=load,
+        STEP=step,
+        FINISH=finish,
+        STORE=store_snippet(out),
+    )
+    k_shape, k_stride, r_shape, r_stride = _reduce_layout(in_shape, axes)
+    n_red = int(np.prod([in_shape[d] for d in axes], dtype=np.int64))
+    n = int(np.prod([in_shape[d] for d in range(len(in_shape)) if d not in axes], dtype=np.int64))
+    if len(k_shape) > launch.MAX_RANK or len(r_shape) > launch.MAX_RANK:
+        raise BackendError(f"{label}: too many non-contiguous axes for the Vulkan kernel")
+    pad = lambda v, fill: v + [fill] * (launch.MAX_RANK - len(v))  # noqa: E731
+    words = [n, len(k_shape), len(r_shape), n_red, *pad(k_shape, 1), *pad(k_stride, 0),
+             *pad(r_shape, 1), *pad(r_stride, 0)]  # fmt: skip
+    push = _check_words(words, 4 + 4 * launch.MAX_RANK, label)
+    return Kernel(label, source, push, launch.dispatch_grid(invocations(out, n)))
+
+
+# ---- matmul -------------------------------------------------------------------------------------------
+def _matmul_dims(
+    a_shape: tuple[int, ...], b_shape: tuple[int, ...], out_shape: tuple[int, ...], label: str
+) -> tuple[int, int, int, list[int], list[int], list[int]]:
+    a2 = (1, *a_shape) if len(a_shape) == 1 else a_shape
+    b2 = (*b_shape, 1) if len(b_shape) == 1 else b_shape
+    m, k = a2[-2], a2[-1]
+    n = b2[-1]
+    batch = tuple(out_shape[: len(out_shape) - (2 - (len(a_shape) == 1) - (len(b_shape) == 1))])
+    batch = batch[: max(0, len(batch))]
+    try:
+        a_strides = launch.broadcast_strides(a2[:-2], batch) if batch else ()
+        b_strides = launch.broadcast_strides(b2[:-2], batch) if batch else ()
+    except ValueError as exc:
+        raise BackendError(f"{label}: {exc}") from None
+    a_strides = tuple(s * m * k for s in a_strides)
+    b_strides = tuple(s * k * n for s in b_strides)
+    shape, (sa, sb) = launch.collapse(batch, [a_strides, b_strides]) if batch else ((1,), ((0,), (0,)))
+    if len(shape) > 4:
+        raise BackendError(f"{label}: more than 4 non-contiguous batch dims; run it on the CPU")
+    return m, n, k, list(shape), list(sa), list(sb)
+
+
+def matmul_kernel(
+    a_dtype: DType,
+    b_dtype: DType,
+    a_shape: tuple[int, ...],
+    b_shape: tuple[int, ...],
+    out: DType,
+    out_shape: tuple[int, ...],
+    acc: tuple[DType, DType] | None,
+    tiles: str = "large",
+) -> Kernel:
+    """matmul with batch broadcasting; f32 x f32 -> f32 takes the tiled shared-memory path."""
+    label = f"matmul({a_dtype.short}, {b_dtype.short}) -> {out.short}"
+    m, n, k, batch, sa, sb = _matmul_dims(a_shape, b_shape, out_shape, label)
+    batch_count = int(np.prod(batch, dtype=np.int64))
+    pad = lambda v, fill: v + [fill] * (4 - len(v))  # noqa: E731
+    total = batch_count * m * n
+    words = [total, m, n, k, len(batch), *pad(batch, 1), *pad(sa, 0), *pad(sb, 0)]
+    push = _check_words(words, 17, label)
+    if a_dtype is b_dtype is out is DType.F32 and (acc is None or acc[0] is DType.F32):
+        bm, bn, bk, tm, tn = MATMUL_TILES[tiles]
+        source = render("matmul_tiled.comp", BM=bm, BN=bn, BK=bk, TM=tm, TN=tn)
+        if batch_count > 65535:
+            raise BackendError(f"{label}: {batch_count} batch matrices exceed the grid limit")
+        grid = (math.ceil(n / bn), math.ceil(m / bm), batch_count)
+        return Kernel(label + f" [tiled {tiles}]", source, push, grid)
+    in_t, out_t = glsl_type(a_dtype), glsl_type(out)
+    acc_t = glsl_type(acc[0]) if acc is not None else (
+        glsl_type(DType.F32) if a_dtype.is_float and a_dtype.bits < 32 else in_t)
+    functions = [load_function("load0", "in0", a_dtype), load_function("load1", "in1", b_dtype),
+                 encode_function("encode_out", out)]  # fmt: skip
+    if acc_t.family == "bool":
+        finish = "uint(acc != 0u)"
+        body_acc = glsl_type(DType.U32)
+    else:
+        finish = f"{out_t.compute}(acc)"
+        body_acc = acc_t
+    source = render(
+        "matmul.comp",
+        EXTENSIONS=extensions(in_t, out_t, acc_t),
+        LOCAL_SIZE=launch.LOCAL_SIZE,
+        BUFFERS=buffers(2),
+        FUNCTIONS="".join(functions),
+        OUT_TYPE=out_t.compute,
+        ACC_TYPE=body_acc.compute,
+        FINISH=finish,
+        STORE=store_snippet(out),
+    )
+    return Kernel(label, source, push, launch.dispatch_grid(invocations(out, total)))
+
+
+# ---- copies ---------------------------------------------------------------------------------------------
+def copy_kernel(dtype: DType, src_offset: int, dst_offset: int, count: int) -> Kernel:
+    """Copy `count` elements of `dtype` from element `src_offset` to element `dst_offset`."""
+    bits, scale = (32, 2) if dtype.bits == 64 else (dtype.bits, 1)
+    src_offset, dst_offset, count = src_offset * scale, dst_offset * scale, count * scale
+    per_word = 32 // bits
+    first_word = (dst_offset * bits) // 32
+    last_word = ((dst_offset + count) * bits - 1) // 32 if count else first_word
+    source = render("copy.comp", BITS=bits, LOCAL_SIZE=launch.LOCAL_SIZE)
+    push = np.array([count, src_offset, dst_offset, first_word], dtype=np.uint32)
+    words = last_word - first_word + 1
+    del per_word
+    return Kernel(f"copy({dtype.short})", source, push, launch.dispatch_grid(words))
