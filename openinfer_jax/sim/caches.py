@@ -60,7 +60,7 @@ def _read(buf: jax.Array, starts: jax.Array, sizes: tuple[int, ...]) -> jax.Arra
     return jax.lax.dynamic_slice(buf, idx, sizes)
 
 
-@partial(jax.jit, static_argnums=(1,), donate_argnums=(0,))
+@partial(jax.jit, static_argnums=(1,))
 def _grow(buf: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     """A zero buffer of `shape` holding `buf` in its leading corner."""
     out = jnp.zeros(shape, buf.dtype)

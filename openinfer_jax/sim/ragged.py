@@ -161,8 +161,8 @@ def _reduce(fill: Callable[[Any], Any], rescale: bool) -> Rule:
         assert rag is not None
         x = xs[0]
         axes = params.get("axes", params.get("axis"))
-        if axes is None:
-            raise NeedExact(f"{op.name} over all axes")
+        if axes is None or axes == ():
+            axes = tuple(range(x.ndim))  # no axes: reduce over all of them
         axes_t = tuple(_norm(a, x.ndim) for a in (axes if isinstance(axes, tuple) else (axes,)))
         keep = bool(params.get("keepdims", False))
         if rag.axis not in axes_t:
@@ -182,6 +182,8 @@ def _reduce(fill: Callable[[Any], Any], rescale: bool) -> Rule:
 
 _BY_NAME: dict[str, Rule] = {
     "transpose": _transpose,
+    "permute": _transpose,
+    "where": _elementwise,
     "matmul": _matmul,
     "softmax": _softmax,
     "log_softmax": _softmax,
@@ -217,8 +219,8 @@ def apply_op(
     if all(r is None for r in rags):
         return lower(xs, params), None
     rule = _BY_NAME.get(op.name)
-    if rule is None and op.shape_rule is None:
-        rule = _elementwise
+    if rule is None and (op.shape_rule is None or op.category == "math"):
+        rule = _elementwise  # the "math" category holds unary elementwise ops with shape rules
     if rule is None:
         raise NeedExact(f"op {op.name} has no rule for padded inputs")
     return rule(op, lower, xs, rags, lengths, params)
