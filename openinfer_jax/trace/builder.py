@@ -419,7 +419,9 @@ class BlockBuilder:
             raise builder_error(f"{what}: op names are identifiers like 'matmul'", loc)
         refs = []
         for position, value in enumerate(inputs):
-            if not isinstance(value, (Var, Indexed, LoopIndex)):
+            if not isinstance(value, (Var, Indexed, LoopIndex)) and not (
+                isinstance(value, str) and is_identifier(value)
+            ):
                 raise builder_error(
                     f"{what}: positional argument {position + 1} is {value!r}; inputs are variables "
                     f"and settings must be given by name (e.g. {op_name}(x, alpha=0.1))",
