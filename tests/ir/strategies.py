@@ -7,8 +7,8 @@ returns that object, so equality by identity holds). The graphs are not semantic
 valid (undeclared names, wrong dtypes): they exercise the printer, parser and JSON, not
 validation.
 
-Import from other test folders as ``from ir.strategies import graphs`` (tests/ is on
-sys.path through tests/conftest.py).
+Tests in tests/ir import it relatively (``from .strategies import graphs``); elsewhere use
+``from tests.ir.strategies import graphs`` (tests/ is a package).
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from ir.fixtures import SEED_FILES
-from ir.strategies import graphs
+from .fixtures import SEED_FILES
+from .strategies import graphs
 from openinfer_jax.ir import (
     Block,
     CacheAccess,

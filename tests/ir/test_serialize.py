@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from ir.fixtures import SEED_FILES
-from ir.strategies import graphs
+from .fixtures import SEED_FILES
+from .strategies import graphs
 from openinfer_jax.errors import DslSyntaxError
 from openinfer_jax.ir import (
     GRAPH_JSON_FORMAT,

@@ -1,0 +1,101 @@
+"""``openinfer show GRAPH``: print a graph as text or JSON, or draw its control flow.
+
+GRAPH is a ``graph{}`` text file or a graph JSON file (docs/graph-json.md); a ``.json``
+suffix, or text starting with ``{``, selects JSON. ``--format dot`` writes Graphviz DOT
+(see `openinfer_jax.ir.dot`), ``--format svg`` pipes it through ``dot -Tsvg``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from openinfer_jax.errors import BackendError, DslSyntaxError
+from openinfer_jax.ir import Graph, format_graph, from_json_text, to_json_text
+from openinfer_jax.ir.dot import to_dot
+from openinfer_jax.trace import parse
+
+__all__ = ["register", "load_graph", "render_graph", "FORMATS"]
+
+FORMATS = ("text", "json", "dot", "svg")
+_DOT_TIMEOUT_S = 120
+
+
+def load_graph(path: str | Path) -> Graph:
+    """Read a graph from a ``graph{}`` text file or a graph JSON file.
+
+    Raises:
+        DslSyntaxError: the file cannot be read, is not UTF-8, or is not a valid program
+            or graph JSON document (the message names the file and the place).
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as err:
+        raise DslSyntaxError(f"{p}: cannot read the graph file: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise DslSyntaxError(f"{p}: byte {err.start} is not UTF-8; expected a UTF-8 text file") from None
+    if p.suffix.lower() == ".json" or text.lstrip().startswith("{"):
+        return from_json_text(text, filename=str(p))
+    return parse(text, filename=str(p))
+
+
+def _svg(dot_text: str) -> str:
+    exe = shutil.which("dot")
+    if exe is None:
+        raise BackendError(
+            "Graphviz 'dot' was not found on PATH; install graphviz (apt-get install graphviz) "
+            "or use --format dot and render it elsewhere"
+        )
+    try:
+        done = subprocess.run(
+            [exe, "-Tsvg"], input=dot_text, capture_output=True, text=True, timeout=_DOT_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise BackendError(f"running Graphviz 'dot -Tsvg' failed: {err}") from None
+    if done.returncode != 0:
+        raise BackendError(f"Graphviz 'dot -Tsvg' exited with {done.returncode}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def render_graph(graph: Graph, fmt: str, title: str = "graph") -> str:
+    """The graph in one of `FORMATS` (svg needs Graphviz, else BackendError)."""
+    if fmt == "text":
+        return format_graph(graph)
+    if fmt == "json":
+        return to_json_text(graph) + "\n"
+    if fmt == "dot":
+        return to_dot(graph, title)
+    if fmt == "svg":
+        return _svg(to_dot(graph, title))
+    raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def _show(args: argparse.Namespace) -> int:
+    graph = load_graph(args.graph)
+    out = render_graph(graph, args.format, title=Path(args.graph).stem)
+    if args.output is None:
+        sys.stdout.write(out)
+        return 0
+    try:
+        Path(args.output).write_text(out, encoding="utf-8")
+    except OSError as err:
+        raise BackendError(f"{args.output}: cannot write the output: {err.strerror or err}") from None
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``show`` subcommand."""
+    parser = subparsers.add_parser(
+        "show",
+        help="print a graph (text/JSON) or draw its control flow (DOT/SVG)",
+        description="Print a graph{} program or graph JSON file as canonical text or JSON, "
+        "or render its control-flow graph as Graphviz DOT or SVG.",
+    )
+    parser.add_argument("graph", metavar="GRAPH", help="a .graph text file or a graph .json file")
+    parser.add_argument("--format", "-f", choices=FORMATS, default="text", help="output format (default: text)")
+    parser.add_argument("-o", "--output", metavar="OUT", default=None, help="write to OUT instead of stdout")
+    parser.set_defaults(handler=_show)
