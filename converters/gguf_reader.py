@@ -74,15 +74,15 @@ def _can_dequantize(qtype: Any) -> bool:
 def unpermute_rows(weight: np.ndarray, n_head: int) -> np.ndarray:
     """Undo llama.cpp's Q/K row permutation of a (rows, in) matrix for `n_head` heads.
 
-    llama.cpp stores each head's rows as (2, rows/n_head/2) interleaved pairs; Hugging Face
-    keeps (rows/n_head/2, 2). Raises ConversionError if the rows do not split into heads.
+    llama.cpp interleaves each head's two rotary halves: GGUF row ``2*j + k`` of a head is
+    Hugging Face row ``k*hd/2 + j``; this restores the halves. Raises ConversionError if the rows do not split into heads.
     """
     rows = weight.shape[0]
     if n_head <= 0 or rows % (2 * n_head):
         raise ConversionError(f"cannot un-permute {rows} rows into {n_head} heads of pairs")
     tail = weight.shape[1:]
     return (
-        weight.reshape(n_head, 2, rows // n_head // 2, *tail).swapaxes(1, 2).reshape(weight.shape)
+        weight.reshape(n_head, rows // n_head // 2, 2, *tail).swapaxes(1, 2).reshape(weight.shape)
     )
 
 
