@@ -70,8 +70,10 @@ def _check_names(ctx: Context) -> None:
                       block.loc, f"block '{block.name}'")
     if "entry" not in blocks:
         listed = ", ".join(blocks) or "none"
+        # Point at the first block, where an `entry` block would be expected.
+        first = ctx.graph.blocks[0].loc if ctx.graph.blocks else None
         ctx.error(f"the graph has no `entry` block (blocks: {listed}); execution starts at `block entry {{ ... }}`",
-                  None, "graph")
+                  first, "graph")
 
 
 def _check_table_attributes(ctx: Context, decl: VarDecl) -> None:
@@ -88,7 +90,7 @@ def _check_table_attributes(ctx: Context, decl: VarDecl) -> None:
                 ctx.error(f"{attr} is only allowed in persistent memory (cache tables); "
                           f"prefix tables in {decl.kind.value} use @pattern", decl.loc, where)
     if decl.kind in _PREFIX_KINDS:
-        if indices and decl.pattern is None:
+        if indices and decl.pattern is None and not decl.table:  # with @table the error above says it
             ctx.error(f"prefix table {decl.name}({', '.join(indices)}) needs @pattern(\"...\") naming its model "
                       f"tensors, e.g. @pattern(\"{decl.name}.{{{indices[0]}}}\")", decl.loc, where)
     if decl.pattern is not None:
@@ -111,7 +113,7 @@ def _check_table_attributes(ctx: Context, decl: VarDecl) -> None:
                 ctx.error(f"@pattern(\"{decl.pattern}\"): {'; '.join(parts)}; the placeholders must be exactly "
                           f"the table indices ({', '.join(indices)})", decl.loc, where)
     if decl.kind is MemoryKind.PERSISTENT:
-        if indices and not decl.table and not decl.auto_dim:
+        if indices and not decl.table and not decl.auto_dim and decl.pattern is None:
             ctx.error(f"persistent {decl.name}({', '.join(indices)}) has table indices but no @table "
                       f"(or @auto_dim); add @table", decl.loc, where)
         if decl.table and not indices:

@@ -158,7 +158,7 @@ def check_flow(ctx: Context) -> None:
     for block in ctx.graph.blocks:
         if block.name != "entry":
             _check_yield_last(ctx, block)
-    awaited = _check_consumers(ctx, consumers, entry_yields)
-    if entry is not None:
+    if entry is not None:  # without entry there is no yield to consume (reported elsewhere)
+        awaited = _check_consumers(ctx, consumers, entry_yields)
         _check_entry_sequence(ctx, entry, awaited)
     _check_cycles(ctx, blocks)
