@@ -46,7 +46,15 @@ def _patch(data: bytes, offset: int, raw: bytes) -> bytes:
 
 
 def _quant(**kw: object) -> bytes:
-    args: dict[str, object] = {"scheme": 1, "scale_mode": 1, "zp_mode": 0, "scale_axis": 0, "scales": [0.5], "zp_axis": 0, "zps": []}
+    args: dict[str, object] = {
+        "scheme": 1,
+        "scale_mode": 1,
+        "zp_mode": 0,
+        "scale_axis": 0,
+        "scales": [0.5],
+        "zp_axis": 0,
+        "zps": [],
+    }
     args.update(kw)
     return quant_payload(**args)  # type: ignore[arg-type]
 
@@ -67,68 +75,341 @@ CASES: list[Case] = [
     Case("version_3", "R3", "unknown version", lambda: build(2, header={"version": 3})),
     Case("version_0", "R3", "version 0", lambda: build(2, header={"version": 0})),
     Case("header_flags", "R4", "header flags 1", lambda: build(2, header={"flags": 1})),
-    Case("header_reserved", "R4", "header reserved set", lambda: build(2, header={"reserved": 0xDEAD})),
+    Case(
+        "header_reserved",
+        "R4",
+        "header reserved set",
+        lambda: build(2, header={"reserved": 0xDEAD}),
+    ),
     Case("header_padding", "R5", "byte 70 not zero", lambda: _patch(_valid(), 70, b"\x01")),
-    Case("file_size_bigger", "R6", "file_size claims 8 more bytes", lambda: _patch(_valid(), 61, struct.pack("<Q", len(_valid()) + 8))),
+    Case(
+        "file_size_bigger",
+        "R6",
+        "file_size claims 8 more bytes",
+        lambda: _patch(_valid(), 61, struct.pack("<Q", len(_valid()) + 8)),
+    ),
     Case("truncated_data", "R6", "valid file cut inside the tensor data", lambda: _valid()[:-5]),
     Case("appended_garbage", "R6", "bytes after the end", lambda: _valid() + b"\x00" * 8),
-    Case("offsets_descending", "R7", "offset_metadata < offset_sizevars", lambda: build(2, sizevars=[(b"B", 1)], header={"offset_sizevars": 88, "offset_metadata": 80})),
-    Case("offset_before_header", "R7", "offset_sizevars inside the header", lambda: build(2, header={"offset_sizevars": 64})),
-    Case("offset_data_past_eof", "R7", "offset_data beyond the file", lambda: build(2, header={"offset_data": 1 << 40})),
-    Case("offset_huge", "R7", "offset_tensors near 2^64", lambda: build(2, header={"offset_tensors": (1 << 64) - 8})),
-    Case("offset_unaligned", "R8", "offset_metadata not a multiple of 8", lambda: _unaligned_offset()),
-    Case("string_length_huge", "R9", "tensor name length 0xFFFFFFFF", lambda: build(2, tensors=[Tensor(b"w", 10, [2, 2], F32x4, name_length=0xFFFFFFFF)])),
-    Case("string_past_section", "R9", "metadata key length runs into the tensor table", lambda: build(2, metadata=[Meta(b"k", 5, b"\x01", key_length=60)], tensors=[_w()])),
-    Case("name_non_ascii", "R10", "UTF-8 bytes in a tensor name", lambda: build(2, tensors=[Tensor("wé".encode(), 10, [2, 2], F32x4)])),
+    Case(
+        "offsets_descending",
+        "R7",
+        "offset_metadata < offset_sizevars",
+        lambda: build(
+            2, sizevars=[(b"B", 1)], header={"offset_sizevars": 88, "offset_metadata": 80}
+        ),
+    ),
+    Case(
+        "offset_before_header",
+        "R7",
+        "offset_sizevars inside the header",
+        lambda: build(2, header={"offset_sizevars": 64}),
+    ),
+    Case(
+        "offset_data_past_eof",
+        "R7",
+        "offset_data beyond the file",
+        lambda: build(2, header={"offset_data": 1 << 40}),
+    ),
+    Case(
+        "offset_huge",
+        "R7",
+        "offset_tensors near 2^64",
+        lambda: build(2, header={"offset_tensors": (1 << 64) - 8}),
+    ),
+    Case(
+        "offset_unaligned", "R8", "offset_metadata not a multiple of 8", lambda: _unaligned_offset()
+    ),
+    Case(
+        "string_length_huge",
+        "R9",
+        "tensor name length 0xFFFFFFFF",
+        lambda: build(2, tensors=[Tensor(b"w", 10, [2, 2], F32x4, name_length=0xFFFFFFFF)]),
+    ),
+    Case(
+        "string_past_section",
+        "R9",
+        "metadata key length runs into the tensor table",
+        lambda: build(2, metadata=[Meta(b"k", 5, b"\x01", key_length=60)], tensors=[_w()]),
+    ),
+    Case(
+        "name_non_ascii",
+        "R10",
+        "UTF-8 bytes in a tensor name",
+        lambda: build(2, tensors=[Tensor("wé".encode(), 10, [2, 2], F32x4)]),
+    ),
     Case("name_empty", "R10", "empty sizevar name", lambda: build(2, sizevars=[(b"", 3)])),
-    Case("name_space", "R10", "space in a metadata key", lambda: build(2, metadata=[Meta(b"a b", 5, b"\x01")])),
+    Case(
+        "name_space",
+        "R10",
+        "space in a metadata key",
+        lambda: build(2, metadata=[Meta(b"a b", 5, b"\x01")]),
+    ),
     Case("string_padding", "R11", "non-zero string padding", lambda: _patch(_valid(), 78, b"\x01")),
     Case("duplicate_tensor", "R12", "tensor 'w' twice", lambda: build(2, tensors=[_w(), _w()])),
-    Case("duplicate_sizevar", "R12", "sizevar 'B' twice", lambda: build(2, sizevars=[(b"B", 1), (b"B", 2)])),
-    Case("count_huge_tensors", "R13", "n_tensors 0xFFFFFFFF (unchecked array length)", lambda: build(2, tensors=[_w()], header={"n_tensors": 0xFFFFFFFF})),
-    Case("count_huge_metadata", "R13", "n_metadata 2^31", lambda: build(2, metadata=[Meta(b"n", 5, b"\x01")], header={"n_metadata": 1 << 31})),
-    Case("count_huge_sizevars", "R13", "n_sizevars 0xFFFFFFFF", lambda: build(2, sizevars=[(b"B", 1)], header={"n_sizevars": 0xFFFFFFFF})),
-    Case("count_one_too_many", "R14", "n_sizevars + 1: the extra entry runs out of its section", lambda: build(2, sizevars=[(b"abcdefghijkl", 1), (b"mnopqrstuvwx", 2)], header={"n_sizevars": 3})),
-    Case("metadata_unknown_type", "R15", "value_type 99", lambda: build(2, metadata=[Meta(b"m", 99, b"\x01")])),
-    Case("metadata_type_zero", "R15", "value_type 0", lambda: build(2, metadata=[Meta(b"m", 0, b"\x01")])),
-    Case("metadata_flags", "R16", "value_flags 1", lambda: build(2, metadata=[Meta(b"m", 5, b"\x01", over={"value_flags": 1})])),
-    Case("metadata_offset_past_eof", "R17", "value_offset + value_nbytes past EOF", lambda: build(2, metadata=[Meta(b"m", 5, b"\x01", over={"value_offset": 1 << 40})])),
-    Case("metadata_nbytes_huge", "R17", "value_nbytes 2^63", lambda: build(2, metadata=[Meta(b"m", 15, _ndarray(5, 1, [1], b"\x01"), over={"value_nbytes": 1 << 63})])),
-    Case("metadata_offset_unaligned", "R17", "value_offset not a multiple of 8", lambda: build(2, metadata=[Meta(b"m", 5, b"\x01", over={"value_offset": 81})])),
-    Case("metadata_scalar_size", "R18", "u32 value with value_nbytes 2", lambda: build(2, metadata=[Meta(b"m", 7, b"\x01\x00\x00\x00", over={"value_nbytes": 2})])),
-    Case("metadata_string_length", "R19", "STRING length field 1000 in an 8-byte payload", lambda: build(2, metadata=[Meta(b"m", 14, struct.pack("<I", 1000) + b"abcd")])),
-    Case("metadata_bitset_count", "R20", "byte_count disagrees with bit_count", lambda: build(2, metadata=[Meta(b"m", 13, struct.pack("<II", 9, 1) + b"\x01\x00\x00\x00\x00\x00\x00\x00")])),
-    Case("metadata_bitset_high_bits", "R20", "unused high bits set", lambda: build(2, metadata=[Meta(b"m", 13, struct.pack("<II", 3, 1) + b"\xff" + b"\x00" * 7)])),
-    Case("ndarray_ndim_huge", "R21", "NDARRAY ndim 0xFFFFFFFF (unchecked array length)", lambda: build(2, metadata=[Meta(b"m", 15, _ndarray(5, 0xFFFFFFFF, [], b""))])),
-    Case("ndarray_dims_overflow", "R21", "NDARRAY u8 dims [2^61, 8]: the product wraps to 0 in u64", lambda: build(2, metadata=[Meta(b"m", 15, _ndarray(5, 2, [1 << 61, 8], b""))])),
-    Case("ndarray_element_bitset", "R21", "NDARRAY element_type bitset", lambda: build(2, metadata=[Meta(b"m", 15, _ndarray(13, 1, [8], b"\x01"))])),
-    Case("tensor_dtype_unknown", "R22", "dtype 99", lambda: build(2, tensors=[Tensor(b"w", 99, [2, 2], F32x4)])),
-    Case("tensor_dtype_bitset", "R22", "dtype bitset (metadata-only)", lambda: build(2, tensors=[Tensor(b"w", 13, [8], b"\xff")])),
-    Case("tensor_dtype_string", "R22", "dtype string", lambda: build(2, tensors=[Tensor(b"w", 14, [8], b"\xff" * 8)])),
-    Case("tensor_ndim_huge", "R23", "ndim 0xFFFFFFFF", lambda: build(2, tensors=[_w(ndim=0xFFFFFFFF)])),
-    Case("tensor_ndim_33", "R23", "ndim 33", lambda: build(2, tensors=[Tensor(b"w", 5, [1] * 33, b"\x01")])),
+    Case(
+        "duplicate_sizevar",
+        "R12",
+        "sizevar 'B' twice",
+        lambda: build(2, sizevars=[(b"B", 1), (b"B", 2)]),
+    ),
+    Case(
+        "count_huge_tensors",
+        "R13",
+        "n_tensors 0xFFFFFFFF (unchecked array length)",
+        lambda: build(2, tensors=[_w()], header={"n_tensors": 0xFFFFFFFF}),
+    ),
+    Case(
+        "count_huge_metadata",
+        "R13",
+        "n_metadata 2^31",
+        lambda: build(2, metadata=[Meta(b"n", 5, b"\x01")], header={"n_metadata": 1 << 31}),
+    ),
+    Case(
+        "count_huge_sizevars",
+        "R13",
+        "n_sizevars 0xFFFFFFFF",
+        lambda: build(2, sizevars=[(b"B", 1)], header={"n_sizevars": 0xFFFFFFFF}),
+    ),
+    Case(
+        "count_one_too_many",
+        "R14",
+        "n_sizevars + 1: the extra entry runs out of its section",
+        lambda: build(
+            2, sizevars=[(b"abcdefghijkl", 1), (b"mnopqrstuvwx", 2)], header={"n_sizevars": 3}
+        ),
+    ),
+    Case(
+        "metadata_unknown_type",
+        "R15",
+        "value_type 99",
+        lambda: build(2, metadata=[Meta(b"m", 99, b"\x01")]),
+    ),
+    Case(
+        "metadata_type_zero",
+        "R15",
+        "value_type 0",
+        lambda: build(2, metadata=[Meta(b"m", 0, b"\x01")]),
+    ),
+    Case(
+        "metadata_flags",
+        "R16",
+        "value_flags 1",
+        lambda: build(2, metadata=[Meta(b"m", 5, b"\x01", over={"value_flags": 1})]),
+    ),
+    Case(
+        "metadata_offset_past_eof",
+        "R17",
+        "value_offset + value_nbytes past EOF",
+        lambda: build(2, metadata=[Meta(b"m", 5, b"\x01", over={"value_offset": 1 << 40})]),
+    ),
+    Case(
+        "metadata_nbytes_huge",
+        "R17",
+        "value_nbytes 2^63",
+        lambda: build(
+            2,
+            metadata=[Meta(b"m", 15, _ndarray(5, 1, [1], b"\x01"), over={"value_nbytes": 1 << 63})],
+        ),
+    ),
+    Case(
+        "metadata_offset_unaligned",
+        "R17",
+        "value_offset not a multiple of 8",
+        lambda: build(2, metadata=[Meta(b"m", 5, b"\x01", over={"value_offset": 81})]),
+    ),
+    Case(
+        "metadata_scalar_size",
+        "R18",
+        "u32 value with value_nbytes 2",
+        lambda: build(2, metadata=[Meta(b"m", 7, b"\x01\x00\x00\x00", over={"value_nbytes": 2})]),
+    ),
+    Case(
+        "metadata_string_length",
+        "R19",
+        "STRING length field 1000 in an 8-byte payload",
+        lambda: build(2, metadata=[Meta(b"m", 14, struct.pack("<I", 1000) + b"abcd")]),
+    ),
+    Case(
+        "metadata_bitset_count",
+        "R20",
+        "byte_count disagrees with bit_count",
+        lambda: build(
+            2,
+            metadata=[
+                Meta(b"m", 13, struct.pack("<II", 9, 1) + b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            ],
+        ),
+    ),
+    Case(
+        "metadata_bitset_high_bits",
+        "R20",
+        "unused high bits set",
+        lambda: build(
+            2, metadata=[Meta(b"m", 13, struct.pack("<II", 3, 1) + b"\xff" + b"\x00" * 7)]
+        ),
+    ),
+    Case(
+        "ndarray_ndim_huge",
+        "R21",
+        "NDARRAY ndim 0xFFFFFFFF (unchecked array length)",
+        lambda: build(2, metadata=[Meta(b"m", 15, _ndarray(5, 0xFFFFFFFF, [], b""))]),
+    ),
+    Case(
+        "ndarray_dims_overflow",
+        "R21",
+        "NDARRAY u8 dims [2^61, 8]: the product wraps to 0 in u64",
+        lambda: build(2, metadata=[Meta(b"m", 15, _ndarray(5, 2, [1 << 61, 8], b""))]),
+    ),
+    Case(
+        "ndarray_element_bitset",
+        "R21",
+        "NDARRAY element_type bitset",
+        lambda: build(2, metadata=[Meta(b"m", 15, _ndarray(13, 1, [8], b"\x01"))]),
+    ),
+    Case(
+        "tensor_dtype_unknown",
+        "R22",
+        "dtype 99",
+        lambda: build(2, tensors=[Tensor(b"w", 99, [2, 2], F32x4)]),
+    ),
+    Case(
+        "tensor_dtype_bitset",
+        "R22",
+        "dtype bitset (metadata-only)",
+        lambda: build(2, tensors=[Tensor(b"w", 13, [8], b"\xff")]),
+    ),
+    Case(
+        "tensor_dtype_string",
+        "R22",
+        "dtype string",
+        lambda: build(2, tensors=[Tensor(b"w", 14, [8], b"\xff" * 8)]),
+    ),
+    Case(
+        "tensor_ndim_huge",
+        "R23",
+        "ndim 0xFFFFFFFF",
+        lambda: build(2, tensors=[_w(ndim=0xFFFFFFFF)]),
+    ),
+    Case(
+        "tensor_ndim_33",
+        "R23",
+        "ndim 33",
+        lambda: build(2, tensors=[Tensor(b"w", 5, [1] * 33, b"\x01")]),
+    ),
     Case("tensor_flags_unknown", "R24", "flags bit 2", lambda: build(2, tensors=[_w(flags=5)])),
-    Case("tensor_v1_quant_flag", "R24", "HAS_QUANT in a version-1 file", lambda: build(1, tensors=[_w(flags=3)])),
-    Case("tensor_nodata_offset", "R25", "HAS_DATA clear, data_offset set", lambda: build(2, tensors=[Tensor(b"w", 10, [2], None, over={"data_offset": 128})])),
-    Case("tensor_noquant_nbytes", "R25", "HAS_QUANT clear, quant_nbytes set", lambda: build(2, tensors=[_w(quant_nbytes=48)])),
-    Case("shape_product_overflow", "R26", "dims [2^62+1, 4] f32: numel*4 wraps to 16 in u64, 16 bytes back it", lambda: build(2, tensors=[Tensor(b"w", 10, [(1 << 62) + 1, 4], F32x4)])),
-    Case("shape_product_overflow_nodata", "R26", "declared tensor of 2^70 bytes", lambda: build(2, tensors=[Tensor(b"w", 11, [1 << 40, 1 << 30], None)])),
-    Case("data_nbytes_mismatch", "R27", "data_nbytes 12 for a 16-byte tensor", lambda: build(2, tensors=[_w(data_nbytes=12)])),
-    Case("data_nbytes_packed", "R27", "i4[5] needs 3 bytes, says 5", lambda: build(2, tensors=[Tensor(b"w", 18, [5], b"\x00" * 5)])),
-    Case("data_offset_past_eof", "R28", "data_offset + data_nbytes past EOF", lambda: build(2, tensors=[_w(data_offset=1 << 20)])),
-    Case("data_offset_huge", "R28", "data_offset near 2^64 (offset + size overflows in C)", lambda: build(2, tensors=[_w(data_offset=(1 << 64) - 8)])),
-    Case("data_offset_unaligned", "R28", "data_offset not a multiple of 8", lambda: _unaligned_data()),
-    Case("data_in_tables", "R28", "data_offset points into the tensor table", lambda: build(2, tensors=[_w(data_offset=72)])),
-    Case("quant_offset_past_eof", "R29", "quant payload past EOF", lambda: build(2, tensors=_qt(_quant(), quant_offset=1 << 30))),
-    Case("quant_nbytes_wrong", "R29", "quant_nbytes 56 for a 56-byte payload claiming 100 scales", lambda: build(2, tensors=_qt(_quant_lying_count()))),
-    Case("quant_nbytes_small", "R29", "quant_nbytes 8", lambda: build(2, tensors=_qt(_quant(), quant_nbytes=8))),
+    Case(
+        "tensor_v1_quant_flag",
+        "R24",
+        "HAS_QUANT in a version-1 file",
+        lambda: build(1, tensors=[_w(flags=3)]),
+    ),
+    Case(
+        "tensor_nodata_offset",
+        "R25",
+        "HAS_DATA clear, data_offset set",
+        lambda: build(2, tensors=[Tensor(b"w", 10, [2], None, over={"data_offset": 128})]),
+    ),
+    Case(
+        "tensor_noquant_nbytes",
+        "R25",
+        "HAS_QUANT clear, quant_nbytes set",
+        lambda: build(2, tensors=[_w(quant_nbytes=48)]),
+    ),
+    Case(
+        "shape_product_overflow",
+        "R26",
+        "dims [2^62+1, 4] f32: numel*4 wraps to 16 in u64, 16 bytes back it",
+        lambda: build(2, tensors=[Tensor(b"w", 10, [(1 << 62) + 1, 4], F32x4)]),
+    ),
+    Case(
+        "shape_product_overflow_nodata",
+        "R26",
+        "declared tensor of 2^70 bytes",
+        lambda: build(2, tensors=[Tensor(b"w", 11, [1 << 40, 1 << 30], None)]),
+    ),
+    Case(
+        "data_nbytes_mismatch",
+        "R27",
+        "data_nbytes 12 for a 16-byte tensor",
+        lambda: build(2, tensors=[_w(data_nbytes=12)]),
+    ),
+    Case(
+        "data_nbytes_packed",
+        "R27",
+        "i4[5] needs 3 bytes, says 5",
+        lambda: build(2, tensors=[Tensor(b"w", 18, [5], b"\x00" * 5)]),
+    ),
+    Case(
+        "data_offset_past_eof",
+        "R28",
+        "data_offset + data_nbytes past EOF",
+        lambda: build(2, tensors=[_w(data_offset=1 << 20)]),
+    ),
+    Case(
+        "data_offset_huge",
+        "R28",
+        "data_offset near 2^64 (offset + size overflows in C)",
+        lambda: build(2, tensors=[_w(data_offset=(1 << 64) - 8)]),
+    ),
+    Case(
+        "data_offset_unaligned", "R28", "data_offset not a multiple of 8", lambda: _unaligned_data()
+    ),
+    Case(
+        "data_in_tables",
+        "R28",
+        "data_offset points into the tensor table",
+        lambda: build(2, tensors=[_w(data_offset=72)]),
+    ),
+    Case(
+        "quant_offset_past_eof",
+        "R29",
+        "quant payload past EOF",
+        lambda: build(2, tensors=_qt(_quant(), quant_offset=1 << 30)),
+    ),
+    Case(
+        "quant_nbytes_wrong",
+        "R29",
+        "quant_nbytes 56 for a 56-byte payload claiming 100 scales",
+        lambda: build(2, tensors=_qt(_quant_lying_count())),
+    ),
+    Case(
+        "quant_nbytes_small",
+        "R29",
+        "quant_nbytes 8",
+        lambda: build(2, tensors=_qt(_quant(), quant_nbytes=8)),
+    ),
     Case("quant_bad_scheme", "R30", "scheme 7", lambda: build(2, tensors=_qt(_quant(scheme=7)))),
-    Case("quant_reserved", "R30", "quant reserved 1", lambda: build(2, tensors=_qt(_quant(reserved=1)))),
-    Case("quant_axis_out_of_range", "R31", "per-channel scale axis 5 on a 2-d tensor", lambda: build(2, tensors=_qt(_quant(scale_mode=2, scale_axis=5, scales=[1.0, 2.0])))),
-    Case("quant_count_mismatch", "R31", "per-channel count 3, dims[0] is 2", lambda: build(2, tensors=_qt(_quant(scale_mode=2, scale_axis=0, scales=[1.0, 2.0, 3.0])))),
-    Case("quant_symmetric_zp", "R31", "symmetric with a zero point", lambda: build(2, tensors=_qt(_quant(zp_mode=1, zps=[3])))),
+    Case(
+        "quant_reserved",
+        "R30",
+        "quant reserved 1",
+        lambda: build(2, tensors=_qt(_quant(reserved=1))),
+    ),
+    Case(
+        "quant_axis_out_of_range",
+        "R31",
+        "per-channel scale axis 5 on a 2-d tensor",
+        lambda: build(2, tensors=_qt(_quant(scale_mode=2, scale_axis=5, scales=[1.0, 2.0]))),
+    ),
+    Case(
+        "quant_count_mismatch",
+        "R31",
+        "per-channel count 3, dims[0] is 2",
+        lambda: build(2, tensors=_qt(_quant(scale_mode=2, scale_axis=0, scales=[1.0, 2.0, 3.0]))),
+    ),
+    Case(
+        "quant_symmetric_zp",
+        "R31",
+        "symmetric with a zero point",
+        lambda: build(2, tensors=_qt(_quant(zp_mode=1, zps=[3]))),
+    ),
     Case("overlapping_tensors", "R32", "two tensors share their bytes", lambda: _overlap_tensors()),
-    Case("metadata_overlaps_tensor", "R32", "a metadata value inside a tensor's data", lambda: _overlap_metadata()),
+    Case(
+        "metadata_overlaps_tensor",
+        "R32",
+        "a metadata value inside a tensor's data",
+        lambda: _overlap_metadata(),
+    ),
 ]
 
 
@@ -155,13 +436,23 @@ def _quant_lying_count() -> bytes:
 def _overlap_tensors() -> bytes:
     first = build(2, tensors=[Tensor(b"a", 10, [2, 2], F32x4), Tensor(b"b", 10, [2, 2], F32x4)])
     a_off = struct.unpack_from("<Q", first, 53)[0]  # offset_data == a's data offset
-    return build(2, tensors=[Tensor(b"a", 10, [2, 2], F32x4), Tensor(b"b", 10, [2, 2], F32x4, over={"data_offset": a_off + 8})])
+    return build(
+        2,
+        tensors=[
+            Tensor(b"a", 10, [2, 2], F32x4),
+            Tensor(b"b", 10, [2, 2], F32x4, over={"data_offset": a_off + 8}),
+        ],
+    )
 
 
 def _overlap_metadata() -> bytes:
     first = build(2, metadata=[Meta(b"m", 7, b"\x01\x00\x00\x00")], tensors=[_w()])
     off_d = struct.unpack_from("<Q", first, 53)[0]
-    return build(2, metadata=[Meta(b"m", 7, b"\x01\x00\x00\x00", over={"value_offset": off_d + 8})], tensors=[_w()])
+    return build(
+        2,
+        metadata=[Meta(b"m", 7, b"\x01\x00\x00\x00", over={"value_offset": off_d + 8})],
+        tensors=[_w()],
+    )
 
 
 def main() -> int:

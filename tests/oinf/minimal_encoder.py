@@ -51,9 +51,28 @@ class Tensor:
     name_length: int | None = None
 
 
-def quant_payload(scheme: int, scale_mode: int, zp_mode: int, scale_axis: int, scales: list[float], zp_axis: int, zps: list[int], reserved: int = 0) -> bytes:
+def quant_payload(
+    scheme: int,
+    scale_mode: int,
+    zp_mode: int,
+    scale_axis: int,
+    scales: list[float],
+    zp_axis: int,
+    zps: list[int],
+    reserved: int = 0,
+) -> bytes:
     """The v2 quant payload, padded to 8."""
-    body = struct.pack("<IIIIQQQQ", scheme, scale_mode, zp_mode, reserved, scale_axis, len(scales), zp_axis, len(zps))
+    body = struct.pack(
+        "<IIIIQQQQ",
+        scheme,
+        scale_mode,
+        zp_mode,
+        reserved,
+        scale_axis,
+        len(scales),
+        zp_axis,
+        len(zps),
+    )
     body += struct.pack(f"<{len(scales)}f", *scales) + struct.pack(f"<{len(zps)}i", *zps)
     return body + b"\x00" * (align8(len(body)) - len(body))
 
@@ -93,8 +112,16 @@ def build(
     file_size = cursor
     md_table = b""
     for m, off in zip(metadata, md_offsets):
-        f = {"value_type": m.vtype, "value_flags": 0, "value_nbytes": len(m.payload), "value_offset": off, **m.over}
-        md_table += enc_string(m.key, m.key_length) + struct.pack("<IIQQ", f["value_type"], f["value_flags"], f["value_nbytes"], f["value_offset"])
+        f = {
+            "value_type": m.vtype,
+            "value_flags": 0,
+            "value_nbytes": len(m.payload),
+            "value_offset": off,
+            **m.over,
+        }
+        md_table += enc_string(m.key, m.key_length) + struct.pack(
+            "<IIQQ", f["value_type"], f["value_flags"], f["value_nbytes"], f["value_offset"]
+        )
     t_table = b""
     for t, d_off, q_off in zip(tensors, data_offsets, quant_offsets):
         f = {
@@ -107,8 +134,12 @@ def build(
             "quant_offset": q_off,
             **t.over,
         }
-        t_table += enc_string(t.name, t.name_length) + struct.pack("<III", f["dtype"], f["ndim"], f["flags"])
-        t_table += struct.pack(f"<{len(t.dims)}Q", *t.dims) + struct.pack("<QQ", f["data_nbytes"], f["data_offset"])
+        t_table += enc_string(t.name, t.name_length) + struct.pack(
+            "<III", f["dtype"], f["ndim"], f["flags"]
+        )
+        t_table += struct.pack(f"<{len(t.dims)}Q", *t.dims) + struct.pack(
+            "<QQ", f["data_nbytes"], f["data_offset"]
+        )
         if version == 2:
             t_table += struct.pack("<QQ", f["quant_nbytes"], f["quant_offset"])
     h = {

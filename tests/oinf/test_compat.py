@@ -9,7 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from openinfer_jax.oinf import Bitset, DType, ModelLoader, QuantParams, QuantScale, TensorSpec, write_oinf
+from openinfer_jax.oinf import (
+    Bitset,
+    DType,
+    ModelLoader,
+    QuantParams,
+    QuantScale,
+    TensorSpec,
+    write_oinf,
+)
 from tests.oinf.minimal_encoder import Meta, Tensor, build, enc_string, pack_bits, quant_payload
 
 
@@ -73,7 +81,9 @@ def test_reader_opens_independent_encoder_file(tmp_path: Path, version: int) -> 
     with ModelLoader.open(path) as m:
         assert m.version == version
         assert m.sizevars == {"B": 4, "D": 8}
-        assert m.metadata["mode"] == "clamp_up" and m.metadata["n"] == 3 and m.metadata["neg"] == -300
+        assert (
+            m.metadata["mode"] == "clamp_up" and m.metadata["n"] == 3 and m.metadata["neg"] == -300
+        )
         assert m.metadata_type("n") is DType.U8 and m.metadata_type("neg") is DType.I16
         assert m.metadata["bits"] == Bitset([1, 0, 1, 1, 0, 0, 0, 0, 1])
         assert m.metadata["flag"] is True and m.metadata["eps"] == 1.5
@@ -86,7 +96,12 @@ def test_reader_opens_independent_encoder_file(tmp_path: Path, version: int) -> 
 
 def test_empty_model_header_bytes(tmp_path: Path) -> None:
     data = write_oinf(tmp_path / "e.oinf").read_bytes()
-    expected = b"OINF\x00" + struct.pack("<IIIIII", 2, 0, 0, 0, 0, 0) + struct.pack("<5Q", 72, 72, 72, 72, 72) + b"\x00" * 3
+    expected = (
+        b"OINF\x00"
+        + struct.pack("<IIIIII", 2, 0, 0, 0, 0, 0)
+        + struct.pack("<5Q", 72, 72, 72, 72, 72)
+        + b"\x00" * 3
+    )
     assert data == expected
 
 
@@ -95,13 +110,19 @@ def test_quantized_tensor_last_matches_original_layout(tmp_path: Path) -> None:
     q = quant_payload(1, 1, 0, 0, [0.5], 0, [])
     expected = build(
         2,
-        tensors=[Tensor(b"a", 10, [2], struct.pack("<2f", 1, 2)), Tensor(b"z", 1, [3], struct.pack("<3b", 1, -2, 3), quant=q)],
+        tensors=[
+            Tensor(b"a", 10, [2], struct.pack("<2f", 1, 2)),
+            Tensor(b"z", 1, [3], struct.pack("<3b", 1, -2, 3), quant=q),
+        ],
     )
     ours = write_oinf(
         tmp_path / "q.oinf",
         align=8,
         tensors={
-            "z": TensorSpec(np.array([1, -2, 3], dtype=np.int8), quant=QuantParams.symmetric(QuantScale.per_tensor(0.5))),
+            "z": TensorSpec(
+                np.array([1, -2, 3], dtype=np.int8),
+                quant=QuantParams.symmetric(QuantScale.per_tensor(0.5)),
+            ),
             "a": np.array([1, 2], dtype=np.float32),
         },
     ).read_bytes()

@@ -22,7 +22,9 @@ def test_committed_corpus_matches_generator() -> None:
     assert sorted(MANIFEST) == sorted(c.name for c in CASES)
     for case in CASES:
         assert MANIFEST[case.name]["rule"] == case.rule
-        assert (CORPUS_DIR / f"{case.name}.oinf").read_bytes() == case.make(), f"regenerate with make_corpus.py ({case.name})"
+        assert (CORPUS_DIR / f"{case.name}.oinf").read_bytes() == case.make(), (
+            f"regenerate with make_corpus.py ({case.name})"
+        )
 
 
 def test_corpus_covers_every_rule() -> None:
@@ -57,7 +59,15 @@ def test_bad_file_is_rejected(case) -> None:  # type: ignore[no-untyped-def]
 def test_verify_lists_several_violations(tmp_path: Path) -> None:
     from tests.oinf.minimal_encoder import Meta, Tensor, build
 
-    data = build(2, metadata=[Meta(b"m", 5, b"\x01", over={"value_flags": 2})], tensors=[Tensor(b"a", 99, [1], b"\x00"), Tensor(b"b", 10, [1], b"\x00" * 4, over={"flags": 9})], header={"flags": 1})
+    data = build(
+        2,
+        metadata=[Meta(b"m", 5, b"\x01", over={"value_flags": 2})],
+        tensors=[
+            Tensor(b"a", 99, [1], b"\x00"),
+            Tensor(b"b", 10, [1], b"\x00" * 4, over={"flags": 9}),
+        ],
+        header={"flags": 1},
+    )
     path = tmp_path / "multi.oinf"
     path.write_bytes(data)
     rules = [v.rule for v in verify_file(path)]

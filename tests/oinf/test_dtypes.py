@@ -8,7 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from openinfer_jax.errors import OinfFormatError
-from openinfer_jax.oinf import PACKED_DTYPES, DType, dtype_from_name, dtype_from_numpy, pack, packed_nbytes, unpack
+from openinfer_jax.oinf import (
+    PACKED_DTYPES,
+    DType,
+    dtype_from_name,
+    dtype_from_numpy,
+    pack,
+    packed_nbytes,
+    unpack,
+)
 
 # reference/upstream-openinfer.md §1, ValueType codes
 REFERENCE_CODES = {
@@ -79,7 +87,10 @@ def test_unpack_short_buffer() -> None:
         unpack(b"\x00", DType.I4, 3)
 
 
-@pytest.mark.parametrize("alias,expected", [("f8e5m2", DType.F8), ("float8e5m2", DType.F8), ("bfloat16", DType.BF16), ("F32", DType.F32)])
+@pytest.mark.parametrize(
+    "alias,expected",
+    [("f8e5m2", DType.F8), ("float8e5m2", DType.F8), ("bfloat16", DType.BF16), ("F32", DType.F32)],
+)
 def test_aliases(alias: str, expected: DType) -> None:
     assert dtype_from_name(alias) is expected
 

@@ -18,7 +18,17 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from openinfer_jax.errors import OinfFormatError
-from openinfer_jax.oinf import Bitset, DType, ModelLoader, QuantParams, QuantScale, QuantZeroPoint, TensorSpec, verify_buffer, write_oinf
+from openinfer_jax.oinf import (
+    Bitset,
+    DType,
+    ModelLoader,
+    QuantParams,
+    QuantScale,
+    QuantZeroPoint,
+    TensorSpec,
+    verify_buffer,
+    write_oinf,
+)
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "300"))
 
@@ -30,14 +40,29 @@ def seeds() -> tuple[bytes, ...]:
         out = []
         common = {
             "sizevars": {"B": 2, "D": 3},
-            "metadata": {"n": 7, "s": "txt", "f": 0.5, "b": True, "bits": Bitset([1, 0, 1]), "arr": np.arange(3, dtype=np.int16), "pk": (np.array([1, -1]), DType.I2)},
+            "metadata": {
+                "n": 7,
+                "s": "txt",
+                "f": 0.5,
+                "b": True,
+                "bits": Bitset([1, 0, 1]),
+                "arr": np.arange(3, dtype=np.int16),
+                "pk": (np.array([1, -1]), DType.I2),
+            },
         }
         tensors = {
             "w": np.arange(6, dtype=np.float32).reshape(2, 3),
             "p": TensorSpec(np.array([-8, 7, 3]), dtype=DType.I4),
             "kv": TensorSpec(dtype=DType.F16, shape=(2, 2)),
         }
-        quant = {"q": TensorSpec(np.ones((2, 2), np.int8), quant=QuantParams.asymmetric(QuantScale.per_channel(0, [0.5, 2.0]), QuantZeroPoint.per_channel(0, [1, 2])))}
+        quant = {
+            "q": TensorSpec(
+                np.ones((2, 2), np.int8),
+                quant=QuantParams.asymmetric(
+                    QuantScale.per_channel(0, [0.5, 2.0]), QuantZeroPoint.per_channel(0, [1, 2])
+                ),
+            )
+        }
         for i, (version, extra, align) in enumerate(((1, {}, 8), (2, quant, 8), (2, quant, 64))):
             path = Path(tmp) / f"s{i}.oinf"
             write_oinf(path, version=version, align=align, tensors={**tensors, **extra}, **common)  # type: ignore[arg-type]
@@ -45,7 +70,21 @@ def seeds() -> tuple[bytes, ...]:
         return tuple(out)
 
 
-INTERESTING = [0, 1, 7, 8, 0x7F, 0x80, 0xFF, 0xFFFF, 0xFFFFFFFF, 1 << 31, 1 << 32, 1 << 62, (1 << 64) - 1]
+INTERESTING = [
+    0,
+    1,
+    7,
+    8,
+    0x7F,
+    0x80,
+    0xFF,
+    0xFFFF,
+    0xFFFFFFFF,
+    1 << 31,
+    1 << 32,
+    1 << 62,
+    (1 << 64) - 1,
+]
 
 
 KINDS = ["byte"] * 3 + ["u32"] * 3 + ["u64"] * 3 + ["truncate", "extend", "splice"]
@@ -63,8 +102,12 @@ def mutated(draw: st.DrawFn) -> bytes:
         elif kind in ("u32", "u64") and data:
             size = 4 if kind == "u32" else 8
             pos = min(pos, max(0, len(data) - size))
-            value = draw(st.sampled_from(INTERESTING) | st.integers(0, (1 << (8 * size)) - 1)) & ((1 << (8 * size)) - 1)
-            data[pos : pos + size] = struct.pack("<I" if size == 4 else "<Q", value)[: len(data) - pos]
+            value = draw(st.sampled_from(INTERESTING) | st.integers(0, (1 << (8 * size)) - 1)) & (
+                (1 << (8 * size)) - 1
+            )
+            data[pos : pos + size] = struct.pack("<I" if size == 4 else "<Q", value)[
+                : len(data) - pos
+            ]
         elif kind == "truncate":
             del data[pos:]
         elif kind == "extend":
@@ -89,7 +132,11 @@ def _read_everything(model: ModelLoader) -> None:
             value.sum()
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(mutated())
 def test_mutated_files_are_valid_or_rejected(data: bytes) -> None:
     violations = verify_buffer(data)

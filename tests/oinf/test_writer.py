@@ -8,7 +8,16 @@ import numpy as np
 import pytest
 
 from openinfer_jax.errors import OinfFormatError
-from openinfer_jax.oinf import Bitset, DType, ModelLoader, OinfWriter, QuantParams, QuantScale, QuantZeroPoint, write_oinf
+from openinfer_jax.oinf import (
+    Bitset,
+    DType,
+    ModelLoader,
+    OinfWriter,
+    QuantParams,
+    QuantScale,
+    QuantZeroPoint,
+    write_oinf,
+)
 
 
 def _files(directory: Path) -> set[str]:
@@ -22,10 +31,14 @@ def test_loader_exception_leaves_existing_destination_intact(tmp_path: Path) -> 
     def boom() -> np.ndarray:
         raise RuntimeError("disk on fire")
 
-    with pytest.raises(OinfFormatError, match="tensor 'b'.*loader raised RuntimeError: disk on fire"):
-        with OinfWriter(dest) as w:
-            w.add_tensor("a", np.ones(1000, dtype=np.float32))
-            w.add_tensor("b", dtype=DType.F32, shape=(4,), loader=boom)
+    with (
+        pytest.raises(
+            OinfFormatError, match=r"tensor 'b'.*loader raised RuntimeError: disk on fire"
+        ),
+        OinfWriter(dest) as w,
+    ):
+        w.add_tensor("a", np.ones(1000, dtype=np.float32))
+        w.add_tensor("b", dtype=DType.F32, shape=(4,), loader=boom)
     assert dest.read_bytes() == before
     assert _files(tmp_path) == {"m.oinf"}  # no temporary file left behind
 
@@ -38,9 +51,11 @@ def test_exception_inside_with_block_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_loader_wrong_shape_is_rejected_atomically(tmp_path: Path) -> None:
-    with pytest.raises(OinfFormatError, match=r"loader returned shape \(3,\), declared \(4,\)"):
-        with OinfWriter(tmp_path / "x.oinf") as w:
-            w.add_tensor("a", dtype=DType.F32, shape=(4,), loader=lambda: np.ones(3))
+    with (
+        pytest.raises(OinfFormatError, match=r"loader returned shape \(3,\), declared \(4,\)"),
+        OinfWriter(tmp_path / "x.oinf") as w,
+    ):
+        w.add_tensor("a", dtype=DType.F32, shape=(4,), loader=lambda: np.ones(3))
     assert _files(tmp_path) == set()
 
 
@@ -72,28 +87,82 @@ BAD_DECLARATIONS = [
     ("negative sizevar", lambda w: w.add_sizevar("B", -1), "outside the u64 range"),
     ("float sizevar", lambda w: w.add_sizevar("B", 1.5), "must be an int"),
     ("bitset tensor", lambda w: w.add_tensor("t", dtype=DType.BITSET, shape=(3,)), "metadata-only"),
-    ("i4 out of range", lambda w: w.add_tensor("t", np.array([8]), dtype=DType.I4), r"\[-8, 7\], element 0 is 8"),
+    (
+        "i4 out of range",
+        lambda w: w.add_tensor("t", np.array([8]), dtype=DType.I4),
+        r"\[-8, 7\], element 0 is 8",
+    ),
     ("u8 overflow", lambda w: w.add_tensor("t", np.array([256]), dtype=DType.U8), r"\[0, 255\]"),
     ("t1 zero", lambda w: w.add_tensor("t", np.array([1, 0]), dtype=DType.T1), "t1"),
     ("float to int", lambda w: w.add_tensor("t", np.array([1.5]), dtype=DType.I32), "non-integral"),
     ("object array", lambda w: w.add_tensor("t", np.array(["x"])), "no .oinf equivalent"),
     ("shape mismatch", lambda w: w.add_tensor("t", np.ones(3), shape=(4,)), "does not match"),
     ("no dtype", lambda w: w.add_tensor("t", shape=(4,)), "needs dtype= and shape="),
-    ("data and loader", lambda w: w.add_tensor("t", np.ones(1), loader=lambda: np.ones(1)), "not both"),
+    (
+        "data and loader",
+        lambda w: w.add_tensor("t", np.ones(1), loader=lambda: np.ones(1)),
+        "not both",
+    ),
     ("negative dim", lambda w: w.add_tensor("t", dtype=DType.F32, shape=(-1,)), "dims must be"),
-    ("quant axis", lambda w: w.add_tensor("t", np.ones((2, 3), np.int8), quant=QuantParams.symmetric(QuantScale.per_channel(2, [1.0]))), "R31"),
-    ("quant count", lambda w: w.add_tensor("t", np.ones((2, 3), np.int8), quant=QuantParams.symmetric(QuantScale.per_channel(1, [1.0]))), "R31"),
-    ("symmetric zp", lambda w: w.add_tensor("t", np.ones(2, np.int8), quant=QuantParams(QuantParams.symmetric(QuantScale.per_tensor(1.0)).scheme, QuantScale.per_tensor(1.0), QuantZeroPoint.per_tensor(1))), "symmetric"),
-    ("zp mode mismatch", lambda w: w.add_tensor("t", np.ones(2, np.int8), quant=QuantParams.asymmetric(QuantScale.per_tensor(1.0), QuantZeroPoint.per_channel(0, [1, 2]))), "must match scale mode"),
+    (
+        "quant axis",
+        lambda w: w.add_tensor(
+            "t",
+            np.ones((2, 3), np.int8),
+            quant=QuantParams.symmetric(QuantScale.per_channel(2, [1.0])),
+        ),
+        "R31",
+    ),
+    (
+        "quant count",
+        lambda w: w.add_tensor(
+            "t",
+            np.ones((2, 3), np.int8),
+            quant=QuantParams.symmetric(QuantScale.per_channel(1, [1.0])),
+        ),
+        "R31",
+    ),
+    (
+        "symmetric zp",
+        lambda w: w.add_tensor(
+            "t",
+            np.ones(2, np.int8),
+            quant=QuantParams(
+                QuantParams.symmetric(QuantScale.per_tensor(1.0)).scheme,
+                QuantScale.per_tensor(1.0),
+                QuantZeroPoint.per_tensor(1),
+            ),
+        ),
+        "symmetric",
+    ),
+    (
+        "zp mode mismatch",
+        lambda w: w.add_tensor(
+            "t",
+            np.ones(2, np.int8),
+            quant=QuantParams.asymmetric(
+                QuantScale.per_tensor(1.0), QuantZeroPoint.per_channel(0, [1, 2])
+            ),
+        ),
+        "must match scale mode",
+    ),
     ("metadata list", lambda w: w.add_metadata("m", [1, 2]), "unsupported metadata type list"),
     ("metadata non-ascii", lambda w: w.add_metadata("m", "naïve"), "printable ASCII"),
     ("metadata huge int", lambda w: w.add_metadata("m", 2**64), "does not fit in 64 bits"),
     ("metadata forced range", lambda w: w.add_metadata("m", (300, DType.U8)), r"\[0, 255\]"),
-    ("metadata bitset type", lambda w: w.add_metadata("m", ("x", DType.BITSET)), "must be a Bitset"),
+    (
+        "metadata bitset type",
+        lambda w: w.add_metadata("m", ("x", DType.BITSET)),
+        "must be a Bitset",
+    ),
 ]
 
 
-@pytest.mark.parametrize("declare,message", [(d, m) for _, d, m in BAD_DECLARATIONS], ids=[i for i, _, _ in BAD_DECLARATIONS])
+@pytest.mark.parametrize(
+    "declare,message",
+    [(d, m) for _, d, m in BAD_DECLARATIONS],
+    ids=[i for i, _, _ in BAD_DECLARATIONS],
+)
 def test_bad_declarations_raise_typed_errors(tmp_path: Path, declare, message: str) -> None:  # type: ignore[no-untyped-def]
     w = OinfWriter(tmp_path / "m.oinf")
     with pytest.raises(OinfFormatError, match=message):
@@ -105,10 +174,19 @@ def test_bad_declarations_raise_typed_errors(tmp_path: Path, declare, message: s
 def test_version1_rejects_quant(tmp_path: Path) -> None:
     w = OinfWriter(tmp_path / "v1.oinf", version=1)
     with pytest.raises(OinfFormatError, match="needs format version 2"):
-        w.add_tensor("q", np.ones(2, np.int8), quant=QuantParams.symmetric(QuantScale.per_tensor(1.0)))
+        w.add_tensor(
+            "q", np.ones(2, np.int8), quant=QuantParams.symmetric(QuantScale.per_tensor(1.0))
+        )
 
 
-@pytest.mark.parametrize("kwargs,message", [({"version": 3}, "version must be 1 or 2"), ({"align": 12}, "power of two"), ({"align": 4}, "power of two")])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"version": 3}, "version must be 1 or 2"),
+        ({"align": 12}, "power of two"),
+        ({"align": 4}, "power of two"),
+    ],
+)
 def test_bad_writer_options(tmp_path: Path, kwargs: dict, message: str) -> None:  # type: ignore[type-arg]
     with pytest.raises(OinfFormatError, match=message):
         OinfWriter(tmp_path / "m.oinf", **kwargs)
@@ -124,5 +202,7 @@ def test_closed_writer_rejects_more_declarations(tmp_path: Path) -> None:
 def test_align_places_blobs(tmp_path: Path) -> None:
     tensors = {f"t{i}": np.ones(i + 1, dtype=np.float32) for i in range(5)}
     for align in (8, 64, 4096):
-        with ModelLoader.open(write_oinf(tmp_path / f"a{align}.oinf", align=align, tensors=tensors)) as m:
+        with ModelLoader.open(
+            write_oinf(tmp_path / f"a{align}.oinf", align=align, tensors=tensors)
+        ) as m:
             assert all(t.data_offset % align == 0 for t in m.tensors.values())
