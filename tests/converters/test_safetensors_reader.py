@@ -183,3 +183,50 @@ def test_read_header_gives_absolute_offsets(tiny_bert_dir: Path) -> None:
     got = np.frombuffer(raw[word["begin"] : word["end"]], np.float32).reshape(word["shape"])
     np.testing.assert_array_equal(got, tiny_bert_tensors()["embeddings.word_embeddings.weight"])
     assert meta == {"format": "pt"}
+
+
+# ---- the real MiniLM (all-MiniLM-L6-v2) -------------------------------------------------------
+
+
+def test_minilm_bit_exact(minilm_dir: Path, tmp_path: Path) -> None:
+    from safetensors import safe_open
+
+    out = tmp_path / "minilm.oinf"
+    report = convert(minilm_dir, out)
+    assert report.tensors == 105 - 1  # 104 tensors (the header's 105th entry is __metadata__)
+    with ModelLoader.open(out) as m, safe_open(str(minilm_dir / "model.safetensors"), framework="numpy") as f:
+        assert set(m.tensors) == set(f.keys())
+        for name in f.keys():  # noqa: SIM118
+            expected = f.get_tensor(name)
+            got = m.tensor(name)
+            assert got.shape == expected.shape and got.dtype == expected.dtype, name
+            np.testing.assert_array_equal(got, expected, err_msg=name)
+        assert m.tensors["embeddings.word_embeddings.weight"].shape == (30522, 384)
+        assert m.tensors["encoder.layer.5.intermediate.dense.weight"].shape == (1536, 384)
+        assert m.tensors["embeddings.position_ids"].dtype is DType.I64
+        assert m.sizevars == {
+            "hidden_size": 384, "intermediate_size": 1536, "max_position_embeddings": 512,
+            "num_attention_heads": 12, "num_hidden_layers": 6, "type_vocab_size": 2,
+            "vocab_size": 30522, "head_dim": 32,
+        }  # fmt: skip
+        assert m.metadata["hidden_act"] == "gelu"
+        tokenizer = json.loads(m.metadata["tokenizer.json"])
+        assert tokenizer["model"]["vocab"]["[CLS]"] == 101
+
+
+def test_minilm_f16_with_bert_pattern(minilm_dir: Path, tmp_path: Path) -> None:
+    from safetensors import safe_open
+
+    out = tmp_path / "minilm16.oinf"
+    convert(minilm_dir, out, dtype="f16", pattern="bert")
+    with ModelLoader.open(out) as m, safe_open(str(minilm_dir / "model.safetensors"), framework="numpy") as f:
+        assert m.tensors["q.weight.5"].dtype is DType.F16
+        np.testing.assert_array_equal(
+            m.tensor("q.weight.5"), f.get_tensor("encoder.layer.5.attention.self.query.weight").astype(np.float16)
+        )
+        assert m.tensors["position_ids"].dtype is DType.I64
+        assert sorted(n for n in m.tensors if n.endswith(".3")) == sorted(
+            f"{s}.{p}.3"
+            for s in ("q", "k", "v", "attn_out", "attn_ln", "ffn_in", "ffn_out", "ffn_ln")
+            for p in ("weight", "bias")
+        )
