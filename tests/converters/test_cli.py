@@ -11,16 +11,23 @@ from openinfer_jax.cli import main
 from openinfer_jax.oinf import ModelLoader
 
 
-def test_convert_prints_summary(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_convert_prints_summary(
+    tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "m.oinf"
-    assert main(["convert", str(tiny_bert_dir), "-o", str(out), "--pattern", "bert", "--dtype", "f16"]) == 0
+    assert (
+        main(["convert", str(tiny_bert_dir), "-o", str(out), "--pattern", "bert", "--dtype", "f16"])
+        == 0
+    )
     err = capsys.readouterr().err
     assert "conversion summary" in err and "tensors" in err and "MB/s" in err
     with ModelLoader.open(out) as m:
         assert "q.weight.1" in m.tensors
 
 
-def test_existing_destination_needs_force(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_existing_destination_needs_force(
+    tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "m.oinf"
     out.write_bytes(b"keep me")
     assert main(["convert", str(tiny_bert_dir), "-o", str(out)]) == 1
@@ -42,7 +49,11 @@ def test_existing_destination_needs_force(tiny_bert_dir: Path, tmp_path: Path, c
     ],
 )
 def test_bad_input_exits_1_without_output(
-    tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+    tiny_bert_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    message: str,
 ) -> None:
     out = tmp_path / "m.oinf"
     assert main(["convert", str(tiny_bert_dir / "model.safetensors"), "-o", str(out), *args]) == 1
@@ -51,7 +62,9 @@ def test_bad_input_exits_1_without_output(
     assert not out.exists()
 
 
-def test_corrupt_source_exits_1(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_corrupt_source_exits_1(
+    tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     src = tiny_bert_dir / "model.safetensors"
     src.write_bytes(src.read_bytes()[:-3])
     assert main(["convert", str(src), "-o", str(tmp_path / "m.oinf")]) == 1
@@ -59,9 +72,13 @@ def test_corrupt_source_exits_1(tiny_bert_dir: Path, tmp_path: Path, capsys: pyt
     assert not (tmp_path / "m.oinf").exists()
 
 
-def test_dry_run_writes_nothing(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dry_run_writes_nothing(
+    tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "m.oinf"
-    assert main(["convert", str(tiny_bert_dir), "-o", str(out), "--dry-run", "--pattern", "bert"]) == 0
+    assert (
+        main(["convert", str(tiny_bert_dir), "-o", str(out), "--dry-run", "--pattern", "bert"]) == 0
+    )
     text = capsys.readouterr().out
     assert "tok_emb.weight" in text and "[11, 8]" in text and "352" in text  # 11*8*4 bytes
     assert not out.exists()
@@ -72,7 +89,9 @@ def test_missing_output_argument(tiny_bert_dir: Path, capsys: pytest.CaptureFixt
     assert "-o" in capsys.readouterr().err
 
 
-def test_config_mismatch_exit_code(tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_config_mismatch_exit_code(
+    tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = json.loads((tiny_bert_dir / "config.json").read_text())
     config["vocab_size"] = 99
     (tiny_bert_dir / "config.json").write_text(json.dumps(config))

@@ -59,7 +59,10 @@ def test_minilm_flax_msgpack_equals_safetensors(minilm_dir: Path, tmp_path: Path
     # Plain conversion keeps flax's dotted names.
     plain = tmp_path / "plain.oinf"
     convert(flax_dir, plain)
-    with ModelLoader.open(plain) as m, safe_open(str(minilm_dir / "model.safetensors"), framework="numpy") as f:
+    with (
+        ModelLoader.open(plain) as m,
+        safe_open(str(minilm_dir / "model.safetensors"), framework="numpy") as f,
+    ):
         np.testing.assert_array_equal(
             m.tensor("encoder.layer.0.attention.self.query.kernel"),
             f.get_tensor("encoder.layer.0.attention.self.query.weight").T,
@@ -95,7 +98,9 @@ def test_orbax_round_trip(minilm_dir: Path, tmp_path: Path) -> None:
 
 
 def test_msgpack_scalars_and_ints(tmp_path: Path) -> None:
-    tree = {"params": {"w": np.arange(6, dtype=np.int32).reshape(2, 3), "step": np.asarray(7, np.int64)}}
+    tree = {
+        "params": {"w": np.arange(6, dtype=np.int32).reshape(2, 3), "step": np.asarray(7, np.int64)}
+    }
     (tmp_path / "c.msgpack").write_bytes(serialization.msgpack_serialize(tree))
     convert(tmp_path / "c.msgpack", tmp_path / "c.oinf", dtype="f16")
     with ModelLoader.open(tmp_path / "c.oinf") as m:

@@ -51,7 +51,9 @@ def dequantize_q4_1(raw: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return (d * q + m).reshape(shape)
 
 
-def write_tiny_llama(path: Path, tensors: dict[str, tuple[np.ndarray, gguf.GGMLQuantizationType]]) -> None:
+def write_tiny_llama(
+    path: Path, tensors: dict[str, tuple[np.ndarray, gguf.GGMLQuantizationType]]
+) -> None:
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_block_count(1)
     writer.add_embedding_length(HIDDEN)
@@ -84,7 +86,11 @@ def tiny_llama(tmp_path: Path) -> tuple[Path, dict[str, np.ndarray]]:
         "up": rng.standard_normal((FFN, HIDDEN)).astype(np.float32),
         "norm": rng.standard_normal(HIDDEN).astype(np.float32),
     }
-    f32, q8, q4 = gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.Q8_0, gguf.GGMLQuantizationType.Q4_0
+    f32, q8, q4 = (
+        gguf.GGMLQuantizationType.F32,
+        gguf.GGMLQuantizationType.Q8_0,
+        gguf.GGMLQuantizationType.Q4_0,
+    )
     path = tmp_path / "tiny.gguf"
     write_tiny_llama(
         path,
@@ -99,7 +105,9 @@ def tiny_llama(tmp_path: Path) -> tuple[Path, dict[str, np.ndarray]]:
     return path, hf
 
 
-def test_tiny_llama_metadata_and_unpermute(tiny_llama: tuple[Path, dict[str, np.ndarray]], tmp_path: Path) -> None:
+def test_tiny_llama_metadata_and_unpermute(
+    tiny_llama: tuple[Path, dict[str, np.ndarray]], tmp_path: Path
+) -> None:
     path, hf = tiny_llama
     out = tmp_path / "t.oinf"
     convert(path, out, pattern="llama")
@@ -123,7 +131,9 @@ def test_tiny_llama_metadata_and_unpermute(tiny_llama: tuple[Path, dict[str, np.
         np.testing.assert_allclose(emb, hf["emb"], atol=np.abs(hf["emb"]).max() / 100)
         raw = gguf.quants.quantize(hf["emb"], gguf.GGMLQuantizationType.Q8_0)
         np.testing.assert_array_equal(emb, dequantize_q8_0(raw, (VOCAB, HIDDEN)))
-        np.testing.assert_allclose(m.tensor("up.weight.0"), hf["up"], atol=np.abs(hf["up"]).max() / 6)
+        np.testing.assert_allclose(
+            m.tensor("up.weight.0"), hf["up"], atol=np.abs(hf["up"]).max() / 6
+        )
 
 
 def test_unpermute_can_be_disabled(tiny_llama: tuple[Path, dict[str, np.ndarray]]) -> None:
@@ -161,13 +171,17 @@ def test_unsupported_quant_type_names_tensor(tmp_path: Path) -> None:
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    with pytest.raises(ConversionError, match=r"'blk\.0\.weird\.weight' has quantization type Q8_1"):
+    with pytest.raises(
+        ConversionError, match=r"'blk\.0\.weird\.weight' has quantization type Q8_1"
+    ):
         convert(path, tmp_path / "out.oinf")
     assert not (tmp_path / "out.oinf").exists()
 
 
 @pytest.mark.parametrize("keep", [3, 100, 1000])
-def test_truncated_gguf(tiny_llama: tuple[Path, dict[str, np.ndarray]], tmp_path: Path, keep: int) -> None:
+def test_truncated_gguf(
+    tiny_llama: tuple[Path, dict[str, np.ndarray]], tmp_path: Path, keep: int
+) -> None:
     path, _ = tiny_llama
     path.write_bytes(path.read_bytes()[:keep])
     with pytest.raises(ConversionError, match="GGUF"):
@@ -175,7 +189,9 @@ def test_truncated_gguf(tiny_llama: tuple[Path, dict[str, np.ndarray]], tmp_path
     assert not (tmp_path / "out.oinf").exists()
 
 
-def test_truncated_tensor_data(tiny_llama: tuple[Path, dict[str, np.ndarray]], tmp_path: Path) -> None:
+def test_truncated_tensor_data(
+    tiny_llama: tuple[Path, dict[str, np.ndarray]], tmp_path: Path
+) -> None:
     path, _ = tiny_llama
     path.write_bytes(path.read_bytes()[:-64])
     with pytest.raises(ConversionError):
@@ -183,11 +199,15 @@ def test_truncated_tensor_data(tiny_llama: tuple[Path, dict[str, np.ndarray]], t
     assert not (tmp_path / "out.oinf").exists()
 
 
-def test_dry_run_cli(tiny_llama: tuple[Path, dict[str, np.ndarray]], capsys: pytest.CaptureFixture[str]) -> None:
+def test_dry_run_cli(
+    tiny_llama: tuple[Path, dict[str, np.ndarray]], capsys: pytest.CaptureFixture[str]
+) -> None:
     from openinfer_jax.cli import main
 
     path, _ = tiny_llama
-    assert main(["convert", str(path), "--dry-run", "--pattern", "llama", "--include", "blk.0.*"]) == 0
+    assert (
+        main(["convert", str(path), "--dry-run", "--pattern", "llama", "--include", "blk.0.*"]) == 0
+    )
     out = capsys.readouterr().out
     assert "q.weight.0" in out and "Q4_0" in out and "3 tensors" in out
 
@@ -221,7 +241,12 @@ def test_smollm2_plan_shapes(smollm_checkpoint: Checkpoint) -> None:
 def test_smollm2_weights_match_independent_dequantization(
     smollm_gguf: Path, smollm_checkpoint: Checkpoint, tmp_path: Path
 ) -> None:
-    picked = ["blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.3.ffn_down.weight", "blk.0.attn_norm.weight"]
+    picked = [
+        "blk.0.attn_q.weight",
+        "blk.0.attn_k.weight",
+        "blk.3.ffn_down.weight",
+        "blk.0.attn_norm.weight",
+    ]
     out = tmp_path / "smol.oinf"
     write_plan(build_plan(smollm_checkpoint, include=picked), out)
     with ModelLoader.open(out) as m:
@@ -229,7 +254,11 @@ def test_smollm2_weights_match_independent_dequantization(
         for name in picked:
             data, qtype = raw_gguf_tensor(smollm_gguf, name)
             shape = m.tensors[name].shape
-            expected = dequantize_q4_1(data, shape) if qtype == "Q4_1" else data.view(np.float32).reshape(shape)
+            expected = (
+                dequantize_q4_1(data, shape)
+                if qtype == "Q4_1"
+                else data.view(np.float32).reshape(shape)
+            )
             heads = {"attn_q": 9, "attn_k": 3}.get(name.split(".")[2])
             if heads:
                 # the converter must give the Hugging Face order: GGUF rows = permute(HF rows)
@@ -256,7 +285,10 @@ def raw_gguf_tensor(path: Path, name: str) -> tuple[np.ndarray, str]:
         if kind == 8:
             return read_str(p)[1]
         if kind == 9:
-            sub, count = int(np.frombuffer(raw, np.uint32, 1, p)[0]), int(np.frombuffer(raw, np.uint64, 1, p + 4)[0])
+            sub, count = (
+                int(np.frombuffer(raw, np.uint32, 1, p)[0]),
+                int(np.frombuffer(raw, np.uint64, 1, p + 4)[0]),
+            )
             p += 12
             if sub in sizes:
                 return p + sizes[sub] * count

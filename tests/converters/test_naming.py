@@ -79,7 +79,9 @@ def test_globs() -> None:
 
 def test_collision_names_both_sources(tiny_bert_dir: Path) -> None:
     checkpoint = open_checkpoint(tiny_bert_dir)
-    with pytest.raises(ConversionError, match=r"name collision: '.*layer\.0.*' and '.*layer\.1.*' would both"):
+    with pytest.raises(
+        ConversionError, match=r"name collision: '.*layer\.0.*' and '.*layer\.1.*' would both"
+    ):
         build_plan(checkpoint, rename_rules=[r"encoder\.layer\.\d+\.(.*)=merged.{1}"])
 
 
@@ -93,7 +95,9 @@ def test_include_exclude_in_plan(tiny_bert_dir: Path) -> None:
     checkpoint = open_checkpoint(tiny_bert_dir)
     plan = build_plan(checkpoint, include=["encoder.*"], exclude=["*.bias"], pattern="bert")
     names = sorted(t.name for t in plan.tensors)
-    assert names == sorted(f"{s}.weight.{l}" for s in ("q", "ffn_in", "ffn_out") for l in (0, 1))
+    assert names == sorted(
+        f"{s}.weight.{layer}" for s in ("q", "ffn_in", "ffn_out") for layer in (0, 1)
+    )
     assert "embeddings.word_embeddings.weight" in plan.skipped
     with pytest.raises(ConversionError, match="no tensor left"):
         build_plan(checkpoint, include=["nothing*"])
@@ -102,6 +106,9 @@ def test_include_exclude_in_plan(tiny_bert_dir: Path) -> None:
 def test_transpose_only_2d(tmp_path: Path) -> None:
     from safetensors.numpy import save_file
 
-    save_file({"encoder.layer.0.intermediate.dense.kernel": np.zeros((2, 3, 4), np.float32)}, str(tmp_path / "k.safetensors"))
+    save_file(
+        {"encoder.layer.0.intermediate.dense.kernel": np.zeros((2, 3, 4), np.float32)},
+        str(tmp_path / "k.safetensors"),
+    )
     with pytest.raises(ConversionError, match="not 2-D"):
         build_plan(open_checkpoint(tmp_path / "k.safetensors"), pattern="bert")

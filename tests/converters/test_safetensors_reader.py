@@ -41,12 +41,17 @@ def test_single_file_round_trip_with_config(tiny_bert_dir: Path, tmp_path: Path)
 def test_sharded_checkpoint_with_index(tmp_path: Path) -> None:
     tensors = tiny_bert_tensors()
     names = sorted(tensors)
-    halves = {"model-00001-of-00002.safetensors": names[::2], "model-00002-of-00002.safetensors": names[1::2]}
+    halves = {
+        "model-00001-of-00002.safetensors": names[::2],
+        "model-00002-of-00002.safetensors": names[1::2],
+    }
     weight_map = {}
     for file, part in halves.items():
         save_file({n: tensors[n] for n in part}, str(tmp_path / file))
         weight_map.update(dict.fromkeys(part, file))
-    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    (tmp_path / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}, "weight_map": weight_map})
+    )
     (tmp_path / "config.json").write_text(json.dumps(tiny_bert_config()))
     out = tmp_path / "m.oinf"
     for src in (tmp_path, tmp_path / "model.safetensors.index.json"):
@@ -61,13 +66,16 @@ def test_index_naming_a_missing_tensor_fails(tmp_path: Path) -> None:
     save_file({"a": np.zeros(2, np.float32)}, str(tmp_path / "s1.safetensors"))
     index = tmp_path / "model.safetensors.index.json"
     index.write_text(json.dumps({"weight_map": {"a": "s1.safetensors", "b": "s1.safetensors"}}))
-    with pytest.raises(ConversionError, match="'b'.*lacks it"):
+    with pytest.raises(ConversionError, match=r"'b'.*lacks it"):
         open_checkpoint(tmp_path)
 
 
 def test_bf16_and_cast(tmp_path: Path) -> None:
     values = np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)
-    save_file({"w": values.astype(ml_dtypes.bfloat16), "ids": np.arange(3, dtype=np.int64)}, str(tmp_path / "x.safetensors"))
+    save_file(
+        {"w": values.astype(ml_dtypes.bfloat16), "ids": np.arange(3, dtype=np.int64)},
+        str(tmp_path / "x.safetensors"),
+    )
     out = tmp_path / "x.oinf"
     convert(tmp_path / "x.safetensors", out)
     with ModelLoader.open(out) as m:
@@ -77,7 +85,9 @@ def test_bf16_and_cast(tmp_path: Path) -> None:
     with ModelLoader.open(out) as m:
         assert m.tensors["w"].dtype is DType.F32
         assert m.tensors["ids"].dtype is DType.I64  # integers are never cast
-        np.testing.assert_array_equal(m.tensor("w"), values.astype(ml_dtypes.bfloat16).astype(np.float32))
+        np.testing.assert_array_equal(
+            m.tensor("w"), values.astype(ml_dtypes.bfloat16).astype(np.float32)
+        )
 
 
 @settings(max_examples=15, deadline=None)
@@ -86,13 +96,21 @@ def test_bf16_and_cast(tmp_path: Path) -> None:
     src=st.sampled_from(["float32", "float16", "float64"]),
     dst=st.sampled_from([None, "f32", "f16", "bf16"]),
 )
-def test_cast_matches_numpy(tmp_path_factory: pytest.TempPathFactory, shape: list[int], src: str, dst: str | None) -> None:
+def test_cast_matches_numpy(
+    tmp_path_factory: pytest.TempPathFactory, shape: list[int], src: str, dst: str | None
+) -> None:
     directory = tmp_path_factory.mktemp("cast")
     rng = np.random.default_rng(len(shape))
     values = np.asarray(rng.standard_normal(shape) * 100).astype(src)
     save_file({"t": values}, str(directory / "t.safetensors"))
     convert(directory / "t.safetensors", directory / "t.oinf", dtype=dst)
-    expected = values if dst is None else np.asarray(values).astype({"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}[dst])
+    expected = (
+        values
+        if dst is None
+        else np.asarray(values).astype(
+            {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}[dst]
+        )
+    )
     with ModelLoader.open(directory / "t.oinf") as m:
         got = m.tensor("t")
         assert got.shape == tuple(shape)
@@ -134,7 +152,9 @@ def _corrupt(path: Path, how: str) -> None:
         ("bad-offsets", "span"),
     ],
 )
-def test_corrupt_safetensors_is_a_conversion_error(tiny_bert_dir: Path, tmp_path: Path, how: str, message: str) -> None:
+def test_corrupt_safetensors_is_a_conversion_error(
+    tiny_bert_dir: Path, tmp_path: Path, how: str, message: str
+) -> None:
     path = tiny_bert_dir / "model.safetensors"
     _corrupt(path, how)
     out = tmp_path / "out.oinf"
@@ -143,14 +163,16 @@ def test_corrupt_safetensors_is_a_conversion_error(tiny_bert_dir: Path, tmp_path
     assert not out.exists()
 
 
-def test_file_shrinking_after_planning_leaves_no_output(tiny_bert_dir: Path, tmp_path: Path) -> None:
+def test_file_shrinking_after_planning_leaves_no_output(
+    tiny_bert_dir: Path, tmp_path: Path
+) -> None:
     from converters import build_plan, write_plan
 
     path = tiny_bert_dir / "model.safetensors"
     plan = build_plan(open_checkpoint(path))
     path.write_bytes(path.read_bytes()[:-100])
     out = tmp_path / "out.oinf"
-    with pytest.raises(ConversionError, match="shrank|cannot read"):
+    with pytest.raises(ConversionError, match=r"shrank|cannot read"):
         write_plan(plan, out)
     assert not out.exists()
     assert list(tmp_path.glob(".out.oinf*")) == []  # no temporary file left behind
@@ -169,7 +191,7 @@ def test_config_disagreeing_with_shapes(tiny_bert_dir: Path, tmp_path: Path) -> 
     with pytest.raises(ConversionError, match="num_hidden_layers=3 but the tensors hold 2"):
         convert(tiny_bert_dir, tmp_path / "out.oinf")
     (tiny_bert_dir / "config.json").write_text("{not json")
-    with pytest.raises(ConversionError, match="config.json"):
+    with pytest.raises(ConversionError, match=r"config.json"):
         convert(tiny_bert_dir, tmp_path / "out.oinf")
     assert not (tmp_path / "out.oinf").exists()
 
@@ -194,7 +216,10 @@ def test_minilm_bit_exact(minilm_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "minilm.oinf"
     report = convert(minilm_dir, out)
     assert report.tensors == 105 - 1  # 104 tensors (the header's 105th entry is __metadata__)
-    with ModelLoader.open(out) as m, safe_open(str(minilm_dir / "model.safetensors"), framework="numpy") as f:
+    with (
+        ModelLoader.open(out) as m,
+        safe_open(str(minilm_dir / "model.safetensors"), framework="numpy") as f,
+    ):
         assert set(m.tensors) == set(f.keys())
         for name in f.keys():  # noqa: SIM118
             expected = f.get_tensor(name)
@@ -219,10 +244,14 @@ def test_minilm_f16_with_bert_pattern(minilm_dir: Path, tmp_path: Path) -> None:
 
     out = tmp_path / "minilm16.oinf"
     convert(minilm_dir, out, dtype="f16", pattern="bert")
-    with ModelLoader.open(out) as m, safe_open(str(minilm_dir / "model.safetensors"), framework="numpy") as f:
+    with (
+        ModelLoader.open(out) as m,
+        safe_open(str(minilm_dir / "model.safetensors"), framework="numpy") as f,
+    ):
         assert m.tensors["q.weight.5"].dtype is DType.F16
         np.testing.assert_array_equal(
-            m.tensor("q.weight.5"), f.get_tensor("encoder.layer.5.attention.self.query.weight").astype(np.float16)
+            m.tensor("q.weight.5"),
+            f.get_tensor("encoder.layer.5.attention.self.query.weight").astype(np.float16),
         )
         assert m.tensors["position_ids"].dtype is DType.I64
         assert sorted(n for n in m.tensors if n.endswith(".3")) == sorted(
