@@ -45,19 +45,25 @@ class Slice:
 Index = int | Slice
 
 
-@partial(jax.jit, donate_argnums=(0,))
-def _update(buf: jax.Array, value: jax.Array, starts: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Write `value` at `starts` in place (donated) and return the overwritten block too."""
+@partial(jax.jit, donate_argnums=(0,), static_argnums=(3,))
+def _update(
+    buf: jax.Array, value: jax.Array, starts: jax.Array, sizes: tuple[int, ...]
+) -> tuple[jax.Array, jax.Array]:
+    """Write `value` (reshaped to the block `sizes`) at `starts` in place (donated).
+
+    Returns the new buffer and the overwritten block (the undo record).
+    """
     idx = tuple(starts[k] for k in range(buf.ndim))
-    old = jax.lax.dynamic_slice(buf, idx, value.shape)
-    return jax.lax.dynamic_update_slice(buf, value.astype(buf.dtype), idx), old
+    block = value.astype(buf.dtype).reshape(sizes)
+    old = jax.lax.dynamic_slice(buf, idx, sizes)
+    return jax.lax.dynamic_update_slice(buf, block, idx), old
 
 
-@partial(jax.jit, static_argnums=(2,))
-def _read(buf: jax.Array, starts: jax.Array, sizes: tuple[int, ...]) -> jax.Array:
-    """A copy of the block at `starts` of static `sizes` (never an alias of the buffer)."""
+@partial(jax.jit, static_argnums=(2, 3))
+def _read(buf: jax.Array, starts: jax.Array, sizes: tuple[int, ...], shape: tuple[int, ...]) -> jax.Array:
+    """A copy of the block at `starts` of static `sizes`, reshaped to `shape` (never an alias)."""
     idx = tuple(starts[k] for k in range(buf.ndim))
-    return jax.lax.dynamic_slice(buf, idx, sizes)
+    return jax.lax.dynamic_slice(buf, idx, sizes).reshape(shape)
 
 
 @partial(jax.jit, static_argnums=(1,))
@@ -234,12 +240,11 @@ class TableCache:
             if padded != length and starts[axis] + padded <= cap:
                 psizes = list(sizes)
                 psizes[axis] = padded
-                block = _read(self.buffer, np.asarray(starts, np.int32), tuple(psizes))
                 out_axis = sum(1 for k in kept[:axis] if k)
                 pshape = tuple(s for s, k in zip(psizes, kept) if k)
-                return Ragged(block.reshape(pshape), out_axis, length)
-        block = _read(self.buffer, np.asarray(starts, np.int32), tuple(sizes))
-        return block.reshape(out_shape)
+                block = _read(self.buffer, np.asarray(starts, np.int32), tuple(psizes), pshape)
+                return Ragged(block, out_axis, length)
+        return _read(self.buffer, np.asarray(starts, np.int32), tuple(sizes), out_shape)
 
     def write(self, sel: tuple[Index, ...], value: Any, undo: list[Callable[[], None]]) -> None:
         """Write `value` (shape of the same selection's read) into the table, in place."""
@@ -253,12 +258,11 @@ class TableCache:
             )
         if counts != self.counts:
             self._set_counts(counts, undo)
-        block = jnp.asarray(value, self.dtype.numpy).reshape(tuple(sizes))
         starts_arr = np.asarray(starts, np.int32)
-        self.buffer, old = _update(self.buffer, block, starts_arr)
+        self.buffer, old = _update(self.buffer, value, starts_arr, tuple(sizes))
 
         def restore(old: jax.Array = old, starts_arr: np.ndarray = starts_arr) -> None:
-            self.buffer, _ = _update(self.buffer, old, starts_arr)
+            self.buffer, _ = _update(self.buffer, old, starts_arr, tuple(old.shape))
 
         undo.append(restore)
 
@@ -282,10 +286,10 @@ class TableCache:
         starts, sizes, _kept, _counts = self._plan(padded)
         zeros = jnp.zeros(tuple(sizes), self.dtype.numpy)
         starts_arr = np.asarray(starts, np.int32)
-        self.buffer, old = _update(self.buffer, zeros, starts_arr)
+        self.buffer, old = _update(self.buffer, zeros, starts_arr, tuple(sizes))
 
         def restore_entry(old: jax.Array = old, starts_arr: np.ndarray = starts_arr) -> None:
-            self.buffer, _ = _update(self.buffer, old, starts_arr)
+            self.buffer, _ = _update(self.buffer, old, starts_arr, tuple(old.shape))
 
         undo.append(restore_entry)
 
@@ -299,10 +303,35 @@ class TableCache:
 
         undo.append(restore)
 
+    def load(self, array: Any) -> None:
+        """Replace the whole table with `array` of shape `[n_table..., *entry]` (a prefill).
+
+        Raises:
+            SimulationError: an auto-dim table, or a shape that does not end in the entry dims.
+        """
+        if self.auto_dim:
+            raise SimulationError(f"cache table {self.name!r}: loading an @auto_dim table is not supported")
+        shape = tuple(int(d) for d in np.shape(array))
+        lead = len(self.table_axes)
+        if len(shape) != lead + len(self.entry_dims) or shape[lead:] != self.entry_dims:
+            raise SimulationError(
+                f"cache table {self.name!r}: a load needs shape [{', '.join(self.table_axes)}, "
+                f"{', '.join(str(d) for d in self.entry_dims)}], got {list(shape)}"
+            )
+        counts = dict(zip(self.table_axes, shape[:lead]))
+        for axis, n in counts.items():
+            self._check_cap(axis, n)
+        capacity = {a: self.fixed.get(a, max(INITIAL_CAPACITY, bucket_size(counts[a]))) for a in self.indices}
+        buf = jnp.zeros(self._storage_shape(capacity), self.dtype.numpy)
+        buf = jax.lax.dynamic_update_slice(buf, jnp.asarray(array, self.dtype.numpy), (0,) * buf.ndim)
+        self.buffer = jax.device_put(buf, self.device)
+        self.capacity = capacity
+        self.counts = counts
+
     def host_view(self) -> np.ndarray:
         """The whole logical table as a host array (for `fetch`)."""
         sizes = self.logical_shape()
-        return np.asarray(_read(self.buffer, np.zeros(len(sizes), np.int32), sizes))
+        return np.asarray(_read(self.buffer, np.zeros(len(sizes), np.int32), sizes, sizes))
 
 
 class PersistentStore:

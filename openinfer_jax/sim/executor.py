@@ -103,6 +103,7 @@ class Executor:
         self._dtypes: dict[str, DType] = {d.name: d.dtype for d in self.graph.vars}
         self._pristine: dict[str, Any] = {}
         self._var_initial: dict[str, Any] = {}
+        self._params_cache: dict[tuple[int, tuple[Any, ...]], dict[str, Any]] = {}
         self._emit = False
         self._loaded_now: list[str] = []
         self._events: list[TraceEvent] = []
@@ -188,6 +189,27 @@ class Executor:
                 f"fetch {name!r}: a prefix table has no single value; fetch an entry's variable instead"
             )
         return to_host(self._initial(decl))
+
+    def set_persistent(self, name: str, value: Any) -> None:
+        """Set a persistent variable between steps: a scalar/tensor, or a whole table.
+
+        For a table, `value` has shape `[n_table..., *entry]` and the counts become its
+        leading dims (e.g. a prefilled KV cache). Not part of a step, so not undone.
+
+        Raises:
+            SimulationError: not persistent, or a dtype/shape that does not fit.
+        """
+        decl = self._persistent_decl(name)
+        arr = np.asarray(value)
+        if arr.dtype != np.dtype(decl.dtype.numpy):
+            raise SimulationError(f"set_persistent {name!r}: dtype {arr.dtype} is not {decl.dtype.short}")
+        if name in self.persistent.tables:
+            self.persistent.tables[name].load(arr)
+            return
+        want = self.sim.resolve_dims(decl.dims, f"variable {name!r}")
+        if tuple(arr.shape) != want:
+            raise SimulationError(f"set_persistent {name!r}: shape {list(arr.shape)} is not {list(want)}")
+        self.persistent.values[name] = arr if not want else jax.device_put(arr, self.device)
 
     def step(self) -> TraceEvent | None:
         """Run one step to completion; returns the last trace event (None if not tracing).
@@ -588,7 +610,49 @@ class Executor:
         return cached
 
     # ---- regions ------------------------------------------------------------------------------
+    def _run_region_eager(self, region: RegionPlan, scope: dict[str, int]) -> Generator[TraceEvent, None, None]:
+        """device="numpy": every node on its own, ops through their NumPy references."""
+        for pos, node in enumerate(region.nodes):
+            start = time.perf_counter_ns()
+            extra: dict[str, Any] = {}
+            try:
+                if isinstance(node, Assign):
+                    self._assign(node)
+                    extra["output"] = [node.name]
+                elif isinstance(node, Transfer):
+                    self._check_transfer(node)
+                    self._write_ref(node.dst, self._read_ref(node.src, scope), scope)
+                    extra = {"params": [str(node.src)], "output": [str(node.dst)]}
+                elif isinstance(node, Op):
+                    params, out_dtype, _bound = self._op_setup(node, scope, region, pos)
+                    opdef = registry.get(node.op)
+                    assert opdef is not None
+                    xs = [to_host(self._read_ref(r, scope)) for r in node.inputs]
+                    dts = [self._ref_dtype(r) for r in node.inputs]
+                    out = np.asarray(opdef.reference(*xs, dtypes=dts, **params)).astype(out_dtype.numpy, copy=False)
+                    self._write_ref(node.output, out, scope)
+                    extra = {
+                        "params": [str(r) for r in node.inputs],
+                        "output": [str(node.output)],
+                        "output_shapes": [list(out.shape)],
+                        "output_dtypes": [out_dtype.short],
+                    }
+            except SimulationError as err:
+                raise self._node_error(node, err) from err
+            except NodeFailure as err:
+                raise self._node_error(err.node, err.cause) from err.cause
+            except OpenInferError as err:
+                raise self._node_error(node, err) from err
+            if self._emit:
+                ev = self._event(node, scope, start, **extra)
+                if isinstance(node, Op):
+                    ev.op_name = node.op
+                yield ev
+
     def _run_region(self, region: RegionPlan, scope: dict[str, int]) -> Generator[TraceEvent, None, None]:
+        if self.sim.eager:
+            yield from self._run_region_eager(region, scope)
+            return
         start = time.perf_counter_ns()
         try:
             arrays, rags, lengths, dtypes = self._region_inputs(region, scope)
@@ -707,10 +771,14 @@ class Executor:
                 return None
 
         raw, bound = static_params(node, lookup)
-        try:
-            params = opdef.resolve_params(raw)
-        except OpenInferError as err:
-            raise NodeFailure(node, err) from None
+        key = (id(node), tuple(bound.items()))
+        params = self._params_cache.get(key)
+        if params is None:
+            try:
+                params = opdef.resolve_params(raw)
+            except OpenInferError as err:
+                raise NodeFailure(node, err) from None
+            self._params_cache[key] = params
         out_dtype = self._dtypes.get(node.output.name)
         if out_dtype is None:
             raise NodeFailure(node, SimulationError(f"output {node.output.name!r} is not declared or assigned"))

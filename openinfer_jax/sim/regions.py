@@ -96,7 +96,7 @@ class RegionCompiler:
         """The executable for this call's signature (built on first use)."""
         sig: Signature = (
             tuple(
-                (tuple(a.shape), str(a.dtype), r.axis if r else None, r.slot if r else None)
+                (a.shape, a.dtype, r.axis if r else None, r.slot if r else None)
                 for a, r in zip(arrays, rags)
             ),
             tuple(d.code for d in dtypes),
@@ -170,11 +170,12 @@ class RegionCompiler:
             return tuple(outs)
 
         fn = jax.jit(lambda inputs, lengths: run(True, inputs, lengths))
-        # Lower now (not at the first call) so that NeedExact surfaces here, and so that the
-        # compile count is exact: one `compile()` per cached signature.
+        # Trace now (not at the first call) so that NeedExact surfaces here and the node
+        # shapes are known; the jitted callable then compiles this signature on its first
+        # call and later calls take JAX's C++ fast path (an AOT `Compiled` call is slower).
         lengths0 = tuple(np.zeros((), np.int32) for _ in range(n_lengths))
-        compiled = fn.lower(tuple(samples), lengths0).compile()
-        return CompiledRegion(compiled, list(out_rags), list(shapes), not any(rags))
+        fn.trace(tuple(samples), lengths0)
+        return CompiledRegion(fn, list(out_rags), list(shapes), not any(rags))
 
     def _trace_op(
         self,

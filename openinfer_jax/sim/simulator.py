@@ -42,7 +42,7 @@ from openinfer_jax.sim.regions import RegionCompiler
 __all__ = ["DEVICES", "Simulator", "load_graph"]
 
 # Device names accepted by `Simulator(device=...)`.
-DEVICES = ("cpu", "gpu", "vulkan")
+DEVICES = ("cpu", "gpu", "vulkan", "numpy")
 
 
 def load_graph(graph: Graph | str | os.PathLike[str]) -> Graph:
@@ -94,7 +94,8 @@ class Simulator:
             model (no sizevars, no weights).
         graph: a `Graph`, `graph{}` text, or a path.
         device: ``"cpu"`` (XLA CPU), ``"gpu"`` (JAX's GPU backend), ``"vulkan"`` (ops on the
-            Kompute backend where supported, else XLA CPU with a warning in the trace), or a
+            Kompute backend where supported, else XLA CPU with a warning in the trace),
+            ``"numpy"`` (an eager interpreter calling each op's NumPy reference, no jit), or a
             `jax.Device`.
         bucketing: pad growing cache slices to power-of-two buckets (see docs/simulator.md).
         validate: run `openinfer_jax.ir.validate(graph, model)` first.
@@ -118,6 +119,8 @@ class Simulator:
         self.graph = load_graph(graph)
         self.sizevars: dict[str, int] = dict(self.model.sizevars) if self.model is not None else {}
         self.device_name, self.jax_device, self.vulkan = _pick_device(device)
+        # device="numpy": an eager interpreter running each op's NumPy reference (a baseline).
+        self.eager = self.device_name == "numpy"
         self.bucketing = bucketing
         self.tracing = False
         self.timing = False
@@ -256,6 +259,8 @@ class Simulator:
             )
         if not info.has_data:
             return self._filled(decl, shape, device)
+        if self.eager:
+            return np.asarray(self.model.tensor(name))
         return jax.device_put(np.asarray(self.model.tensor(name)), device)
 
     def initial_value(self, decl: VarDecl, device: Any) -> Any:
@@ -302,6 +307,8 @@ def _pick_device(device: Any) -> tuple[str, Any, Any]:
     name = device.lower()
     if name == "cpu":
         return "cpu", jax.devices("cpu")[0], None
+    if name == "numpy":
+        return "numpy", jax.devices("cpu")[0], None
     if name in ("gpu", "cuda"):
         try:
             return "gpu", jax.devices("gpu")[0], None

@@ -1,0 +1,299 @@
+"""Simulator benchmark: a GPT-2-small decode step vs one hand-written jax.jit, and cache growth.
+
+Figures (all measured in this run, ratios against baselines measured in this run):
+1. decode step (12 layers, d=768, 12 heads, KV cache; random weights in a generated .oinf,
+   the step written in graph{} text, see examples/kv_cache_decode.py) through the simulator
+   vs the same math as ONE jax.jit function with the KV cache as donated arrays, at
+   context 128 and 1024. Target simulator/pure-JAX <= 1.3.
+2. the same step in the simulator's eager NumPy interpreter (device="numpy"): speedup.
+3. one `cache.write` at table size 16 vs 16,384 (target ratio <= 1.5).
+4. decode step time vs context 1..2048 (CSV; a PNG too when matplotlib is installed).
+
+`--quick` shrinks the model (2 layers, d=128) and the contexts. Results: bench/results/sim.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "examples"))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from kv_cache_decode import LAYER_TENSORS, Config, graph_text, write_model  # noqa: E402
+from openinfer_jax.sim import Simulator  # noqa: E402
+from openinfer_jax.sim.values import bucket_size  # noqa: E402
+
+RESULTS = HERE / "results"
+
+
+def _median_ms(fn: Callable[[], Any], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+# ---- the simulator side ------------------------------------------------------------------------
+class SimDecode:
+    """A simulator executor positioned at a given context by loading a prefilled KV cache."""
+
+    def __init__(self, sim: Simulator, cfg: Config) -> None:
+        self.sim = sim
+        self.cfg = cfg
+        self.rng = np.random.default_rng(3)
+        self.ex = sim.make_executor()
+
+    def prefill(self, context: int) -> None:
+        """Fresh executor whose tables hold `context` random entries per layer."""
+        cfg = self.cfg
+        self.ex = self.sim.make_executor()
+        shape = (cfg.layers, context, cfg.heads, cfg.head_dim)
+        for name in ("K", "V"):
+            self.ex.set_persistent(name, (self.rng.standard_normal(shape) * 0.5).astype(np.float32))
+        self.ex.set_persistent("step", np.asarray(context, np.int32))
+
+    def step(self) -> None:
+        """One decode step, waiting for its result."""
+        self.ex.insert(x=self.rng.standard_normal((1, self.cfg.d)).astype(np.float32))
+        self.ex.step()
+        jax.block_until_ready(self.ex._store.get("y"))
+
+
+# ---- the pure-JAX baseline ------------------------------------------------------------------------
+def _layer_norm(x: Any, g: Any, b: Any) -> Any:
+    mu = jnp.mean(x, -1, keepdims=True)
+    var = jnp.mean((x - mu) ** 2, -1, keepdims=True)
+    return (x - mu) * jax.lax.rsqrt(var + 1e-5) * g + b
+
+
+def make_pure_jax(cfg: Config) -> Callable[..., Any]:
+    """The decode step as ONE jitted function; caches [L, C, H, Dh] donated, masked by position."""
+    d, h, dh = cfg.d, cfg.heads, cfg.head_dim
+
+    def step(params: dict[str, Any], kc: Any, vc: Any, x: Any, pos: Any) -> tuple[Any, Any, Any]:
+        hid = x
+        cap = kc.shape[1]
+        visible = jnp.arange(cap) <= pos
+        for layer in range(cfg.layers):
+            p = {name: params[f"h.{layer}.{name}"] for name, _ in LAYER_TENSORS}
+            a = _layer_norm(hid, p["ln1_g"], p["ln1_b"])
+            qkv = a @ p["w_qkv"] + p["b_qkv"]
+            q, k, v = qkv[:, :d], qkv[:, d : 2 * d], qkv[:, 2 * d :]
+            at = (jnp.int32(layer), pos, jnp.int32(0), jnp.int32(0))
+            kc = jax.lax.dynamic_update_slice(kc, k.reshape(1, 1, h, dh), at)
+            vc = jax.lax.dynamic_update_slice(vc, v.reshape(1, 1, h, dh), at)
+            keys, values = kc[layer], vc[layer]  # [C, H, Dh]
+            scores = jnp.einsum("hd,chd->hc", q.reshape(h, dh), keys) / math.sqrt(dh)
+            scores = jnp.where(visible[None, :], scores, -jnp.inf)
+            probs = jax.nn.softmax(scores, axis=-1)
+            att = jnp.einsum("hc,chd->hd", probs, values).reshape(1, d)
+            hid = hid + att @ p["w_o"] + p["b_o"]
+            a = _layer_norm(hid, p["ln2_g"], p["ln2_b"])
+            f = jax.nn.gelu(a @ p["w_fc"] + p["b_fc"], approximate=False)
+            hid = hid + f @ p["w_pr"] + p["b_pr"]
+        return _layer_norm(hid, params["lnf_g"], params["lnf_b"]), kc, vc
+
+    return jax.jit(step, donate_argnums=(1, 2))
+
+
+class PureDecode:
+    """The baseline positioned at a context, with a cache of the same bucket size as the simulator's."""
+
+    def __init__(self, fn: Callable[..., Any], params: dict[str, Any], cfg: Config) -> None:
+        self.fn, self.params, self.cfg = fn, params, cfg
+        self.rng = np.random.default_rng(3)
+
+    def prefill(self, context: int, capacity: int) -> None:
+        """Caches of `capacity` positions, the first `context` random."""
+        cfg = self.cfg
+        shape = (cfg.layers, capacity, cfg.heads, cfg.head_dim)
+        kc = np.zeros(shape, np.float32)
+        vc = np.zeros(shape, np.float32)
+        kc[:, :context] = self.rng.standard_normal((cfg.layers, context, cfg.heads, cfg.head_dim)) * 0.5
+        vc[:, :context] = self.rng.standard_normal((cfg.layers, context, cfg.heads, cfg.head_dim)) * 0.5
+        self.kc, self.vc = jnp.asarray(kc), jnp.asarray(vc)
+        self.pos = context
+
+    def step(self) -> None:
+        """One decode step, waiting for its result."""
+        x = jnp.asarray(self.rng.standard_normal((1, self.cfg.d)).astype(np.float32))
+        y, self.kc, self.vc = self.fn(self.params, self.kc, self.vc, x, jnp.int32(self.pos))
+        self.pos += 1
+        y.block_until_ready()
+
+
+# ---- cache growth -------------------------------------------------------------------------------------
+CACHE_GRAPH = """
+graph {
+  dynamic { x: f32[H, Dh]; }
+  persistent { n: i32 @init(0); A(t): f32[H, Dh] @table; }
+  block entry {
+    cache.write x >> A[n];
+    cache.increment n;
+    return;
+  }
+}
+"""
+
+
+def cache_write_ms(sim: Simulator, size: int, repeats: int, shape: tuple[int, int]) -> float:
+    """Median time of a step holding one cache.write into a table of `size` entries."""
+    ex = sim.make_executor()
+    ex.set_persistent("A", np.zeros((size, *shape), np.float32))
+    ex.set_persistent("n", np.asarray(size, np.int32))
+    x = np.ones(shape, np.float32)
+    table = ex.persistent.tables["A"]
+
+    def one() -> None:
+        ex.insert(x=x)
+        ex.step()
+        table.buffer.block_until_ready()
+
+    for _ in range(3):
+        one()
+    # Stay inside the capacity so only writes are measured (growth is amortized separately).
+    return _median_ms(one, repeats)
+
+
+# ---- main ---------------------------------------------------------------------------------------------
+def main(argv: list[str]) -> int:
+    """Run the benchmark and print a table; write bench/results/sim.json."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small model and contexts")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    cfg = Config(layers=2, d=128, heads=4) if quick else Config(layers=12, d=768, heads=12)
+    contexts = [16, 64] if quick else [128, 1024]
+    sweep = [1, 4, 16, 64, 256] if quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
+    repeats = 5 if quick else 10
+    eager_repeats = 2 if quick else 3
+    console = Console()
+    RESULTS.mkdir(exist_ok=True)
+    results: dict[str, Any] = {"config": {"layers": cfg.layers, "d": cfg.d, "heads": cfg.heads}, "quick": quick}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "gpt.oinf"
+        console.print(f"writing random weights: {cfg.layers} layers, d={cfg.d}, {cfg.heads} heads")
+        write_model(path, cfg)
+        sim = Simulator(path, graph_text(cfg))
+        params = {name: jnp.asarray(np.array(sim.model.tensor(name))) for name in sim.model.tensors}
+        pure = PureDecode(make_pure_jax(cfg), params, cfg)
+        ours = SimDecode(sim, cfg)
+        eager = SimDecode(Simulator(path, graph_text(cfg), device="numpy"), cfg)
+
+        decode_rows = []
+        for ctx in contexts:
+            warm = 2
+            capacity = bucket_size(ctx + warm + repeats + 1)
+            ours.prefill(ctx)
+            for _ in range(warm):
+                ours.step()
+            sim_ms = _median_ms(ours.step, repeats)
+            pure.prefill(ctx, capacity)
+            for _ in range(warm):
+                pure.step()
+            jax_ms = _median_ms(pure.step, repeats)
+            eager.prefill(ctx)
+            eager.step()
+            eager_ms = _median_ms(eager.step, eager_repeats)
+            decode_rows.append(
+                {
+                    "context": ctx,
+                    "sim_ms": sim_ms,
+                    "pure_jax_ms": jax_ms,
+                    "ratio_sim_over_jax": sim_ms / jax_ms,
+                    "numpy_eager_ms": eager_ms,
+                    "speedup_vs_numpy": eager_ms / sim_ms,
+                }
+            )
+        results["decode"] = decode_rows
+        results["compilations"] = ours.ex.stats["compilations"]
+
+        growth_sim = Simulator(None, CACHE_GRAPH.replace("H, Dh", f"{cfg.heads}, {cfg.head_dim}"))
+        shape = (cfg.heads, cfg.head_dim)
+        small = cache_write_ms(growth_sim, 16, repeats * 20, shape)
+        large = cache_write_ms(growth_sim, 16384, repeats * 20, shape)
+        results["cache_write"] = {"size_16_ms": small, "size_16384_ms": large, "ratio": large / small}
+
+        curve = []
+        for ctx in sweep:
+            ours.prefill(ctx)
+            ours.step()
+            ours.step()
+            curve.append({"context": ctx, "sim_ms": _median_ms(ours.step, max(3, repeats // 2))})
+        results["decode_vs_context"] = curve
+        sim.model.close()
+
+    table = Table(title=f"simulator: decode step, {cfg.layers} layers d={cfg.d} ({'quick' if quick else 'GPT-2 small'})")
+    for col in ("context", "simulator ms", "pure jax.jit ms", "sim / jax (<=1.3)", "numpy eager ms", "speedup vs numpy"):
+        table.add_column(col, justify="right")
+    for row in decode_rows:
+        table.add_row(
+            str(row["context"]),
+            f"{row['sim_ms']:.2f}",
+            f"{row['pure_jax_ms']:.2f}",
+            f"{row['ratio_sim_over_jax']:.2f}",
+            f"{row['numpy_eager_ms']:.1f}",
+            f"{row['speedup_vs_numpy']:.1f}x",
+        )
+    console.print(table)
+    cw = results["cache_write"]
+    growth = Table(title="cache.write cost vs table size")
+    for col in ("size 16 ms", "size 16384 ms", "ratio (<=1.5)"):
+        growth.add_column(col, justify="right")
+    growth.add_row(f"{cw['size_16_ms']:.3f}", f"{cw['size_16384_ms']:.3f}", f"{cw['ratio']:.2f}")
+    console.print(growth)
+    sweep_table = Table(title="decode step vs context")
+    sweep_table.add_column("context", justify="right")
+    sweep_table.add_column("ms", justify="right")
+    for row in curve:
+        sweep_table.add_row(str(row["context"]), f"{row['sim_ms']:.2f}")
+    console.print(sweep_table)
+
+    csv = RESULTS / "decode_vs_context.csv"
+    csv.write_text("context,sim_ms\n" + "".join(f"{r['context']},{r['sim_ms']:.4f}\n" for r in curve))
+    results["plot"] = _plot(curve)
+    (RESULTS / "sim.json").write_text(json.dumps(results, indent=1))
+    console.print(f"wrote {RESULTS / 'sim.json'}, {csv}; plot: {results['plot']}")
+    return 0
+
+
+def _plot(curve: list[dict[str, Any]]) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed: wrote decode_vs_context.csv only"
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot([r["context"] for r in curve], [r["sim_ms"] for r in curve], marker="o")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("context length")
+    ax.set_ylabel("decode step (ms)")
+    ax.set_title("simulator decode step vs context")
+    out = RESULTS / "decode_vs_context.png"
+    fig.savefig(out, dpi=100, bbox_inches="tight")
+    return str(out)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
