@@ -29,7 +29,7 @@ from openinfer_jax.ir.validate_nodes import NodeChecker
 from openinfer_jax.ir.validate_report import Issue, ValidationErrors
 from openinfer_jax.ir.validate_tables import check_tables
 
-__all__ = ["validate", "check", "infer_var_types", "VarInfo", "Issue", "ValidationErrors"]
+__all__ = ["Issue", "ValidationErrors", "VarInfo", "check", "infer_var_types", "validate"]
 
 
 def _registry() -> Any:
@@ -96,5 +96,8 @@ def infer_var_types(graph: Graph, model: Any = None) -> dict[str, VarInfo]:
     check_declarations(ctx)
     if model is None:
         # Symbolic stand-ins are an internal device of validation, not real shapes.
-        return {name: VarInfo(i.name, i.kind, i.dtype, i.dims, None, i.decl, i.assign) for name, i in ctx.vars.items()}
+        return {
+            name: VarInfo(i.name, i.kind, i.dtype, i.dims, None, i.decl, i.assign)
+            for name, i in ctx.vars.items()
+        }
     return dict(ctx.vars)

@@ -27,7 +27,7 @@ from openinfer_jax.ir.nodes import (
 from openinfer_jax.ir.validate_report import Issue
 from openinfer_jax.oinf.dtypes import DType
 
-__all__ = ["VarInfo", "DimResolver", "Context", "did_you_mean", "format_type"]
+__all__ = ["Context", "DimResolver", "VarInfo", "did_you_mean", "format_type"]
 
 
 @dataclass(frozen=True)
@@ -191,6 +191,10 @@ class Context:
     def shape_text(self, info: VarInfo) -> str:
         """`f32[B, D]`, plus the resolved sizes when a model is given."""
         text = format_type(info.dtype, info.dims)
-        if not self.dims.symbolic and info.shape is not None and any(isinstance(d, str) for d in info.dims):
+        if (
+            not self.dims.symbolic
+            and info.shape is not None
+            and any(isinstance(d, str) for d in info.dims)
+        ):
             text += f" = {list(info.shape)}"
         return text

@@ -16,7 +16,13 @@ from openinfer_jax.ir.nodes import Assign, Block, Loop, MemoryKind, Node, VarDec
 from openinfer_jax.ir.validate_context import Context, VarInfo, did_you_mean, format_type
 from openinfer_jax.oinf.dtypes import DType
 
-__all__ = ["check_declarations", "collect_assigns", "walk_nodes", "model_tensors", "model_dtype_shape"]
+__all__ = [
+    "check_declarations",
+    "collect_assigns",
+    "model_dtype_shape",
+    "model_tensors",
+    "walk_nodes",
+]
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
@@ -49,13 +55,19 @@ def _check_names(ctx: Context) -> None:
     seen: dict[str, VarDecl] = {}
     for decl in ctx.graph.vars:
         if not decl.name or not _IDENT.match(decl.name):
-            ctx.error(f"variable name {decl.name!r} is not an identifier; use letters, digits and _",
-                      decl.loc, _decl_where(decl))
+            ctx.error(
+                f"variable name {decl.name!r} is not an identifier; use letters, digits and _",
+                decl.loc,
+                _decl_where(decl),
+            )
         if decl.name in seen:
             first = seen[decl.name]
             at = f" (first declared at {first.loc})" if first.loc else ""
-            ctx.error(f"duplicate variable '{decl.name}'{at}; each name is declared once",
-                      decl.loc, _decl_where(decl))
+            ctx.error(
+                f"duplicate variable '{decl.name}'{at}; each name is declared once",
+                decl.loc,
+                _decl_where(decl),
+            )
         else:
             seen[decl.name] = decl
     blocks: dict[str, Block] = {}
@@ -63,43 +75,80 @@ def _check_names(ctx: Context) -> None:
         if not block.name or not _IDENT.match(block.name):
             ctx.error(f"block name {block.name!r} is not an identifier", block.loc, "block")
         if block.name in blocks:
-            ctx.error(f"duplicate block '{block.name}'; block names are unique", block.loc, f"block '{block.name}'")
+            ctx.error(
+                f"duplicate block '{block.name}'; block names are unique",
+                block.loc,
+                f"block '{block.name}'",
+            )
         blocks.setdefault(block.name, block)
         if block.name in seen:
-            ctx.error(f"block '{block.name}' has the name of a variable; use another name",
-                      block.loc, f"block '{block.name}'")
+            ctx.error(
+                f"block '{block.name}' has the name of a variable; use another name",
+                block.loc,
+                f"block '{block.name}'",
+            )
     if "entry" not in blocks:
         listed = ", ".join(blocks) or "none"
         # Point at the first block, where an `entry` block would be expected.
         first = ctx.graph.blocks[0].loc if ctx.graph.blocks else None
-        ctx.error(f"the graph has no `entry` block (blocks: {listed}); execution starts at `block entry {{ ... }}`",
-                  first, "graph")
+        ctx.error(
+            f"the graph has no `entry` block (blocks: {listed}); execution starts at `block entry {{ ... }}`",
+            first,
+            "graph",
+        )
 
 
 def _check_table_attributes(ctx: Context, decl: VarDecl) -> None:
     where = _decl_where(decl)
     indices = decl.table_indices
     if len(set(indices)) != len(indices):
-        ctx.error(f"table indices ({', '.join(indices)}) repeat a name; each index is named once", decl.loc, where)
+        ctx.error(
+            f"table indices ({', '.join(indices)}) repeat a name; each index is named once",
+            decl.loc,
+            where,
+        )
     if decl.kind is MemoryKind.DYNAMIC and indices:
-        ctx.error("dynamic variables cannot be tables; declare tables in volatile/constant (@pattern) "
-                  "or persistent (@table)", decl.loc, where)
+        ctx.error(
+            "dynamic variables cannot be tables; declare tables in volatile/constant (@pattern) "
+            "or persistent (@table)",
+            decl.loc,
+            where,
+        )
     if decl.kind is not MemoryKind.PERSISTENT:
-        for attr, present in (("@table", decl.table), ("@fixed", bool(decl.fixed)), ("@auto_dim", bool(decl.auto_dim))):
+        for attr, present in (
+            ("@table", decl.table),
+            ("@fixed", bool(decl.fixed)),
+            ("@auto_dim", bool(decl.auto_dim)),
+        ):
             if present:
-                ctx.error(f"{attr} is only allowed in persistent memory (cache tables); "
-                          f"prefix tables in {decl.kind.value} use @pattern", decl.loc, where)
-    if decl.kind in _PREFIX_KINDS:
-        if indices and decl.pattern is None and not decl.table:  # with @table the error above says it
-            ctx.error(f"prefix table {decl.name}({', '.join(indices)}) needs @pattern(\"...\") naming its model "
-                      f"tensors, e.g. @pattern(\"{decl.name}.{{{indices[0]}}}\")", decl.loc, where)
+                ctx.error(
+                    f"{attr} is only allowed in persistent memory (cache tables); "
+                    f"prefix tables in {decl.kind.value} use @pattern",
+                    decl.loc,
+                    where,
+                )
+    # With @table in volatile/constant the error above already says what to do.
+    if decl.kind in _PREFIX_KINDS and indices and decl.pattern is None and not decl.table:
+        ctx.error(
+            f'prefix table {decl.name}({", ".join(indices)}) needs @pattern("...") naming its model '
+            f'tensors, e.g. @pattern("{decl.name}.{{{indices[0]}}}")',
+            decl.loc,
+            where,
+        )
     if decl.pattern is not None:
         if decl.kind not in _PREFIX_KINDS:
-            ctx.error("@pattern (prefix tables) is only allowed in volatile and constant memory; "
-                      "persistent tables use @table", decl.loc, where)
+            ctx.error(
+                "@pattern (prefix tables) is only allowed in volatile and constant memory; "
+                "persistent tables use @table",
+                decl.loc,
+                where,
+            )
         elif not indices:
-            ctx.error(f"@pattern needs table indices: declare it as {decl.name}(i): ... @pattern(...)",
-                      decl.loc, where)
+            ctx.error(
+                f"@pattern needs table indices: declare it as {decl.name}(i): ... @pattern(...)",
+                decl.loc,
+                where,
+            )
         else:
             placeholders = _PLACEHOLDER.findall(decl.pattern)
             missing = [i for i in indices if i not in placeholders]
@@ -109,29 +158,54 @@ def _check_table_attributes(ctx: Context, decl: VarDecl) -> None:
                 if missing:
                     parts.append(f"index {', '.join(missing)} is not used")
                 if extra:
-                    parts.append(f"placeholder {', '.join('{' + p + '}' for p in extra)} is not a table index")
-                ctx.error(f"@pattern(\"{decl.pattern}\"): {'; '.join(parts)}; the placeholders must be exactly "
-                          f"the table indices ({', '.join(indices)})", decl.loc, where)
+                    parts.append(
+                        f"placeholder {', '.join('{' + p + '}' for p in extra)} is not a table index"
+                    )
+                ctx.error(
+                    f'@pattern("{decl.pattern}"): {"; ".join(parts)}; the placeholders must be exactly '
+                    f"the table indices ({', '.join(indices)})",
+                    decl.loc,
+                    where,
+                )
     if decl.kind is MemoryKind.PERSISTENT:
         if indices and not decl.table and not decl.auto_dim and decl.pattern is None:
-            ctx.error(f"persistent {decl.name}({', '.join(indices)}) has table indices but no @table "
-                      f"(or @auto_dim); add @table", decl.loc, where)
+            ctx.error(
+                f"persistent {decl.name}({', '.join(indices)}) has table indices but no @table "
+                f"(or @auto_dim); add @table",
+                decl.loc,
+                where,
+            )
         if decl.table and not indices:
-            ctx.error(f"@table needs table indices: declare it as {decl.name}(i): ... @table", decl.loc, where)
+            ctx.error(
+                f"@table needs table indices: declare it as {decl.name}(i): ... @table",
+                decl.loc,
+                where,
+            )
         if indices and decl.dtype.is_packed:
-            ctx.error(f"packed dtype {decl.dtype.short} is not allowed in cache tables; use i8/u8 or wider",
-                      decl.loc, where)
+            ctx.error(
+                f"packed dtype {decl.dtype.short} is not allowed in cache tables; use i8/u8 or wider",
+                decl.loc,
+                where,
+            )
     _check_fixed_auto(ctx, decl)
 
 
 def _check_fixed_auto(ctx: Context, decl: VarDecl) -> None:
     where = _decl_where(decl)
     indices = decl.table_indices
-    known = f"the table indices are ({', '.join(indices)})" if indices else f"'{decl.name}' has no table indices"
+    known = (
+        f"the table indices are ({', '.join(indices)})"
+        if indices
+        else f"'{decl.name}' has no table indices"
+    )
     seen: set[str] = set()
     for name, size in decl.fixed:
         if name not in indices:
-            ctx.error(f"@fixed({name}={size}) names '{name}', which is not a table index; {known}", decl.loc, where)
+            ctx.error(
+                f"@fixed({name}={size}) names '{name}', which is not a table index; {known}",
+                decl.loc,
+                where,
+            )
         if name in seen:
             ctx.error(f"@fixed gives '{name}' twice; give each index once", decl.loc, where)
         seen.add(name)
@@ -140,7 +214,11 @@ def _check_fixed_auto(ctx: Context, decl: VarDecl) -> None:
     seen = set()
     for name in decl.auto_dim:
         if name not in indices:
-            ctx.error(f"@auto_dim({name}) names '{name}', which is not a table index; {known}", decl.loc, where)
+            ctx.error(
+                f"@auto_dim({name}) names '{name}', which is not a table index; {known}",
+                decl.loc,
+                where,
+            )
         if name in seen:
             ctx.error(f"@auto_dim lists '{name}' twice", decl.loc, where)
         seen.add(name)
@@ -155,21 +233,35 @@ def _check_init(ctx: Context, decl: VarDecl) -> None:
     if dtype is DType.BOOL:
         if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
             return
-        ctx.error(f"@init({value!r}) does not fit bool; expected true, false, 0 or 1", decl.loc, where)
+        ctx.error(
+            f"@init({value!r}) does not fit bool; expected true, false, 0 or 1", decl.loc, where
+        )
     elif isinstance(value, bool):
-        ctx.error(f"@init({'true' if value else 'false'}) is a bool literal but '{decl.name}' is "
-                  f"{dtype.short}; true/false are only for bool", decl.loc, where)
+        ctx.error(
+            f"@init({'true' if value else 'false'}) is a bool literal but '{decl.name}' is "
+            f"{dtype.short}; true/false are only for bool",
+            decl.loc,
+            where,
+        )
     elif dtype.is_float:
         if not isinstance(value, (int, float)):
             ctx.error(f"@init({value!r}) is not a number", decl.loc, where)
     elif dtype.is_int:
         if isinstance(value, float):
-            ctx.error(f"@init({value!r}) is a float literal but '{decl.name}' is {dtype.short}; "
-                      f"write an integer", decl.loc, where)
+            ctx.error(
+                f"@init({value!r}) is a float literal but '{decl.name}' is {dtype.short}; "
+                f"write an integer",
+                decl.loc,
+                where,
+            )
             return
         low, high = dtype.value_range()
         if not low <= value <= high:
-            ctx.error(f"@init({value}) is out of range for {dtype.short}; expected {low}..{high}", decl.loc, where)
+            ctx.error(
+                f"@init({value}) is out of range for {dtype.short}; expected {low}..{high}",
+                decl.loc,
+                where,
+            )
 
 
 def _check_dims(ctx: Context, dims: tuple[Any, ...], loc: Any, where: str) -> None:
@@ -180,8 +272,12 @@ def _check_dims(ctx: Context, dims: tuple[Any, ...], loc: Any, where: str) -> No
             continue
         for name in ctx.dims.unknown_names(dim):
             known = ", ".join(sorted(ctx.dims.sizevars or {})) or "none"
-            ctx.error(f"unknown size '{name}' in dims [{', '.join(str(d) for d in dims)}]{did_you_mean(name, ctx.dims.sizevars or {})}; "
-                      f"the model defines sizevars: {known}", loc, where)
+            ctx.error(
+                f"unknown size '{name}' in dims [{', '.join(str(d) for d in dims)}]{did_you_mean(name, ctx.dims.sizevars or {})}; "
+                f"the model defines sizevars: {known}",
+                loc,
+                where,
+            )
 
 
 def _check_model_link(ctx: Context, decl: VarDecl, info: VarInfo) -> None:
@@ -191,30 +287,50 @@ def _check_model_link(ctx: Context, decl: VarDecl, info: VarInfo) -> None:
     linked = decl.model_name
     if linked in tensors:
         file_dtype, file_shape = model_dtype_shape(tensors[linked])
-        via = f"@ref(\"{linked}\")" if decl.ref is not None else "its name"
+        via = f'@ref("{linked}")' if decl.ref is not None else "its name"
         if file_dtype is not decl.dtype or (info.shape is not None and info.shape != file_shape):
-            ctx.error(f"'{decl.name}' is linked (by {via}) to model tensor '{linked}' which is "
-                      f"{format_type(file_dtype, file_shape)}, but is declared {ctx.shape_text(info)}; "
-                      f"declare it {format_type(file_dtype, decl.dims if info.shape == file_shape else file_shape)}"
-                      f" or link another tensor", decl.loc, where)
+            ctx.error(
+                f"'{decl.name}' is linked (by {via}) to model tensor '{linked}' which is "
+                f"{format_type(file_dtype, file_shape)}, but is declared {ctx.shape_text(info)}; "
+                f"declare it {format_type(file_dtype, decl.dims if info.shape == file_shape else file_shape)}"
+                f" or link another tensor",
+                decl.loc,
+                where,
+            )
         return
     metadata = dict(getattr(ctx.model, "metadata", {}) or {})
     sizevars = ctx.dims.sizevars or {}
     if linked in metadata:
         value = metadata[linked]
-        if isinstance(value, np.ndarray) and info.shape is not None and tuple(value.shape) != info.shape:
-            ctx.error(f"'{decl.name}' is linked to model metadata '{linked}' of shape {list(value.shape)}, "
-                      f"but is declared {ctx.shape_text(info)}", decl.loc, where)
+        if (
+            isinstance(value, np.ndarray)
+            and info.shape is not None
+            and tuple(value.shape) != info.shape
+        ):
+            ctx.error(
+                f"'{decl.name}' is linked to model metadata '{linked}' of shape {list(value.shape)}, "
+                f"but is declared {ctx.shape_text(info)}",
+                decl.loc,
+                where,
+            )
         elif not isinstance(value, np.ndarray) and decl.dims:
-            ctx.error(f"'{decl.name}' is linked to scalar model metadata '{linked}' but is declared "
-                      f"{ctx.shape_text(info)}; declare it as a scalar", decl.loc, where)
+            ctx.error(
+                f"'{decl.name}' is linked to scalar model metadata '{linked}' but is declared "
+                f"{ctx.shape_text(info)}; declare it as a scalar",
+                decl.loc,
+                where,
+            )
         return
     if linked in sizevars:
         return
     if decl.ref is not None:
         names = list(tensors) + list(metadata)
-        ctx.error(f"@ref(\"{decl.ref}\") names nothing in the model{did_you_mean(decl.ref, names)}; "
-                  f"expected a tensor or metadata key", decl.loc, where)
+        ctx.error(
+            f'@ref("{decl.ref}") names nothing in the model{did_you_mean(decl.ref, names)}; '
+            f"expected a tensor or metadata key",
+            decl.loc,
+            where,
+        )
 
 
 def collect_assigns(ctx: Context) -> None:
@@ -227,17 +343,27 @@ def collect_assigns(ctx: Context) -> None:
             existing = ctx.vars.get(node.name)
             if existing is not None:
                 if existing.decl is not None:
-                    ctx.error(f"assign '{node.name}' shadows the declared {existing.describe()}"
-                              f"{f' (line {existing.loc.line})' if existing.loc else ''}; "
-                              f"pick another name or drop the assign", node.loc, where)
+                    ctx.error(
+                        f"assign '{node.name}' shadows the declared {existing.describe()}"
+                        f"{f' (line {existing.loc.line})' if existing.loc else ''}; "
+                        f"pick another name or drop the assign",
+                        node.loc,
+                        where,
+                    )
                 else:
-                    ctx.error(f"'{node.name}' is assigned twice (first at {existing.loc}); "
-                              f"assign each temporary once", node.loc, where)
+                    ctx.error(
+                        f"'{node.name}' is assigned twice (first at {existing.loc}); "
+                        f"assign each temporary once",
+                        node.loc,
+                        where,
+                    )
                 continue
             if node.dtype in (DType.STRING, DType.NDARRAY):
                 ctx.error(f"{node.dtype.short} is not a tensor dtype", node.loc, where)
             _check_dims(ctx, node.dims, node.loc, where)
-            ctx.vars[node.name] = VarInfo(node.name, None, node.dtype, node.dims, ctx.dims.shape(node.dims), assign=node)
+            ctx.vars[node.name] = VarInfo(
+                node.name, None, node.dtype, node.dims, ctx.dims.shape(node.dims), assign=node
+            )
 
 
 def check_declarations(ctx: Context) -> None:
@@ -246,11 +372,15 @@ def check_declarations(ctx: Context) -> None:
     for decl in ctx.graph.vars:
         where = _decl_where(decl)
         if not decl.dtype.is_tensor_type:
-            ctx.error(f"{decl.dtype.short} is a metadata type, not a variable dtype", decl.loc, where)
+            ctx.error(
+                f"{decl.dtype.short} is a metadata type, not a variable dtype", decl.loc, where
+            )
         _check_table_attributes(ctx, decl)
         _check_init(ctx, decl)
         _check_dims(ctx, decl.dims, decl.loc, where)
-        info = VarInfo(decl.name, decl.kind, decl.dtype, decl.dims, ctx.dims.shape(decl.dims), decl=decl)
+        info = VarInfo(
+            decl.name, decl.kind, decl.dtype, decl.dims, ctx.dims.shape(decl.dims), decl=decl
+        )
         ctx.vars.setdefault(decl.name, info)
         if ctx.model is not None and not decl.table_indices:
             _check_model_link(ctx, decl, info)

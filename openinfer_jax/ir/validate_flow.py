@@ -49,25 +49,39 @@ def _check_entry_sequence(ctx: Context, entry: Block, awaited_by_consumers: set[
         if isinstance(node, Yield):
             if outstanding:
                 names = ", ".join(outstanding)
-                ctx.error(f"entry yields again while {names} {'is' if len(outstanding) == 1 else 'are'} still "
-                          f"with the consumers; `await {names};` is required before the next yield",
-                          node.loc, _where(entry, node))
+                ctx.error(
+                    f"entry yields again while {names} {'is' if len(outstanding) == 1 else 'are'} still "
+                    f"with the consumers; `await {names};` is required before the next yield",
+                    node.loc,
+                    _where(entry, node),
+                )
             for name in node.vars:
                 outstanding[name] = node
                 if name not in awaited_by_consumers:
-                    ctx.error(f"entry yields '{name}' but no consumer block awaits it; add a block that "
-                              f"starts with `await {name};` or drop it from the yield", node.loc, _where(entry, node))
+                    ctx.error(
+                        f"entry yields '{name}' but no consumer block awaits it; add a block that "
+                        f"starts with `await {name};` or drop it from the yield",
+                        node.loc,
+                        _where(entry, node),
+                    )
         elif isinstance(node, Await):
             for name in node.vars:
                 if name not in outstanding:
-                    ctx.error(f"entry awaits '{name}' but has not yielded it; `yield {name};` first",
-                              node.loc, _where(entry, node))
+                    ctx.error(
+                        f"entry awaits '{name}' but has not yielded it; `yield {name};` first",
+                        node.loc,
+                        _where(entry, node),
+                    )
                 outstanding.pop(name, None)
         else:
             written = _written(node)
             if written is not None and written in outstanding:
-                ctx.error(f"entry writes '{written}' while it is yielded to the consumers; `await {written};` "
-                          f"before writing it", node.loc, _where(entry, node))
+                ctx.error(
+                    f"entry writes '{written}' while it is yielded to the consumers; `await {written};` "
+                    f"before writing it",
+                    node.loc,
+                    _where(entry, node),
+                )
 
 
 def _check_consumers(ctx: Context, consumers: list[Block], entry_yields: set[str]) -> set[str]:
@@ -76,35 +90,54 @@ def _check_consumers(ctx: Context, consumers: list[Block], entry_yields: set[str
     for block in consumers:
         last = block.nodes[-1] if block.nodes else None
         if not isinstance(last, Yield):
-            ctx.error(f"block '{block.name}' is never branched to, so it is a consumer of entry's yield and "
-                      f"must end with `yield ...;` (or branch to it from another block)",
-                      last.loc if last is not None and last.loc else block.loc, _where(block))
+            ctx.error(
+                f"block '{block.name}' is never branched to, so it is a consumer of entry's yield and "
+                f"must end with `yield ...;` (or branch to it from another block)",
+                last.loc if last is not None and last.loc else block.loc,
+                _where(block),
+            )
         awaited: set[str] = set()
         for node in walk_nodes(block.nodes):
             if isinstance(node, Await):
                 for name in node.vars:
                     awaited.add(name)
                     if name not in entry_yields:
-                        ctx.error(f"consumer '{block.name}' awaits '{name}', which entry never yields; "
-                                  f"add `yield {name};` to entry", node.loc, _where(block, node))
+                        ctx.error(
+                            f"consumer '{block.name}' awaits '{name}', which entry never yields; "
+                            f"add `yield {name};` to entry",
+                            node.loc,
+                            _where(block, node),
+                        )
         awaited_all |= awaited
         if isinstance(last, Yield):
             given_back = set(last.vars)
             for name in sorted(awaited - given_back):
-                ctx.error(f"consumer '{block.name}' awaits '{name}' but does not yield it back; end with "
-                          f"`yield {', '.join(sorted(awaited))};`", last.loc, _where(block, last))
+                ctx.error(
+                    f"consumer '{block.name}' awaits '{name}' but does not yield it back; end with "
+                    f"`yield {', '.join(sorted(awaited))};`",
+                    last.loc,
+                    _where(block, last),
+                )
             for name in last.vars:
                 if name not in awaited:
-                    ctx.error(f"consumer '{block.name}' yields '{name}' without awaiting it; start with "
-                              f"`await {name};`", last.loc, _where(block, last))
+                    ctx.error(
+                        f"consumer '{block.name}' yields '{name}' without awaiting it; start with "
+                        f"`await {name};`",
+                        last.loc,
+                        _where(block, last),
+                    )
         for node in walk_nodes(block.nodes):
             written = _written(node)
             if written is None or written not in entry_yields:
                 continue
             if written in mutators and mutators[written][0] is not block:
                 first = mutators[written][0]
-                ctx.error(f"'{written}' is mutated by consumers '{first.name}' and '{block.name}'; only one "
-                          f"consumer may mutate a variable (others may read it)", node.loc, _where(block, node))
+                ctx.error(
+                    f"'{written}' is mutated by consumers '{first.name}' and '{block.name}'; only one "
+                    f"consumer may mutate a variable (others may read it)",
+                    node.loc,
+                    _where(block, node),
+                )
             else:
                 mutators.setdefault(written, (block, node))
     return awaited_all
@@ -114,13 +147,17 @@ def _check_yield_last(ctx: Context, block: Block) -> None:
     last = block.nodes[-1] if block.nodes else None
     for node in walk_nodes(block.nodes):
         if isinstance(node, Yield) and node is not last:
-            ctx.error(f"in block '{block.name}' `yield` ends the block, so it must be its last node",
-                      node.loc, _where(block, node))
+            ctx.error(
+                f"in block '{block.name}' `yield` ends the block, so it must be its last node",
+                node.loc,
+                _where(block, node),
+            )
 
 
 def _check_cycles(ctx: Context, blocks: dict[str, Block]) -> None:
     edges: dict[str, list[Branch]] = {
-        name: [n for n in walk_nodes(b.nodes) if isinstance(n, Branch)] for name, b in blocks.items()
+        name: [n for n in walk_nodes(b.nodes) if isinstance(n, Branch)]
+        for name, b in blocks.items()
     }
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
     reported: set[frozenset[str]] = set()
@@ -132,13 +169,16 @@ def _check_cycles(ctx: Context, blocks: dict[str, Block]) -> None:
                 if target is None or target not in blocks:
                     continue
                 if state.get(target) == 1:
-                    cycle = [*path[path.index(target):], target]
+                    cycle = [*path[path.index(target) :], target]
                     key = frozenset(cycle)
                     if key not in reported:
                         reported.add(key)
-                        ctx.error(f"branch to '{target}' makes a cycle {' -> '.join(cycle)}; a branch is a call "
-                                  f"that returns, so this would never end (use a loop)",
-                                  branch.loc, _where(blocks[name], branch))
+                        ctx.error(
+                            f"branch to '{target}' makes a cycle {' -> '.join(cycle)}; a branch is a call "
+                            f"that returns, so this would never end (use a loop)",
+                            branch.loc,
+                            _where(blocks[name], branch),
+                        )
                 elif target not in state:
                     visit(target, [*path, target])
         state[name] = 2
@@ -154,7 +194,11 @@ def check_flow(ctx: Context) -> None:
     targets = used_blocks(ctx.graph.blocks)
     entry = blocks.get("entry")
     consumers = [b for b in ctx.graph.blocks if b.name != "entry" and b.name not in targets]
-    entry_yields = {v for n in walk_nodes(entry.nodes) if isinstance(n, Yield) for v in n.vars} if entry else set()
+    entry_yields = (
+        {v for n in walk_nodes(entry.nodes) if isinstance(n, Yield) for v in n.vars}
+        if entry
+        else set()
+    )
     for block in ctx.graph.blocks:
         if block.name != "entry":
             _check_yield_last(ctx, block)

@@ -44,7 +44,7 @@ from openinfer_jax.ir.nodes import (
 from openinfer_jax.ir.validate_context import Context, VarInfo, did_you_mean, format_type
 from openinfer_jax.ir.validate_decls import walk_nodes
 
-__all__ = ["NODE_KINDS", "TableUse", "NodeChecker", "describe_node"]
+__all__ = ["NODE_KINDS", "NodeChecker", "TableUse", "describe_node"]
 
 # The DSL keyword of each node kind; `dep` may name these (e.g. `before(cache.write)`).
 NODE_KINDS: dict[type[Node], str] = {
@@ -126,7 +126,14 @@ class NodeChecker:
                 handler(node, loops, where)
 
     # ---- names and operands ----------------------------------------------------------
-    def _index(self, value: int | str, loops: dict[str, Loop], loc: SourceLoc | None, where: str, owner: str) -> None:
+    def _index(
+        self,
+        value: int | str,
+        loops: dict[str, Loop],
+        loc: SourceLoc | None,
+        where: str,
+        owner: str,
+    ) -> None:
         """A table index: an int, a loop index in scope, or a scalar integer variable."""
         if isinstance(value, int) or value in loops:
             return
@@ -137,10 +144,15 @@ class NodeChecker:
             detail = f"'{value}' is {info.describe()}"
         else:
             detail = f"'{value}' is not a loop index in scope or a variable{did_you_mean(value, list(loops) + list(self.ctx.vars))}"
-        self.ctx.error(f"index of '{owner}': {detail}; an index is an int, a loop index or a scalar integer variable",
-                       loc, where)
+        self.ctx.error(
+            f"index of '{owner}': {detail}; an index is an int, a loop index or a scalar integer variable",
+            loc,
+            where,
+        )
 
-    def _operand(self, ref: VarRef, loops: dict[str, Loop], loc: SourceLoc | None, where: str, role: str) -> VarInfo | None:
+    def _operand(
+        self, ref: VarRef, loops: dict[str, Loop], loc: SourceLoc | None, where: str, role: str
+    ) -> VarInfo | None:
         ctx = self.ctx
         info = ctx.lookup(ref.name)
         if info is None:
@@ -148,15 +160,23 @@ class NodeChecker:
             ctx.error(f"{role} {ctx.unknown_name(ref.name)}{hint}", loc, where)
             return None
         if info.kind is MemoryKind.PERSISTENT:
-            ctx.error(f"{role} '{ref.name}' is persistent memory, which is accessed only through cache ops; "
-                      f"use `cache.read {ref} >> tmp` / `cache.write tmp >> {ref}`", loc, where)
+            ctx.error(
+                f"{role} '{ref.name}' is persistent memory, which is accessed only through cache ops; "
+                f"use `cache.read {ref} >> tmp` / `cache.write tmp >> {ref}`",
+                loc,
+                where,
+            )
             return None
         indices = info.table_indices
         if indices:
             if len(ref.indices) != len(indices):
-                ctx.error(f"{role} '{ref}': prefix table {ref.name}({', '.join(indices)}) takes "
-                          f"{len(indices)} index{'es' if len(indices) > 1 else ''}, got {len(ref.indices)}; "
-                          f"write {ref.name}[{', '.join(indices)}]", loc, where)
+                ctx.error(
+                    f"{role} '{ref}': prefix table {ref.name}({', '.join(indices)}) takes "
+                    f"{len(indices)} index{'es' if len(indices) > 1 else ''}, got {len(ref.indices)}; "
+                    f"write {ref.name}[{', '.join(indices)}]",
+                    loc,
+                    where,
+                )
                 return None
             for value in ref.indices:
                 self._index(value, loops, loc, where, ref.name)
@@ -168,12 +188,20 @@ class NodeChecker:
 
     def _writable(self, info: VarInfo, loc: SourceLoc | None, where: str, role: str) -> bool:
         if info.kind is MemoryKind.CONSTANT:
-            self.ctx.error(f"{role} '{info.name}' is constant memory, which is read-only; write to a volatile "
-                           f"variable or an assign instead", loc, where)
+            self.ctx.error(
+                f"{role} '{info.name}' is constant memory, which is read-only; write to a volatile "
+                f"variable or an assign instead",
+                loc,
+                where,
+            )
             return False
         if info.kind is MemoryKind.DYNAMIC:
-            self.ctx.error(f"{role} '{info.name}' is dynamic memory, which only the host writes (Executor.insert); "
-                           f"write to a volatile variable or an assign instead", loc, where)
+            self.ctx.error(
+                f"{role} '{info.name}' is dynamic memory, which only the host writes (Executor.insert); "
+                f"write to a volatile variable or an assign instead",
+                loc,
+                where,
+            )
             return False
         return True
 
@@ -186,7 +214,10 @@ class NodeChecker:
     # ---- ops ------------------------------------------------------------------------------
     def _op(self, node: Op, loops: dict[str, Loop], where: str) -> None:
         ctx = self.ctx
-        inputs = [self._operand(ref, loops, node.loc, where, f"input {i + 1}") for i, ref in enumerate(node.inputs)]
+        inputs = [
+            self._operand(ref, loops, node.loc, where, f"input {i + 1}")
+            for i, ref in enumerate(node.inputs)
+        ]
         output = self._operand(node.output, loops, node.loc, where, "output")
         if output is not None:
             self._writable(output, node.loc, where, "output")
@@ -195,8 +226,12 @@ class NodeChecker:
         if opdef is None:
             if self.ctx.strict and self.registry is not None:
                 known = self.registry.names()
-                ctx.error(f"unknown op '{node.op}'{did_you_mean(node.op, known)}; "
-                          f"`openinfer ops` lists the {len(known)} known ops", node.loc, where)
+                ctx.error(
+                    f"unknown op '{node.op}'{did_you_mean(node.op, known)}; "
+                    f"`openinfer ops` lists the {len(known)} known ops",
+                    node.loc,
+                    where,
+                )
             return
         self._infer(node, opdef, inputs, output, where)
 
@@ -204,18 +239,30 @@ class NodeChecker:
         seen: set[str] = set()
         for key, value in node.params:
             if key in seen:
-                self.ctx.error(f"setting '{key}' is given twice; give each setting once", node.loc, where)
+                self.ctx.error(
+                    f"setting '{key}' is given twice; give each setting once", node.loc, where
+                )
             seen.add(key)
             if isinstance(value, VarName) and value.name.lower() not in _LITERAL_NAMES:
                 info = self.ctx.lookup(value.name)
                 if info is None and value.name not in loops:
-                    self.ctx.error(f"setting {key}={value.name}: {self.ctx.unknown_name(value.name)}; "
-                                   f"a setting names a scalar variable or is a literal", node.loc, where)
+                    self.ctx.error(
+                        f"setting {key}={value.name}: {self.ctx.unknown_name(value.name)}; "
+                        f"a setting names a scalar variable or is a literal",
+                        node.loc,
+                        where,
+                    )
                 elif info is not None and not info.is_scalar:
-                    self.ctx.error(f"setting {key}={value.name}: {info.describe()} is not a scalar; "
-                                   f"a setting variable must be a scalar", node.loc, where)
+                    self.ctx.error(
+                        f"setting {key}={value.name}: {info.describe()} is not a scalar; "
+                        f"a setting variable must be a scalar",
+                        node.loc,
+                        where,
+                    )
 
-    def _infer(self, node: Op, opdef: Any, inputs: list[VarInfo | None], output: VarInfo | None, where: str) -> None:
+    def _infer(
+        self, node: Op, opdef: Any, inputs: list[VarInfo | None], output: VarInfo | None, where: str
+    ) -> None:
         from openinfer_jax.ops.registry import OpCheckError
 
         ctx = self.ctx
@@ -239,16 +286,24 @@ class NodeChecker:
             return
         signature = ", ".join(format_type(i.dtype, i.dims) for i in known)
         if out_dtype is not output.dtype:
-            ctx.error(f"output '{node.output}' is {format_type(output.dtype, output.dims)} but "
-                      f"{node.op}({signature}) produces {out_dtype.short}; declare '{node.output.name}' as "
-                      f"{out_dtype.short}{self._dims_text(output.dims)} or cast first", node.loc, where)
+            ctx.error(
+                f"output '{node.output}' is {format_type(output.dtype, output.dims)} but "
+                f"{node.op}({signature}) produces {out_dtype.short}; declare '{node.output.name}' as "
+                f"{out_dtype.short}{self._dims_text(output.dims)} or cast first",
+                node.loc,
+                where,
+            )
             return
         declared = ctx.dims.shape(output.dims)
         if out_shape is not None and declared is not None and tuple(out_shape) != declared:
             produced = ctx.dims.show(out_shape)
-            ctx.error(f"output '{node.output}' has shape {ctx.dims.show(declared)} ({format_type(output.dtype, output.dims)}) "
-                      f"but {node.op}({signature}) produces shape {produced}; declare '{node.output.name}' "
-                      f"with shape {produced}", node.loc, where)
+            ctx.error(
+                f"output '{node.output}' has shape {ctx.dims.show(declared)} ({format_type(output.dtype, output.dims)}) "
+                f"but {node.op}({signature}) produces shape {produced}; declare '{node.output.name}' "
+                f"with shape {produced}",
+                node.loc,
+                where,
+            )
 
     @staticmethod
     def _dims_text(dims: tuple[Dim, ...]) -> str:
@@ -258,36 +313,61 @@ class NodeChecker:
     def _transfer(self, node: Transfer, loops: dict[str, Loop], where: str) -> None:
         src = self._operand(node.src, loops, node.loc, where, "transfer source")
         dst = self._operand(node.dst, loops, node.loc, where, "transfer destination")
-        if dst is None or not self._writable(dst, node.loc, where, "transfer destination") or src is None:
+        if (
+            dst is None
+            or not self._writable(dst, node.loc, where, "transfer destination")
+            or src is None
+        ):
             return
         if src.dtype is not dst.dtype or not self._same_dims(src.dims, dst.dims):
-            self.ctx.error(f"transfer needs equal dtype and shape: source '{node.src}' is "
-                           f"{self.ctx.shape_text(src)}, destination '{node.dst}' is {self.ctx.shape_text(dst)}",
-                           node.loc, where)
+            self.ctx.error(
+                f"transfer needs equal dtype and shape: source '{node.src}' is "
+                f"{self.ctx.shape_text(src)}, destination '{node.dst}' is {self.ctx.shape_text(dst)}",
+                node.loc,
+                where,
+            )
 
     # ---- cache ops ----------------------------------------------------------------------------
-    def _cache_target(self, access: CacheAccess, loops: dict[str, Loop], loc: SourceLoc | None, where: str,
-                      op: str, prefix_ok: bool = False) -> VarInfo | None:
+    def _cache_target(
+        self,
+        access: CacheAccess,
+        loops: dict[str, Loop],
+        loc: SourceLoc | None,
+        where: str,
+        op: str,
+        prefix_ok: bool = False,
+    ) -> VarInfo | None:
         ctx = self.ctx
         info = ctx.lookup(access.name)
         if info is None:
             ctx.error(f"{op}: {ctx.unknown_name(access.name)}", loc, where)
             return None
         if info.kind is not MemoryKind.PERSISTENT:
-            ctx.error(f"{op} works on persistent memory, but '{access.name}' is {info.describe()}; "
-                      f"declare it in `persistent {{ }}` or use op/transfer", loc, where)
+            ctx.error(
+                f"{op} works on persistent memory, but '{access.name}' is {info.describe()}; "
+                f"declare it in `persistent {{ }}` or use op/transfer",
+                loc,
+                where,
+            )
             return None
         indices = info.table_indices
         count = len(access.indices)
         if not indices and count:
-            ctx.error(f"{op} {access}: '{access.name}' is not a table; write `{access.name}` without an index",
-                      loc, where)
+            ctx.error(
+                f"{op} {access}: '{access.name}' is not a table; write `{access.name}` without an index",
+                loc,
+                where,
+            )
             return None
         flexible = prefix_ok or bool(info.decl and info.decl.auto_dim)
         if indices and count and (count > len(indices) or (count < len(indices) and not flexible)):
-            ctx.error(f"{op} {access}: table {access.name}({', '.join(indices)}) takes {len(indices)} "
-                      f"index{'es' if len(indices) > 1 else ''}, got {count}; write "
-                      f"{access.name}[{', '.join(indices)}] (or {access.name}[] for the whole table)", loc, where)
+            ctx.error(
+                f"{op} {access}: table {access.name}({', '.join(indices)}) takes {len(indices)} "
+                f"index{'es' if len(indices) > 1 else ''}, got {count}; write "
+                f"{access.name}[{', '.join(indices)}] (or {access.name}[] for the whole table)",
+                loc,
+                where,
+            )
             return None
         for item in access.indices:
             if isinstance(item, CacheIndex):
@@ -298,7 +378,9 @@ class NodeChecker:
                         self._index(bound, loops, loc, where, access.name)
         return info
 
-    def _access_dims(self, info: VarInfo, access: CacheAccess) -> tuple[int, tuple[Dim, ...]] | None:
+    def _access_dims(
+        self, info: VarInfo, access: CacheAccess
+    ) -> tuple[int, tuple[Dim, ...]] | None:
         """(number of leading table dims, entry dims) of what an access yields; None: unchecked."""
         if info.decl is not None and info.decl.auto_dim:
             return None  # auto_dim entries grow; their shape is known only at run time
@@ -308,13 +390,24 @@ class NodeChecker:
         singles = sum(isinstance(i, CacheIndex) for i in access.indices)
         return len(indices) - singles, info.dims
 
-    def _check_entry(self, op: str, node_loc: SourceLoc | None, where: str, table: VarInfo, access: CacheAccess,
-                     value: VarInfo, value_text: str) -> None:
+    def _check_entry(
+        self,
+        op: str,
+        node_loc: SourceLoc | None,
+        where: str,
+        table: VarInfo,
+        access: CacheAccess,
+        value: VarInfo,
+        value_text: str,
+    ) -> None:
         ctx = self.ctx
         if value.dtype is not table.dtype:
-            ctx.error(f"{op}: '{value_text}' is {value.dtype.short} but {access} holds {table.dtype.short}; "
-                      f"the dtypes must be equal (cast with `op cast(..., to={table.dtype.short})` first)",
-                      node_loc, where)
+            ctx.error(
+                f"{op}: '{value_text}' is {value.dtype.short} but {access} holds {table.dtype.short}; "
+                f"the dtypes must be equal (cast with `op cast(..., to={table.dtype.short})` first)",
+                node_loc,
+                where,
+            )
             return
         shape = self._access_dims(table, access)
         if shape is None:
@@ -326,15 +419,25 @@ class NodeChecker:
             expected = format_type(table.dtype, entry)
         else:
             ok = len(dims) == leading + len(entry) and self._same_dims(dims[leading:], entry)
-            expected = f"{table.dtype.short}[{', '.join(['n'] * leading + [str(d) for d in entry])}]"
+            expected = (
+                f"{table.dtype.short}[{', '.join(['n'] * leading + [str(d) for d in entry])}]"
+            )
         if not ok:
-            ctx.error(f"{op}: '{value_text}' is {format_type(value.dtype, value.dims)} but {access} is "
-                      f"{expected}; the shapes must match", node_loc, where)
+            ctx.error(
+                f"{op}: '{value_text}' is {format_type(value.dtype, value.dims)} but {access} is "
+                f"{expected}; the shapes must match",
+                node_loc,
+                where,
+            )
 
     def _cache_read(self, node: CacheRead, loops: dict[str, Loop], where: str) -> None:
         table = self._cache_target(node.src, loops, node.loc, where, "cache.read")
         dst = self._operand(node.dst, loops, node.loc, where, "cache.read destination")
-        if dst is None or not self._writable(dst, node.loc, where, "cache.read destination") or table is None:
+        if (
+            dst is None
+            or not self._writable(dst, node.loc, where, "cache.read destination")
+            or table is None
+        ):
             return
         self._check_entry("cache.read", node.loc, where, table, node.src, dst, str(node.dst))
 
@@ -348,7 +451,9 @@ class NodeChecker:
     def _cache_reset(self, node: CacheReset, loops: dict[str, Loop], where: str) -> None:
         self._cache_target(node.target, loops, node.loc, where, "cache.reset", prefix_ok=True)
 
-    def _counter(self, node: CacheIncrement | CacheDecrement, loops: dict[str, Loop], where: str) -> None:
+    def _counter(
+        self, node: CacheIncrement | CacheDecrement, loops: dict[str, Loop], where: str
+    ) -> None:
         op = NODE_KINDS[type(node)]
         info = self._cache_target(CacheAccess(node.name), loops, node.loc, where, op)
         if node.amount < 1:
@@ -356,62 +461,105 @@ class NodeChecker:
         if info is None:
             return
         if not info.is_scalar or info.dtype.is_packed or info.dtype.name == "BOOL":
-            self.ctx.error(f"{op} needs a persistent scalar of a non-packed, non-bool dtype, but '{node.name}' is "
-                           f"{info.describe()}{' (a table)' if info.table_indices else ''}", node.loc, where)
+            self.ctx.error(
+                f"{op} needs a persistent scalar of a non-packed, non-bool dtype, but '{node.name}' is "
+                f"{info.describe()}{' (a table)' if info.table_indices else ''}",
+                node.loc,
+                where,
+            )
 
     # ---- control flow ---------------------------------------------------------------------------
     def _branch(self, node: Branch, loops: dict[str, Loop], where: str) -> None:
         ctx = self.ctx
         for target in (node.then_block, node.else_block):
             if target is not None and target not in self.block_names:
-                ctx.error(f"branch target '{target}' is not a block{did_you_mean(target, self.block_names)}; "
-                          f"blocks: {', '.join(sorted(self.block_names))}", node.loc, where)
+                ctx.error(
+                    f"branch target '{target}' is not a block{did_you_mean(target, self.block_names)}; "
+                    f"blocks: {', '.join(sorted(self.block_names))}",
+                    node.loc,
+                    where,
+                )
         if node.cond is None:
             if node.else_block is not None:
-                ctx.error("an unconditional branch has no else block; write `branch cond then else;`",
-                          node.loc, where)
+                ctx.error(
+                    "an unconditional branch has no else block; write `branch cond then else;`",
+                    node.loc,
+                    where,
+                )
             return
         if node.else_block is None:
-            ctx.error(f"conditional branch on '{node.cond}' needs an else block: `branch {node.cond} "
-                      f"{node.then_block} other_block;`", node.loc, where)
+            ctx.error(
+                f"conditional branch on '{node.cond}' needs an else block: `branch {node.cond} "
+                f"{node.then_block} other_block;`",
+                node.loc,
+                where,
+            )
         info = ctx.lookup(node.cond)
         if info is None:
             ctx.error(f"branch condition {ctx.unknown_name(node.cond)}", node.loc, where)
         elif not info.is_scalar or info.dtype.is_packed:
-            ctx.error(f"branch condition '{node.cond}' is {info.describe()}; a condition is a non-packed "
-                      f"scalar (e.g. `assign cond: bool[];`)", node.loc, where)
+            ctx.error(
+                f"branch condition '{node.cond}' is {info.describe()}; a condition is a non-packed "
+                f"scalar (e.g. `assign cond: bool[];`)",
+                node.loc,
+                where,
+            )
         elif info.kind is MemoryKind.PERSISTENT:
-            ctx.error(f"branch condition '{node.cond}' is persistent; read it with cache.read into a scalar first",
-                      node.loc, where)
+            ctx.error(
+                f"branch condition '{node.cond}' is persistent; read it with cache.read into a scalar first",
+                node.loc,
+                where,
+            )
 
-    def _bound(self, value: int | str, loops: dict[str, Loop], loc: SourceLoc | None, where: str) -> None:
+    def _bound(
+        self, value: int | str, loops: dict[str, Loop], loc: SourceLoc | None, where: str
+    ) -> None:
         ctx = self.ctx
         if isinstance(value, int) or value in loops:
             return
         info = ctx.lookup(value)
         if info is not None:
             if not info.is_scalar or not info.dtype.is_int or info.dtype.is_packed:
-                ctx.error(f"loop bound '{value}' is {info.describe()}; a bound is an int, a sizevar or a "
-                          f"scalar integer variable", loc, where)
+                ctx.error(
+                    f"loop bound '{value}' is {info.describe()}; a bound is an int, a sizevar or a "
+                    f"scalar integer variable",
+                    loc,
+                    where,
+                )
             elif info.kind is MemoryKind.PERSISTENT:
-                ctx.error(f"loop bound '{value}' is persistent; read it with cache.read into a scalar first",
-                          loc, where)
+                ctx.error(
+                    f"loop bound '{value}' is persistent; read it with cache.read into a scalar first",
+                    loc,
+                    where,
+                )
             return
         sizevars = ctx.dims.sizevars
         if sizevars is not None and value not in sizevars:
-            ctx.error(f"loop bound '{value}' is neither a sizevar of the model nor a variable"
-                      f"{did_you_mean(value, list(sizevars) + list(ctx.vars))}; sizevars: "
-                      f"{', '.join(sorted(sizevars)) or 'none'}", loc, where)
+            ctx.error(
+                f"loop bound '{value}' is neither a sizevar of the model nor a variable"
+                f"{did_you_mean(value, list(sizevars) + list(ctx.vars))}; sizevars: "
+                f"{', '.join(sorted(sizevars)) or 'none'}",
+                loc,
+                where,
+            )
 
     def _loop(self, node: Loop, loops: dict[str, Loop], where: str) -> None:
         for bound in (node.start, node.end):
             self._bound(bound, loops, node.loc, where)
         if node.index in loops:
-            self.ctx.error(f"loop index '{node.index}' is already the index of the enclosing loop "
-                           f"'{loops[node.index].name}'; pick another name", node.loc, where)
+            self.ctx.error(
+                f"loop index '{node.index}' is already the index of the enclosing loop "
+                f"'{loops[node.index].name}'; pick another name",
+                node.loc,
+                where,
+            )
         elif node.index in self.ctx.vars:
-            self.ctx.error(f"loop index '{node.index}' has the name of {self.ctx.vars[node.index].describe()}; "
-                           f"pick another name", node.loc, where)
+            self.ctx.error(
+                f"loop index '{node.index}' has the name of {self.ctx.vars[node.index].describe()}; "
+                f"pick another name",
+                node.loc,
+                where,
+            )
         inner = {**loops, node.index: node}
         prefix = where.rsplit(", node ", 1)[0] + f", loop '{node.name}'"
         self._nodes(node.body, inner, prefix)
@@ -419,7 +567,9 @@ class NodeChecker:
     def _names_exist(self, node: Yield | Await, loops: dict[str, Loop], where: str) -> None:
         for name in node.vars:
             if self.ctx.lookup(name) is None:
-                self.ctx.error(f"{NODE_KINDS[type(node)]} {self.ctx.unknown_name(name)}", node.loc, where)
+                self.ctx.error(
+                    f"{NODE_KINDS[type(node)]} {self.ctx.unknown_name(name)}", node.loc, where
+                )
 
     def _return(self, node: Return, loops: dict[str, Loop], where: str) -> None:
         if node.value is not None and self.ctx.lookup(node.value) is None:
@@ -429,17 +579,28 @@ class NodeChecker:
         position = self._position[id(node)]
 
         def matches(candidate: Node, name: str) -> bool:
-            return NODE_KINDS.get(type(candidate)) == name or (isinstance(candidate, Op) and candidate.op == name)
+            return NODE_KINDS.get(type(candidate)) == name or (
+                isinstance(candidate, Op) and candidate.op == name
+            )
 
         ops_before = sorted({n.op for n in self._flat[:position] if isinstance(n, Op)})
-        for label, name, nodes in (("after", node.after, self._flat[:position]),
-                                   ("before", node.before, self._flat[position + 1:])):
+        for label, name, nodes in (
+            ("after", node.after, self._flat[:position]),
+            ("before", node.before, self._flat[position + 1 :]),
+        ):
             if not any(matches(n, name) for n in nodes):
                 side = "earlier" if label == "after" else "later"
-                hint = f"ops before it: {', '.join(ops_before)}" if label == "after" and ops_before else \
-                    "an op name or a node kind such as cache.write"
-                self.ctx.error(f"dep {label}({name}): no {side} node in block '{self._block.name}' is op '{name}' "
-                               f"or a '{name}' node; expected {hint}", node.loc, where)
+                hint = (
+                    f"ops before it: {', '.join(ops_before)}"
+                    if label == "after" and ops_before
+                    else "an op name or a node kind such as cache.write"
+                )
+                self.ctx.error(
+                    f"dep {label}({name}): no {side} node in block '{self._block.name}' is op '{name}' "
+                    f"or a '{name}' node; expected {hint}",
+                    node.loc,
+                    where,
+                )
 
 
 def used_blocks(blocks: Sequence[Block]) -> set[str]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from openinfer_jax.errors import GraphValidationError
 from openinfer_jax.ir.nodes import SourceLoc
 
-__all__ = ["Issue", "format_located", "ValidationErrors"]
+__all__ = ["Issue", "ValidationErrors", "format_located"]
 
 
 def format_located(loc: SourceLoc | None, message: str, context: str | None = None) -> str:

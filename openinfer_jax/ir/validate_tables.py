@@ -19,7 +19,7 @@ from openinfer_jax.ir.validate_context import Context, format_type
 from openinfer_jax.ir.validate_decls import model_dtype_shape, model_tensors
 from openinfer_jax.ir.validate_nodes import TableUse
 
-__all__ = ["check_tables", "constant_value", "MAX_ENUMERATED"]
+__all__ = ["MAX_ENUMERATED", "check_tables", "constant_value"]
 
 # Above this many index combinations per use we check the first ones only (say so in docs).
 MAX_ENUMERATED = 100_000
@@ -37,7 +37,11 @@ def constant_value(ctx: Context, name: str) -> int | None:
     if info is None:
         return sizevars.get(name)
     decl = info.decl
-    if decl is None or not info.is_scalar or decl.kind not in (MemoryKind.CONSTANT, MemoryKind.VOLATILE):
+    if (
+        decl is None
+        or not info.is_scalar
+        or decl.kind not in (MemoryKind.CONSTANT, MemoryKind.VOLATILE)
+    ):
         return None
     if isinstance(decl.init, int) and not isinstance(decl.init, bool):
         return decl.init
@@ -64,7 +68,9 @@ def _numel(shape: Any) -> int:
     return total
 
 
-def _bound(ctx: Context, value: int | str, loops: dict[str, Loop], ranges: dict[str, range]) -> int | None:
+def _bound(
+    ctx: Context, value: int | str, loops: dict[str, Loop], ranges: dict[str, range]
+) -> int | None:
     if isinstance(value, int):
         return value
     if value in loops:
@@ -73,7 +79,9 @@ def _bound(ctx: Context, value: int | str, loops: dict[str, Loop], ranges: dict[
     return constant_value(ctx, value)
 
 
-def _loop_range(ctx: Context, loop: Loop, loops: dict[str, Loop], ranges: dict[str, range]) -> range | None:
+def _loop_range(
+    ctx: Context, loop: Loop, loops: dict[str, Loop], ranges: dict[str, range]
+) -> range | None:
     if loop.index in ranges:
         return ranges[loop.index]
     ranges[loop.index] = range(0)  # guards against a bound that names its own loop
@@ -116,7 +124,9 @@ def _check_use(ctx: Context, use: TableUse, tensors: dict[str, Any], checked: se
         if count >= MAX_ENUMERATED:
             break
         mapping = dict(zip(decl.table_indices, (str(v) for v in combo), strict=True))
-        name = _PLACEHOLDER.sub(lambda m: mapping.get(m.group(1), m.group(0)), decl.pattern)
+        name = _PLACEHOLDER.sub(
+            lambda m, values=mapping: values.get(m.group(1), m.group(0)), decl.pattern
+        )
         tensor = tensors.get(name)
         if tensor is None:
             missing.append(name)
@@ -125,17 +135,28 @@ def _check_use(ctx: Context, use: TableUse, tensors: dict[str, Any], checked: se
             continue
         checked.add(name)
         file_dtype, file_shape = model_dtype_shape(tensor)
-        if file_dtype is not decl.dtype or (use.info.shape is not None and file_shape != use.info.shape):
-            ctx.error(f"model tensor '{name}' (for {use.ref}) is {format_type(file_dtype, file_shape)} but "
-                      f"table '{decl.name}' declares entries {ctx.shape_text(use.info)}; make them agree",
-                      use.loc, use.where)
+        if file_dtype is not decl.dtype or (
+            use.info.shape is not None and file_shape != use.info.shape
+        ):
+            ctx.error(
+                f"model tensor '{name}' (for {use.ref}) is {format_type(file_dtype, file_shape)} but "
+                f"table '{decl.name}' declares entries {ctx.shape_text(use.info)}; make them agree",
+                use.loc,
+                use.where,
+            )
     if missing:
-        more = f" (and {len(missing) - 1} more: {', '.join(missing[1:4])}{', ...' if len(missing) > 4 else ''})" \
-            if len(missing) > 1 else ""
+        more = (
+            f" (and {len(missing) - 1} more: {', '.join(missing[1:4])}{', ...' if len(missing) > 4 else ''})"
+            if len(missing) > 1
+            else ""
+        )
         reach = f" ({'; '.join(notes)})" if notes else ""
-        ctx.error(f"{use.ref} can reach model tensor '{missing[0]}'{reach}, which the model does not have{more}; "
-                  f"@pattern(\"{decl.pattern}\") must name a tensor for every reachable index",
-                  use.loc, use.where)
+        ctx.error(
+            f"{use.ref} can reach model tensor '{missing[0]}'{reach}, which the model does not have{more}; "
+            f'@pattern("{decl.pattern}") must name a tensor for every reachable index',
+            use.loc,
+            use.where,
+        )
 
 
 def check_tables(ctx: Context, uses: list[TableUse]) -> None:

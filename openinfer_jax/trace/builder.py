@@ -72,12 +72,12 @@ from openinfer_jax.trace.builder_values import (
 )
 
 __all__ = [
-    "GraphBuilder",
     "BlockBuilder",
-    "Var",
-    "LoopIndex",
+    "GraphBuilder",
     "Indexed",
+    "LoopIndex",
     "Pending",
+    "Var",
 ]
 
 # Declaration attributes (keyword arguments of GraphBuilder.dynamic/volatile/...), as in the text.
@@ -145,7 +145,9 @@ class Indexed:
 
     def _index_value(self, item: Any, what: str) -> int | str:
         if isinstance(item, bool):
-            raise builder_error(f"{what}: index {item!r} is a bool; expected an int or a name", self.loc)
+            raise builder_error(
+                f"{what}: index {item!r} is a bool; expected an int or a name", self.loc
+            )
         if isinstance(item, int):
             return item
         if isinstance(item, (Var, LoopIndex)):
@@ -313,7 +315,12 @@ class _LoopScope:
     """The `with` body of a loop: collects nodes, appends the Loop node on exit."""
 
     def __init__(
-        self, block: BlockBuilder, name: str, index: str, bounds: tuple[int | str, int | str], loc: SourceLoc | None
+        self,
+        block: BlockBuilder,
+        name: str,
+        index: str,
+        bounds: tuple[int | str, int | str],
+        loc: SourceLoc | None,
     ) -> None:
         self.block = block
         self.name = name
@@ -324,9 +331,14 @@ class _LoopScope:
 
     def __enter__(self) -> LoopIndex:
         if self.entered:
-            raise builder_error(f"loop '{self.name}' was already used; call b.loop(...) again", self.loc)
+            raise builder_error(
+                f"loop '{self.name}' was already used; call b.loop(...) again", self.loc
+            )
         if self.block.closed:
-            raise builder_error(f"block '{self.block.name}' is closed; emit its nodes inside its `with` body", self.loc)
+            raise builder_error(
+                f"block '{self.block.name}' is closed; emit its nodes inside its `with` body",
+                self.loc,
+            )
         self.entered = True
         self.block._stack.append([])
         return LoopIndex(self.block.builder, self.index)
@@ -369,7 +381,9 @@ class BlockBuilder:
 
     def _append(self, node: Node) -> None:
         if self.closed:
-            raise builder_error(f"block '{self.name}' is closed; emit its nodes inside its `with` body")
+            raise builder_error(
+                f"block '{self.name}' is closed; emit its nodes inside its `with` body"
+            )
         self._current().append(node)
 
     def _name_of(self, value: Any, what: str) -> str:
@@ -384,9 +398,7 @@ class BlockBuilder:
                     f"before using it{self.builder._suggest(value)}"
                 )
             return value
-        raise builder_error(
-            f"{what}: expected a variable, got {type(value).__name__} {value!r}"
-        )
+        raise builder_error(f"{what}: expected a variable, got {type(value).__name__} {value!r}")
 
     def _operand(self, value: Any, what: str) -> VarRef:
         if isinstance(value, Indexed):
@@ -409,7 +421,9 @@ class BlockBuilder:
 
     def _cache_target(self, target: Any, what: str) -> CacheAccess:
         if not isinstance(target, (Var, Indexed, str)):
-            raise builder_error(f"{what} >> {target!r}: the target must be a persistent variable or entry")
+            raise builder_error(
+                f"{what} >> {target!r}: the target must be a persistent variable or entry"
+            )
         return self._cache_access(target, f"{what} >> target")
 
     def _op(self, op_name: str, inputs: tuple[Any, ...], settings: dict[str, Any]) -> Pending:
@@ -462,7 +476,9 @@ class BlockBuilder:
         """`assign name: dtype[dims];` a zero-initialized temporary; returns its handle."""
         loc = caller_loc()
         self.builder._claim_name(name, "assign", loc)
-        node = Assign(name, to_dtype(dtype, f"assign {name}"), to_dims(dims, f"assign {name}"), loc=loc)
+        node = Assign(
+            name, to_dtype(dtype, f"assign {name}"), to_dims(dims, f"assign {name}"), loc=loc
+        )
         self._append(node)
         return Var(self.builder, name, None)
 
@@ -490,7 +506,9 @@ class BlockBuilder:
         def block_name(value: Any) -> str:
             if isinstance(value, BlockBuilder):
                 if value.builder is not self.builder:
-                    raise builder_error(f"branch: block '{value.name}' belongs to another GraphBuilder", loc)
+                    raise builder_error(
+                        f"branch: block '{value.name}' belongs to another GraphBuilder", loc
+                    )
                 return value.name
             if isinstance(value, str) and is_identifier(value):
                 return value
@@ -501,12 +519,17 @@ class BlockBuilder:
             return
         if then_block is None or else_block is None:
             raise builder_error(
-                "branch: a conditional branch needs both blocks: b.branch(cond, 'then', 'else')", loc
+                "branch: a conditional branch needs both blocks: b.branch(cond, 'then', 'else')",
+                loc,
             )
         cond = self._name_of(target_or_cond, "branch condition")
-        self._append(Branch(block_name(then_block), cond=cond, else_block=block_name(else_block), loc=loc))
+        self._append(
+            Branch(block_name(then_block), cond=cond, else_block=block_name(else_block), loc=loc)
+        )
 
-    def loop(self, name: str, index: str, start: int | str | Var, end: int | str | Var) -> _LoopScope:
+    def loop(
+        self, name: str, index: str, start: int | str | Var, end: int | str | Var
+    ) -> _LoopScope:
         """`loop name (index in start..end) { ... }`: use as ``with b.loop(...) as l:``.
 
         Nodes emitted in the `with` body form the loop. Bounds are ints, sizevar names or
@@ -520,7 +543,9 @@ class BlockBuilder:
 
     def _bound(self, value: Any, what: str) -> int | str:
         if isinstance(value, bool):
-            raise builder_error(f"{what}: {value!r} is a bool; expected an int, sizevar or scalar variable")
+            raise builder_error(
+                f"{what}: {value!r} is a bool; expected an int, sizevar or scalar variable"
+            )
         if isinstance(value, int):
             return value
         if isinstance(value, (Var, LoopIndex)):
@@ -528,7 +553,9 @@ class BlockBuilder:
             return value.name
         if isinstance(value, str) and is_identifier(value):
             return value
-        raise builder_error(f"{what}: expected an int, a sizevar name or a scalar variable, got {value!r}")
+        raise builder_error(
+            f"{what}: expected an int, a sizevar name or a scalar variable, got {value!r}"
+        )
 
     def yield_(self, *variables: Var | str) -> None:
         """`yield a, b;` hand variables to the consumer blocks (or end a consumer)."""
@@ -550,7 +577,8 @@ class BlockBuilder:
         for value in (after, before):
             if not isinstance(value, str) or not all(is_identifier(p) for p in value.split(".")):
                 raise builder_error(
-                    f"dep: {value!r} must name an op or node kind like 'matmul' or 'cache.write'", loc
+                    f"dep: {value!r} must name an op or node kind like 'matmul' or 'cache.write'",
+                    loc,
                 )
         self._append(Dep(after, before, loc=loc))
 
@@ -594,16 +622,27 @@ class GraphBuilder:
 
     def _claim_name(self, name: Any, what: str, loc: SourceLoc | None) -> None:
         if not isinstance(name, str) or not is_identifier(name):
-            raise builder_error(f"{what}: name {name!r} is not an identifier like 'h' or 'W_q'", loc)
+            raise builder_error(
+                f"{what}: name {name!r} is not an identifier like 'h' or 'W_q'", loc
+            )
         if name in self._names:
             first = self._names[name]
-            where = f" (first declared at {first.file}:{first.line})" if first and first.file else ""
-            raise builder_error(f"{what}: duplicate name '{name}'{where}; names must be unique", loc)
+            where = (
+                f" (first declared at {first.file}:{first.line})" if first and first.file else ""
+            )
+            raise builder_error(
+                f"{what}: duplicate name '{name}'{where}; names must be unique", loc
+            )
         self._names[name] = loc
 
     # ---- declarations ---------------------------------------------------------------
     def _declare(
-        self, kind: MemoryKind, name: str, dtype: str | DType, dims: tuple[Any, ...], attributes: dict[str, Any]
+        self,
+        kind: MemoryKind,
+        name: str,
+        dtype: str | DType,
+        dims: tuple[Any, ...],
+        attributes: dict[str, Any],
     ) -> Var:
         loc = caller_loc()
         what = f"{kind.value} {name}"
@@ -619,7 +658,9 @@ class GraphBuilder:
             kind=kind,
             dtype=to_dtype(dtype, what),
             dims=to_dims(dims, what),
-            init=None if attributes.get("init") is None else to_scalar(attributes["init"], f"{what} init"),
+            init=None
+            if attributes.get("init") is None
+            else to_scalar(attributes["init"], f"{what} init"),
             ref=self._text_attr(attributes.get("ref"), f"{what} ref", loc),
             pattern=self._text_attr(attributes.get("pattern"), f"{what} pattern", loc),
             table_indices=self._idents(attributes.get("index", ()), f"{what} index", loc),
@@ -649,7 +690,9 @@ class GraphBuilder:
         if not isinstance(items, (tuple, list)) or not all(
             isinstance(v, str) and is_identifier(v) for v in items
         ):
-            raise builder_error(f"{what}: expected a name or a tuple of names like ('l', 't'), got {value!r}", loc)
+            raise builder_error(
+                f"{what}: expected a name or a tuple of names like ('l', 't'), got {value!r}", loc
+            )
         return tuple(items)
 
     @staticmethod
@@ -658,10 +701,14 @@ class GraphBuilder:
         try:
             result = tuple((str(k), v) for k, v in pairs)
         except (TypeError, ValueError):
-            raise builder_error(f"{what}: expected a dict like {{'t': 128}}, got {value!r}", loc) from None
+            raise builder_error(
+                f"{what}: expected a dict like {{'t': 128}}, got {value!r}", loc
+            ) from None
         for key, size in result:
             if not is_identifier(key) or isinstance(size, bool) or not isinstance(size, int):
-                raise builder_error(f"{what}: expected index=int pairs like {{'t': 128}}, got {value!r}", loc)
+                raise builder_error(
+                    f"{what}: expected index=int pairs like {{'t': 128}}, got {value!r}", loc
+                )
         return result
 
     def dynamic(self, name: str, dtype: str | DType, *dims: Any, **attributes: Any) -> Var:
@@ -700,7 +747,9 @@ class GraphBuilder:
             raise builder_error(f"block: name {name!r} is not an identifier", loc)
         for existing in self._blocks:
             if existing.name == name:
-                raise builder_error(f"block: duplicate block name '{name}'; block names must be unique", loc)
+                raise builder_error(
+                    f"block: duplicate block name '{name}'; block names must be unique", loc
+                )
         block = BlockBuilder(self, name, loc)
         self._blocks.append(block)
         return block
@@ -712,7 +761,7 @@ class GraphBuilder:
             DslSyntaxError: if an op/transfer/cache.read/cache.write was never routed with `>>`.
         """
         if self._pending:
-            first = min(self._pending.values(), key=lambda p: (p.loc.line if p.loc else 0))
+            first = min(self._pending.values(), key=lambda p: p.loc.line if p.loc else 0)
             count = len(self._pending)
             more = f" ({count - 1} more unrouted)" if count > 1 else ""
             raise builder_error(

@@ -18,7 +18,7 @@ from openinfer_jax.errors import DslSyntaxError
 from openinfer_jax.ir.nodes import SourceLoc
 from openinfer_jax.ir.validate_report import format_located
 
-__all__ = ["caller_loc", "builder_error"]
+__all__ = ["builder_error", "caller_loc"]
 
 # The builder's own source files: frames from these are skipped when looking for the user.
 _BUILDER_DIR = Path(__file__).resolve().parent

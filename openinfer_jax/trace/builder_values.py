@@ -18,14 +18,14 @@ from openinfer_jax.oinf.dtypes import DType, dtype_from_name
 from openinfer_jax.trace.builder_loc import builder_error
 
 __all__ = [
+    "DTYPE_PARAMS",
     "Named",
-    "to_dtype",
+    "is_identifier",
     "to_dim",
     "to_dims",
-    "to_scalar",
+    "to_dtype",
     "to_param",
-    "is_identifier",
-    "DTYPE_PARAMS",
+    "to_scalar",
 ]
 
 # Params whose identifier values are dtypes, as the text parser reads them (`to=f32`, `acc=i32`).
@@ -73,8 +73,10 @@ def to_dtype(value: Any, what: str) -> DType:
             f"{what}: dtype must be a name like 'f32' or a DType, got {type(value).__name__} {value!r}"
         )
     if dtype in _NON_TENSOR:
-        raise builder_error(f"{what}: {dtype.short} is a metadata type, not a variable dtype; "
-                            f"expected one of {_known_dtypes()}")
+        raise builder_error(
+            f"{what}: {dtype.short} is a metadata type, not a variable dtype; "
+            f"expected one of {_known_dtypes()}"
+        )
     return dtype
 
 
@@ -115,7 +117,9 @@ def to_scalar(value: Any, what: str) -> ScalarValue:
         return int(value)
     if isinstance(value, numbers.Real):
         return float(value)
-    raise builder_error(f"{what}: expected a number or bool literal, got {type(value).__name__} {value!r}")
+    raise builder_error(
+        f"{what}: expected a number or bool literal, got {type(value).__name__} {value!r}"
+    )
 
 
 def _param_sequence(key: str, items: list[Any] | tuple[Any, ...], what: str) -> ParamValue:

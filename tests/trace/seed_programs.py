@@ -28,10 +28,10 @@ def seed_001_condensed() -> Graph:
         b.op.matmul(x, W[0]) >> h
         b.op.relu(h, negative_slope=0.01, clamp_max=6.0) >> h
         b.barrier()
-        with b.loop("layers", "l", 0, "num_layers") as l:
-            b.cache.read(K[l, step]) >> h
-            b.op.matmul(h, W[l]) >> h
-            b.cache.write(h) >> K[l, step]
+        with b.loop("layers", "l", 0, "num_layers") as li:
+            b.cache.read(K[li, step]) >> h
+            b.op.matmul(h, W[li]) >> h
+            b.cache.write(h) >> K[li, step]
         b.op.is_finite(h) >> cond
         b.branch(cond, "ok", "bad")
         b.cache.increment(step)
@@ -169,12 +169,12 @@ def seed_002_kv_cache_step() -> Graph:
         k = b.assign("k", "f16", "H", "Dh")
         v = b.assign("v", "f16", "H", "Dh")
         b.transfer(x) >> h
-        with b.loop("layers", "l", 0, 10) as l:
-            b.cache.read(K[l, step]) >> k
-            b.cache.read(V[l, step]) >> v
-            b.op.attn(h, k, v, W[l]) >> h
-            b.cache.write(k) >> K[l, step]
-            b.cache.write(v) >> V[l, step]
+        with b.loop("layers", "l", 0, 10) as li:
+            b.cache.read(K[li, step]) >> k
+            b.cache.read(V[li, step]) >> v
+            b.op.attn(h, k, v, W[li]) >> h
+            b.cache.write(k) >> K[li, step]
+            b.cache.write(v) >> V[li, step]
         b.cache.increment(step)
         b.return_()
     return g.build()
@@ -183,8 +183,8 @@ def seed_002_kv_cache_step() -> Graph:
 def seed_002_loop() -> Graph:
     g = GraphBuilder()
     h, W = g.undeclared("h"), g.undeclared("W")
-    with g.block("entry") as b, b.loop("layers", "l", 0, "num_layers") as l:
-        b.op.matmul(h, W[l]) >> h
+    with g.block("entry") as b, b.loop("layers", "l", 0, "num_layers") as li:
+        b.op.matmul(h, W[li]) >> h
         b.op.relu(h) >> h
     return g.build()
 

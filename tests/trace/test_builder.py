@@ -26,12 +26,12 @@ from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.trace.builder import BlockBuilder, GraphBuilder, LoopIndex, Var
 
 
-def _transformer_layer(b: BlockBuilder, h: Var, tmp: Var, Wq: Var, Wo: Var, K: Var, step: Var, l: LoopIndex | int) -> None:
+def _transformer_layer(b: BlockBuilder, h: Var, tmp: Var, Wq: Var, Wo: Var, K: Var, step: Var, layer: LoopIndex | int) -> None:
     """One (tiny) attention-like layer: the helper a user writes once and calls per layer."""
-    b.op.matmul(h, Wq[l]) >> tmp
-    b.cache.write(tmp) >> K[l, step]
+    b.op.matmul(h, Wq[layer]) >> tmp
+    b.cache.write(tmp) >> K[layer, step]
     b.op.relu(tmp, clamp_max=6.0) >> tmp
-    b.op.matmul(tmp, Wo[l]) >> tmp
+    b.op.matmul(tmp, Wo[layer]) >> tmp
     b.op.add(h, tmp) >> h
 
 
@@ -63,7 +63,7 @@ def test_transformer_helper_in_a_python_loop_builds_and_validates() -> None:
     writes = [n for n in entry.nodes if isinstance(n, CacheWrite)]
     assert writes[3].dst == CacheAccess("K", (CacheIndex(3), CacheIndex("step")), bracketed=True)
     # Locations are the helper's lines (the user's code), not the builder's.
-    helper_lines, first = inspect.getsourcelines(_transformer_layer)
+    _, first = inspect.getsourcelines(_transformer_layer)
     assert ops[0].loc is not None and ops[0].loc.line == first + 2
     assert ops[0].loc.file == __file__
     validate(graph)
@@ -76,8 +76,8 @@ def test_dsl_loop_with_loop_index() -> None:
     with g.block("entry") as b:
         h = b.assign("h", "f32", "B", "D")
         b.transfer(x) >> h
-        with b.loop("layers", "l", 0, "L") as l:
-            b.op.matmul(h, W[l]) >> h
+        with b.loop("layers", "l", 0, "L") as li:
+            b.op.matmul(h, W[li]) >> h
         b.return_()
     graph = g.build()
     loop = graph.blocks[0].nodes[2]
@@ -100,8 +100,8 @@ def test_cache_slices_map_to_cache_slice() -> None:
         b.cache.read(A[2:]) >> out
         b.cache.read(A[...]) >> out
         b.cache.read(A[:]) >> out
-        with b.loop("layers", "l", 0, 2) as l:
-            b.cache.reset(K[l, 0:-3])
+        with b.loop("layers", "l", 0, 2) as li:
+            b.cache.reset(K[li, 0:-3])
         b.cache.reset(K)
     entry = g.build().blocks[0].nodes
     sources = [n.src for n in entry if isinstance(n, CacheRead)]

@@ -1,4 +1,4 @@
-# expect: 14: loop index 'l' is already the index of the enclosing loop 'outer'; pick another name
+# expect: 12: loop index 'l' is already the index of the enclosing loop 'outer'; pick another name
 """Nested loops reusing one index name."""
 
 from openinfer_jax.ir.nodes import Graph
@@ -9,9 +9,7 @@ def build() -> Graph:
     g = GraphBuilder()
     h = g.volatile("h", "f32", "B")
     with g.block("entry") as b:
-        with b.loop("outer", "l", 0, 2):
-            # the inner loop reuses `l`
-            with b.loop("inner", "l", 0, 2):
-                b.op.relu(h) >> h
+        with b.loop("outer", "l", 0, 2), b.loop("inner", "l", 0, 2):  # the inner loop reuses `l`
+            b.op.relu(h) >> h
         b.return_()
     return g.build()

@@ -1,4 +1,4 @@
-# expect: 20: W[l] can reach model tensor 'W.3' (loop 'layers' runs l in 0..n_layers = 0..4), which the model does not have
+# expect: 20: W[li] can reach model tensor 'W.3' (loop 'layers' runs l in 0..n_layers = 0..4), which the model does not have
 # model: basic
 """A loop whose bound, a constant with @init(4), reaches a layer the model lacks (it has W.0..W.2)."""
 
@@ -14,9 +14,9 @@ def build() -> Graph:
     with g.block("entry") as b:
         h = b.assign("h", "f32", "D", "D")
         b.transfer(x) >> h
-        with b.loop("layers", "l", 0, "n_layers") as l:
+        with b.loop("layers", "l", 0, "n_layers") as li:
             # one matmul per layer
             b.op.relu(h) >> h
-            b.op.matmul(h, W[l]) >> h
+            b.op.matmul(h, W[li]) >> h
         b.return_()
     return g.build()
