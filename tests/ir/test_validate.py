@@ -44,9 +44,9 @@ graph {
     assign total: f32;
     transfer x >> h;
     loop layers (l in 0..num_layers) {
-      op matmul(h, Wq[li]) >> q;
+      op matmul(h, Wq[l]) >> q;
       dep after(matmul) before(cache.write);
-      cache.write q >> K[li, step];
+      cache.write q >> K[l, step];
       op add(h, q) >> h;
     }
     op sum_axis(h, axes=[0, 1]) >> total;
@@ -87,7 +87,7 @@ def test_metadata_loop_bound_reaches_missing_layer(tmp_path: Path) -> None:
     with _model(tmp_path, tensors=tensors) as model, pytest.raises(GraphValidationError) as info:
         validate(graph, model)
     message = str(info.value)
-    assert "Wq[li] can reach model tensor 'layers.2.wq'" in message
+    assert "Wq[l] can reach model tensor 'layers.2.wq'" in message
     assert "loop 'layers' runs l in 0..num_layers = 0..3" in message
 
 
@@ -98,7 +98,7 @@ def test_table_entry_of_wrong_shape_is_reported(tmp_path: Path) -> None:
     with _model(tmp_path, tensors=tensors) as model:
         issues = check(graph, model)
     assert [i.message.split(";")[0] for i in issues] == [
-        "model tensor 'layers.1.wq' (for Wq[li]) is f32[4, 2] but table 'Wq' declares entries f32[D, D] = [4, 4]"
+        "model tensor 'layers.1.wq' (for Wq[l]) is f32[4, 2] but table 'Wq' declares entries f32[D, D] = [4, 4]"
     ]
 
 

@@ -1,4 +1,4 @@
-# expect: 16: cache.write: 'row' is f16[D] but K[li, step] is f16[H, Dh]; the shapes must match
+# expect: 16: cache.write: 'row' is f16[D] but K[l, step] is f16[H, Dh]; the shapes must match
 """A cache write whose value does not have the table entry's shape."""
 
 from openinfer_jax.ir.nodes import Graph

@@ -1,4 +1,4 @@
-# expect: 20: W[li] can reach model tensor 'W.3' (loop 'layers' runs l in 0..n_layers = 0..4), which the model does not have
+# expect: 20: W[l] can reach model tensor 'W.3' (loop 'layers' runs l in 0..n_layers = 0..4), which the model does not have
 # model: basic
 """A loop whose bound, a constant with @init(4), reaches a layer the model lacks (it has W.0..W.2)."""
 
