@@ -18,7 +18,7 @@ from openinfer_jax.ir import Graph, format_graph, from_json_text, to_json_text
 from openinfer_jax.ir.dot import to_dot
 from openinfer_jax.trace import parse
 
-__all__ = ["register", "load_graph", "render_graph", "FORMATS"]
+__all__ = ["FORMATS", "load_graph", "register", "render_graph"]
 
 FORMATS = ("text", "json", "dot", "svg")
 _DOT_TIMEOUT_S = 120
@@ -37,7 +37,9 @@ def load_graph(path: str | Path) -> Graph:
     except OSError as err:
         raise DslSyntaxError(f"{p}: cannot read the graph file: {err.strerror or err}") from None
     except UnicodeDecodeError as err:
-        raise DslSyntaxError(f"{p}: byte {err.start} is not UTF-8; expected a UTF-8 text file") from None
+        raise DslSyntaxError(
+            f"{p}: byte {err.start} is not UTF-8; expected a UTF-8 text file"
+        ) from None
     if p.suffix.lower() == ".json" or text.lstrip().startswith("{"):
         return from_json_text(text, filename=str(p))
     return parse(text, filename=str(p))
@@ -52,12 +54,19 @@ def _svg(dot_text: str) -> str:
         )
     try:
         done = subprocess.run(
-            [exe, "-Tsvg"], input=dot_text, capture_output=True, text=True, timeout=_DOT_TIMEOUT_S, check=False
+            [exe, "-Tsvg"],
+            input=dot_text,
+            capture_output=True,
+            text=True,
+            timeout=_DOT_TIMEOUT_S,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as err:
         raise BackendError(f"running Graphviz 'dot -Tsvg' failed: {err}") from None
     if done.returncode != 0:
-        raise BackendError(f"Graphviz 'dot -Tsvg' exited with {done.returncode}: {done.stderr.strip()}")
+        raise BackendError(
+            f"Graphviz 'dot -Tsvg' exited with {done.returncode}: {done.stderr.strip()}"
+        )
     return done.stdout
 
 
@@ -83,7 +92,9 @@ def _show(args: argparse.Namespace) -> int:
     try:
         Path(args.output).write_text(out, encoding="utf-8")
     except OSError as err:
-        raise BackendError(f"{args.output}: cannot write the output: {err.strerror or err}") from None
+        raise BackendError(
+            f"{args.output}: cannot write the output: {err.strerror or err}"
+        ) from None
     return 0
 
 
@@ -96,6 +107,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "or render its control-flow graph as Graphviz DOT or SVG.",
     )
     parser.add_argument("graph", metavar="GRAPH", help="a .graph text file or a graph .json file")
-    parser.add_argument("--format", "-f", choices=FORMATS, default="text", help="output format (default: text)")
-    parser.add_argument("-o", "--output", metavar="OUT", default=None, help="write to OUT instead of stdout")
+    parser.add_argument(
+        "--format", "-f", choices=FORMATS, default="text", help="output format (default: text)"
+    )
+    parser.add_argument(
+        "-o", "--output", metavar="OUT", default=None, help="write to OUT instead of stdout"
+    )
     parser.set_defaults(handler=_show)

@@ -51,6 +51,8 @@ from openinfer_jax.ir.serialize import (
 )
 
 __all__ = [
+    "GRAPH_JSON_FORMAT",
+    "GRAPH_JSON_VERSION",
     "Assign",
     "Await",
     "Barrier",
@@ -81,12 +83,10 @@ __all__ = [
     "VarRef",
     "Yield",
     "format_graph",
-    "to_json",
     "from_json",
-    "to_json_text",
     "from_json_text",
-    "GRAPH_JSON_FORMAT",
-    "GRAPH_JSON_VERSION",
+    "to_json",
+    "to_json_text",
 ]
 
 # Validation lives in its own module (openinfer_jax/ir/validate.py, written separately);

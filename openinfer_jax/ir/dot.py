@@ -10,6 +10,7 @@ boxes, branches diamonds, yields and awaits house shapes.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from openinfer_jax.ir.nodes import (
@@ -33,7 +34,7 @@ from openinfer_jax.ir.nodes import (
 )
 from openinfer_jax.ir.printer import format_node
 
-__all__ = ["to_dot", "NODE_STYLES"]
+__all__ = ["NODE_STYLES", "to_dot"]
 
 # Node class -> Graphviz attributes. One table so the legend in docs/dsl.md matches.
 NODE_STYLES: dict[type[Node], dict[str, str]] = {
@@ -108,18 +109,25 @@ def _emit_nodes(w: _Writer, nodes: tuple[Node, ...], depth: int, cluster: str) -
             name = f"{cluster}_{index}"
             w.lines.append(f"{'  ' * depth}subgraph {_quote(name)} {{")
             header = format_node(node).removesuffix(" {")
-            w.lines.append(f"{'  ' * (depth + 1)}label={_quote(header)}; style=\"dashed,rounded\"; color=\"gray40\";")
+            w.lines.append(
+                f'{"  " * (depth + 1)}label={_quote(header)}; style="dashed,rounded"; color="gray40";'
+            )
             body = _emit_nodes(w, node.body, depth + 1, name)
             w.lines.append(f"{'  ' * depth}}}")
             # The back edge closes the loop: after the last body node, the next iteration.
-            w.edge(body.last, body.first, depth, f'style="dashed", color="gray40", label={_quote("next " + node.index)}, constraint="false"')
+            w.edge(
+                body.last,
+                body.first,
+                depth,
+                f'style="dashed", color="gray40", label={_quote("next " + node.index)}, constraint="false"',
+            )
             region = _Region(body.first, body.last, name)
         else:
             ident = w.node(depth, format_node(node), NODE_STYLES[type(node)])
             w.ids[id(node)] = ident
             region = _Region(ident, ident)
         regions.append(region)
-    for prev, nxt in zip(regions, regions[1:]):
+    for prev, nxt in itertools.pairwise(regions):
         attrs = []
         if prev.cluster:
             attrs.append(f"ltail={_quote(prev.cluster)}")
@@ -153,7 +161,9 @@ def to_dot(graph: Graph, title: str = "graph") -> str:
         cluster = f"cluster_{index}"
         clusters.setdefault(block.name, cluster)
         w.lines.append(f"  subgraph {_quote(cluster)} {{")
-        w.lines.append(f'    label={_quote("block " + block.name)}; style="rounded"; color="black";')
+        w.lines.append(
+            f'    label={_quote("block " + block.name)}; style="rounded"; color="black";'
+        )
         region = _emit_nodes(w, block.nodes, 2, cluster)
         starts.setdefault(block.name, region.first)
         w.lines.append("  }")
@@ -163,7 +173,9 @@ def to_dot(graph: Graph, title: str = "graph") -> str:
     return "\n".join(w.lines) + "\n"
 
 
-def _branch_edges(w: _Writer, graph: Graph, starts: dict[str, str], clusters: dict[str, str]) -> None:
+def _branch_edges(
+    w: _Writer, graph: Graph, starts: dict[str, str], clusters: dict[str, str]
+) -> None:
     missing: dict[str, str] = {}
     for block in graph.blocks:
         for node in _walk(block.nodes):
@@ -179,7 +191,11 @@ def _branch_edges(w: _Writer, graph: Graph, starts: dict[str, str], clusters: di
                 else:
                     # Draw a dangling target so the user sees the broken branch.
                     if target not in missing:
-                        missing[target] = w.node(1, f"missing block {target}", {"shape": "box", "color": "red", "fontcolor": "red"})
+                        missing[target] = w.node(
+                            1,
+                            f"missing block {target}",
+                            {"shape": "box", "color": "red", "fontcolor": "red"},
+                        )
                     dst, head = missing[target], ""
                 w.edge(w.ids[id(node)], dst, 1, f"{_BRANCH_EDGE}, label={_quote(label)}{head}")
 
@@ -209,9 +225,19 @@ def _yield_edges(w: _Writer, graph: Graph) -> None:
             for a in awaits:
                 shared = [v for v in a.vars if v in y.vars]
                 if shared:
-                    w.edge(w.ids[id(y)], w.ids[id(a)], 1, f"{_YIELD_EDGE}, label={_quote('yield ' + ', '.join(shared))}")
+                    w.edge(
+                        w.ids[id(y)],
+                        w.ids[id(a)],
+                        1,
+                        f"{_YIELD_EDGE}, label={_quote('yield ' + ', '.join(shared))}",
+                    )
         for y in yields:
             for a in entry_awaits:
                 shared = [v for v in a.vars if v in y.vars]
                 if shared:
-                    w.edge(w.ids[id(y)], w.ids[id(a)], 1, f"{_RESUME_EDGE}, label={_quote('resume ' + ', '.join(shared))}")
+                    w.edge(
+                        w.ids[id(y)],
+                        w.ids[id(a)],
+                        1,
+                        f"{_RESUME_EDGE}, label={_quote('resume ' + ', '.join(shared))}",
+                    )

@@ -10,40 +10,39 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Union
 
 from openinfer_jax.oinf.dtypes import DType
 
 __all__ = [
-    "SourceLoc",
-    "MemoryKind",
-    "Dim",
-    "ScalarValue",
-    "ParamValue",
-    "VarName",
-    "VarDecl",
-    "VarRef",
-    "CacheIndex",
-    "CacheSlice",
-    "CacheAccess",
-    "Node",
     "Assign",
-    "Op",
-    "Transfer",
-    "CacheRead",
-    "CacheWrite",
-    "CacheIncrement",
-    "CacheDecrement",
-    "CacheReset",
-    "Branch",
-    "Loop",
-    "Yield",
     "Await",
     "Barrier",
-    "Dep",
-    "Return",
     "Block",
+    "Branch",
+    "CacheAccess",
+    "CacheDecrement",
+    "CacheIncrement",
+    "CacheIndex",
+    "CacheRead",
+    "CacheReset",
+    "CacheSlice",
+    "CacheWrite",
+    "Dep",
+    "Dim",
     "Graph",
+    "Loop",
+    "MemoryKind",
+    "Node",
+    "Op",
+    "ParamValue",
+    "Return",
+    "ScalarValue",
+    "SourceLoc",
+    "Transfer",
+    "VarDecl",
+    "VarName",
+    "VarRef",
+    "Yield",
 ]
 
 
@@ -74,10 +73,6 @@ class SourceLoc:
         return f"    {self.snippet}\n    {pad}^"
 
 
-def _loc_field() -> SourceLoc | None:
-    return field(default=None, compare=False, repr=False)  # type: ignore[return-value]
-
-
 class MemoryKind(enum.Enum):
     """The four memory kinds of the DSL (docs/semantics.md)."""
 
@@ -91,10 +86,10 @@ class MemoryKind(enum.Enum):
 
 
 # A dimension: an int literal, a sizevar name ("B"), or a product written "3*D" / "B*D".
-Dim = Union[int, str]
+Dim = int | str
 
 # A scalar literal as in `@init(...)` or a param value.
-ScalarValue = Union[bool, int, float]
+ScalarValue = bool | int | float
 
 
 @dataclass(frozen=True)
@@ -108,7 +103,7 @@ class VarName:
 
 
 # Param values: scalars, string literals, dtypes, int lists, dtype lists (acc), variable names.
-ParamValue = Union[bool, int, float, str, DType, tuple[int, ...], tuple[DType, ...], VarName]
+ParamValue = bool | int | float | str | DType | tuple[int, ...] | tuple[DType, ...] | VarName
 
 
 @dataclass(frozen=True)
@@ -130,7 +125,7 @@ class VarDecl:
     table: bool = False
     auto_dim: tuple[str, ...] = ()
     fixed: tuple[tuple[str, int], ...] = ()
-    loc: SourceLoc | None = _loc_field()
+    loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
     @property
     def model_name(self) -> str:
@@ -214,7 +209,7 @@ class Assign(Node):
     name: str
     dtype: DType
     dims: tuple[Dim, ...] = ()
-    loc: SourceLoc | None = _loc_field()
+    loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -228,7 +223,7 @@ class Op(Node):
     inputs: tuple[VarRef, ...]
     params: tuple[tuple[str, ParamValue], ...]
     output: VarRef
-    loc: SourceLoc | None = _loc_field()
+    loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
     def param(self, name: str, default: ParamValue | None = None) -> ParamValue | None:
         """The value of param `name`, or `default` if not given."""
@@ -244,7 +239,7 @@ class Transfer(Node):
 
     src: VarRef
     dst: VarRef
-    loc: SourceLoc | None = _loc_field()
+    loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -253,7 +248,7 @@ class CacheRead(Node):
 
     src: CacheAccess
     dst: VarRef
-    loc: SourceLoc | None = _loc_field()
+    loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -262,7 +257,7 @@ class CacheWrite(Node):
 
     src: VarRef
     dst: CacheAccess
-    loc: SourceLoc | None = _loc_field()
+    loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -271,7 +266,7 @@ class CacheIncrement(Node):
 
     name: str
     amount: int = 1
-    loc: SourceLoc | None = _loc_field()
+    loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -280,7 +275,7 @@ class CacheDecrement(Node):
 
     name: str
     amount: int = 1
-    loc: SourceLoc | None = _loc_field()
+    loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -288,7 +283,7 @@ class CacheReset(Node):
     """`cache.reset step;`, `cache.reset K;`, `cache.reset K[l];`"""
 
     target: CacheAccess
-    loc: SourceLoc | None = _loc_field()
+    loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -301,7 +296,7 @@ class Branch(Node):
     then_block: str
     cond: str | None = None
     else_block: str | None = None
-    loc: SourceLoc | None = _loc_field()
+    loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -313,7 +308,7 @@ class Loop(Node):
     start: int | str
     end: int | str
     body: tuple[Node, ...]
-    loc: SourceLoc | None = _loc_field()
+    loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -321,7 +316,7 @@ class Yield(Node):
     """`yield a, b;`"""
 
     vars: tuple[str, ...]
-    loc: SourceLoc | None = _loc_field()
+    loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -329,14 +324,14 @@ class Await(Node):
     """`await a, b;`"""
 
     vars: tuple[str, ...]
-    loc: SourceLoc | None = _loc_field()
+    loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class Barrier(Node):
     """`barrier;` an ordering boundary (no motion or fusion across it)."""
 
-    loc: SourceLoc | None = _loc_field()
+    loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -345,7 +340,7 @@ class Dep(Node):
 
     after: str
     before: str
-    loc: SourceLoc | None = _loc_field()
+    loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -357,7 +352,7 @@ class Return(Node):
     """
 
     value: str | None = None
-    loc: SourceLoc | None = _loc_field()
+    loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -366,7 +361,7 @@ class Block:
 
     name: str
     nodes: tuple[Node, ...]
-    loc: SourceLoc | None = _loc_field()
+    loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

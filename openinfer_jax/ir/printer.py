@@ -41,7 +41,7 @@ from openinfer_jax.ir.nodes import (
 )
 from openinfer_jax.oinf.dtypes import DType
 
-__all__ = ["format_graph", "format_node", "format_decl", "format_scalar", "format_param_value"]
+__all__ = ["format_decl", "format_graph", "format_node", "format_param_value", "format_scalar"]
 
 _INDENT = "  "
 

@@ -53,10 +53,10 @@ from openinfer_jax.oinf.dtypes import DType
 __all__ = [
     "GRAPH_JSON_FORMAT",
     "GRAPH_JSON_VERSION",
-    "to_json",
     "from_json",
-    "to_json_text",
     "from_json_text",
+    "to_json",
+    "to_json_text",
 ]
 
 GRAPH_JSON_FORMAT = "openinfer-graph"
@@ -158,9 +158,7 @@ def _enc_dims(dims: tuple[int | str, ...]) -> list[int | str]:
 def _dec_dims(value: Any, path: str) -> tuple[int | str, ...]:
     out: list[int | str] = []
     for i, dim in enumerate(_dec_list(value, path)):
-        if type(dim) is int and dim >= 0:
-            out.append(dim)
-        elif isinstance(dim, str) and dim:
+        if (type(dim) is int and dim >= 0) or (isinstance(dim, str) and dim):
             out.append(dim)
         else:
             raise _fail(f"{path}[{i}]", "a non-negative integer or a sizevar name", dim)
@@ -243,7 +241,12 @@ def _dec_params(value: Any, path: str) -> tuple[tuple[str, Any], ...]:
     for i, item in enumerate(_dec_list(value, path)):
         item_path = f"{path}[{i}]"
         obj = _check_keys(item, item_path, ("name", "value"), ())
-        out.append((_dec_name(obj["name"], f"{item_path}.name"), _dec_tagged(obj["value"], f"{item_path}.value")))
+        out.append(
+            (
+                _dec_name(obj["name"], f"{item_path}.name"),
+                _dec_tagged(obj["value"], f"{item_path}.value"),
+            )
+        )
     return tuple(out)
 
 
@@ -290,7 +293,11 @@ def _dec_cache(value: Any, path: str) -> CacheAccess:
         if isinstance(item, dict) and set(item) == {"slice"}:
             bounds = _dec_list(item["slice"], f"{item_path}.slice")
             if len(bounds) != 2:
-                raise _fail(f"{item_path}.slice", "a list [start, end] (each an integer, a name or null)", bounds)
+                raise _fail(
+                    f"{item_path}.slice",
+                    "a list [start, end] (each an integer, a name or null)",
+                    bounds,
+                )
             items.append(CacheSlice(_dec_bound(bounds[0], f"{item_path}.slice[0]"),
                                     _dec_bound(bounds[1], f"{item_path}.slice[1]")))  # fmt: skip
         elif isinstance(item, dict) and set(item) == {"index"}:
@@ -344,7 +351,9 @@ _VARREF = (_enc_varref, _dec_varref)
 _CACHE = (_enc_cache, _dec_cache)
 
 
-def _fields(*specs: tuple[str, tuple[Callable[[Any], Any], Callable[[Any, str], Any]]]) -> list[_Field]:
+def _fields(
+    *specs: tuple[str, tuple[Callable[[Any], Any], Callable[[Any, str], Any]]],
+) -> list[_Field]:
     return [(name, enc, dec) for name, (enc, dec) in specs]
 
 
@@ -396,15 +405,31 @@ def _required(cls: type[Any], fields: list[_Field]) -> tuple[str, ...]:
     )  # fmt: skip
 
 
-def _check_keys(value: Any, path: str, required: tuple[str, ...], optional: tuple[str, ...]) -> dict[str, Any]:
+def _keys(
+    cls: type[Any], fields: list[_Field], extra: tuple[str, ...] = ()
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(required, optional) JSON keys of a class; computed once per class at import."""
+    required = _required(cls, fields)
+    optional = tuple(n for n, _, _ in fields if n not in required)
+    return extra + required, optional + _LOC_KEYS
+
+
+_NODE_KEYS = {kind: _keys(cls, fields, ("kind",)) for kind, (cls, fields) in _NODE_FIELDS.items()}
+_DECL_KEYS = _keys(VarDecl, _DECL_FIELDS)
+
+
+def _check_keys(
+    value: Any, path: str, required: tuple[str, ...], optional: tuple[str, ...]
+) -> dict[str, Any]:
     obj = _dec_object(value, path)
     for key in required:
         if key not in obj:
             raise _Fail(path, f"missing key {_show(key)}; expected keys {', '.join(required)}")
-    allowed = set(required) | set(optional)
-    for key in obj:
-        if key not in allowed:
-            raise _Fail(f"{path}.{key}", f"unknown key; expected one of {', '.join(sorted(allowed))}")
+    if len(obj) > len(required):
+        for key in obj:
+            if key not in required and key not in optional:
+                allowed = sorted({*required, *optional})
+                raise _Fail(f"{path}.{key}", f"unknown key; expected one of {', '.join(allowed)}")
     return obj
 
 
@@ -423,7 +448,11 @@ def _dec_loc(obj: dict[str, Any], path: str) -> SourceLoc | None:
             raise _Fail(f"{path}.file", 'a file without "loc"; expected "loc": [line, column] too')
         return None
     pair = obj["loc"]
-    if not isinstance(pair, list) or len(pair) != 2 or any(type(v) is not int or v < 1 for v in pair):
+    if (
+        not isinstance(pair, list)
+        or len(pair) != 2
+        or any(type(v) is not int or v < 1 for v in pair)
+    ):
         raise _fail(f"{path}.loc", "[line, column] with positive integers", pair)
     file = obj.get("file")
     if file is not None and not isinstance(file, str):
@@ -459,11 +488,19 @@ def to_json(graph: Graph, *, include_loc: bool = True) -> dict[str, Any]:
         decls.append(out)
     blocks = []
     for block in graph.blocks:
-        entry: dict[str, Any] = {"name": block.name, "nodes": [_enc_node(n, include_loc) for n in block.nodes]}
+        entry: dict[str, Any] = {
+            "name": block.name,
+            "nodes": [_enc_node(n, include_loc) for n in block.nodes],
+        }
         if include_loc:
             _enc_loc(block.loc, entry)
         blocks.append(entry)
-    return {"format": GRAPH_JSON_FORMAT, "version": GRAPH_JSON_VERSION, "vars": decls, "blocks": blocks}
+    return {
+        "format": GRAPH_JSON_FORMAT,
+        "version": GRAPH_JSON_VERSION,
+        "vars": decls,
+        "blocks": blocks,
+    }
 
 
 def to_json_text(graph: Graph, *, include_loc: bool = True, indent: int | None = 2) -> str:
@@ -479,24 +516,26 @@ def _dec_node(value: Any, path: str) -> Node:
         kinds = ", ".join(_NODE_FIELDS)
         raise _Fail(f"{path}.kind", f"unknown node kind {_show(kind)}; expected one of {kinds}")
     cls, fields = _NODE_FIELDS[kind]
-    optional = tuple(n for n, _, _ in fields if n not in _required(cls, fields))
-    _check_keys(obj, path, ("kind", *_required(cls, fields)), optional + _LOC_KEYS)
+    required, optional = _NODE_KEYS[kind]
+    _check_keys(obj, path, required, optional)
     kwargs = {name: dec(obj[name], f"{path}.{name}") for name, _, dec in fields if name in obj}
     return cls(**kwargs, loc=_dec_loc(obj, path))  # type: ignore[call-arg]
 
 
 def _dec_decl(value: Any, path: str) -> VarDecl:
-    required = _required(VarDecl, _DECL_FIELDS)
-    optional = tuple(n for n, _, _ in _DECL_FIELDS if n not in required)
-    obj = _check_keys(value, path, required, optional + _LOC_KEYS)
-    kwargs = {name: dec(obj[name], f"{path}.{name}") for name, _, dec in _DECL_FIELDS if name in obj}
+    required, optional = _DECL_KEYS
+    obj = _check_keys(value, path, required, optional)
+    kwargs = {
+        name: dec(obj[name], f"{path}.{name}") for name, _, dec in _DECL_FIELDS if name in obj
+    }
     return VarDecl(**kwargs, loc=_dec_loc(obj, path))
 
 
 def _dec_block(value: Any, path: str) -> Block:
     obj = _check_keys(value, path, ("name", "nodes"), _LOC_KEYS)
     nodes = tuple(
-        _dec_node(n, f"{path}.nodes[{i}]") for i, n in enumerate(_dec_list(obj["nodes"], f"{path}.nodes"))
+        _dec_node(n, f"{path}.nodes[{i}]")
+        for i, n in enumerate(_dec_list(obj["nodes"], f"{path}.nodes"))
     )
     return Block(_dec_name(obj["name"], f"{path}.name"), nodes, loc=_dec_loc(obj, path))
 
@@ -514,9 +553,16 @@ def from_json(data: Any) -> Graph:
             raise _fail("format", f'"{GRAPH_JSON_FORMAT}"', obj["format"])
         version = _dec_int(obj["version"], "version")
         if version != GRAPH_JSON_VERSION:
-            raise _Fail("version", f"unsupported graph JSON version {version}; expected {GRAPH_JSON_VERSION}")
-        decls = tuple(_dec_decl(d, f"vars[{i}]") for i, d in enumerate(_dec_list(obj["vars"], "vars")))
-        blocks = tuple(_dec_block(b, f"blocks[{i}]") for i, b in enumerate(_dec_list(obj["blocks"], "blocks")))
+            raise _Fail(
+                "version",
+                f"unsupported graph JSON version {version}; expected {GRAPH_JSON_VERSION}",
+            )
+        decls = tuple(
+            _dec_decl(d, f"vars[{i}]") for i, d in enumerate(_dec_list(obj["vars"], "vars"))
+        )
+        blocks = tuple(
+            _dec_block(b, f"blocks[{i}]") for i, b in enumerate(_dec_list(obj["blocks"], "blocks"))
+        )
     except _Fail as err:
         raise DslSyntaxError(f"graph JSON at {err.path}: {err.message}") from None
     except RecursionError:

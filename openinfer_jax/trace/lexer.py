@@ -14,22 +14,22 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from openinfer_jax.errors import DslSyntaxError
 from openinfer_jax.ir.nodes import SourceLoc
 
 __all__ = [
-    "Token",
-    "NAME",
-    "INT",
-    "FLOAT",
-    "STRING",
-    "PUNCT",
     "EOF",
+    "FLOAT",
+    "INT",
+    "NAME",
+    "PUNCT",
+    "STRING",
     "SourceText",
-    "tokenize",
+    "Token",
     "syntax_error",
+    "tokenize",
 ]
 
 # Token kinds. Punctuation tokens have kind PUNCT and their text as `text`.
@@ -44,8 +44,8 @@ EOF = "end of input"
 # before their one-character prefixes, numbers before punctuation.
 _TOKEN_RE = re.compile(
     r"""
-     (?P<ws>[ \t\r\f\v]+)
-    |(?P<nl>\n)
+    [ \t\r\f\v]*          # leading whitespace belongs to the token (fewer matches)
+    (?:(?P<nl>\n)
     |(?P<line_comment>//[^\n]*)
     |(?P<block_comment>/\*)
     |(?P<number>[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)
@@ -53,6 +53,7 @@ _TOKEN_RE = re.compile(
     |(?P<string>"(?:[^"\\\n]|\\[^\n])*")
     |(?P<open_string>")
     |(?P<punct>>>|\.\.|[{}()\[\]:;,=@*\-!])
+    |(?P<end>\Z))
     """,
     re.VERBOSE,
 )
@@ -61,9 +62,11 @@ _TOKEN_RE = re.compile(
 _NAME_CHAR = re.compile(r"[A-Za-z0-9_]")
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
-    """One token: its kind, source text, decoded value and 1-based line:column."""
+class Token(NamedTuple):
+    """One token: its kind, source text, decoded value and 1-based line:column.
+
+    A NamedTuple because the lexer makes tens of thousands of them per large program.
+    """
 
     kind: str
     text: str
@@ -130,14 +133,20 @@ def tokenize(source: SourceText) -> list[Token]:
     line_start = 0
     end = len(text)
     match = _TOKEN_RE.match
-    while pos < end:
+    while True:
         m = match(text, pos)
-        column = pos - line_start + 1
         if m is None:
+            # Only whitespace matched; point at the first character after it.
+            while text[pos] in " \t\r\f\v":
+                pos += 1
+            column = pos - line_start + 1
             ch = text[pos]
             if ch == ">":
                 raise syntax_error(
-                    source, line, column, "unexpected '>'; expected '>>' to route a value into its destination"
+                    source,
+                    line,
+                    column,
+                    "unexpected '>'; expected '>>' to route a value into its destination",
                 )
             shown = repr(ch) if not ch.isprintable() or ch in "'\"" else f"'{ch}'"
             raise syntax_error(
@@ -148,20 +157,22 @@ def tokenize(source: SourceText) -> list[Token]:
                 "punctuation such as { } ( ) [ ] : ; , = >> .. @ or a comment",
             )
         group = m.lastgroup
+        start = m.start(group)  # type: ignore[arg-type]
         stop = m.end()
-        if group == "ws" or group == "line_comment":
-            pass
+        column = start - line_start + 1
+        if group == "name":
+            append(Token(NAME, m.group(group), line, column))
+        elif group == "punct":
+            append(Token(PUNCT, m.group(group), line, column))
         elif group == "nl":
             line += 1
             line_start = stop
-        elif group == "name":
-            append(Token(NAME, m.group(), line, column))
-        elif group == "punct":
-            append(Token(PUNCT, m.group(), line, column))
+        elif group == "line_comment":
+            pass
         elif group == "number":
-            literal = m.group()
+            literal = m.group(group)
             if stop < end and _NAME_CHAR.match(text, stop):
-                bad = re.match(r"[A-Za-z0-9_.]*", text[pos:]).group()  # type: ignore[union-attr]
+                bad = re.match(r"[A-Za-z0-9_.]*", text[start:]).group()  # type: ignore[union-attr]
                 raise syntax_error(
                     source,
                     line,
@@ -174,7 +185,7 @@ def tokenize(source: SourceText) -> list[Token]:
             else:
                 append(Token(INT, literal, line, column, int(literal)))
         elif group == "string":
-            literal = m.group()
+            literal = m.group(group)
             try:
                 value = _decode_string(literal)
             except ValueError:
@@ -182,7 +193,7 @@ def tokenize(source: SourceText) -> list[Token]:
                     source,
                     line,
                     column,
-                    "bad escape sequence in string; expected one of \\\" \\\\ \\/ \\n \\t \\r "
+                    'bad escape sequence in string; expected one of \\" \\\\ \\/ \\n \\t \\r '
                     "\\b \\f or \\uXXXX",
                 ) from None
             append(Token(STRING, literal, line, column, value))
@@ -193,6 +204,9 @@ def tokenize(source: SourceText) -> list[Token]:
                 column,
                 "unterminated string; expected a closing '\"' on the same line",
             )
+        elif group == "end":
+            append(Token(EOF, "", line, column))
+            return tokens
         else:  # block_comment: find its end, counting the lines it spans
             close = text.find("*/", stop)
             if close < 0:
@@ -200,10 +214,8 @@ def tokenize(source: SourceText) -> list[Token]:
                     source, line, column, "unterminated comment '/*'; expected '*/' to close it"
                 )
             stop = close + 2
-            newlines = text.count("\n", pos, stop)
+            newlines = text.count("\n", start, stop)
             if newlines:
                 line += newlines
-                line_start = text.rfind("\n", pos, stop) + 1
+                line_start = text.rfind("\n", start, stop) + 1
         pos = stop
-    append(Token(EOF, "", line, pos - line_start + 1))
-    return tokens

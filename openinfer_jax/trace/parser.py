@@ -67,7 +67,7 @@ from openinfer_jax.trace.lexer import (
     tokenize,
 )
 
-__all__ = ["parse", "parse_file", "DSL_DTYPES", "NODE_KEYWORDS", "ATTRIBUTES", "MAX_LOOP_DEPTH"]
+__all__ = ["ATTRIBUTES", "DSL_DTYPES", "MAX_LOOP_DEPTH", "NODE_KEYWORDS", "parse", "parse_file"]
 
 # Dtype spellings of the DSL: the short name of every type a tensor may have.
 DSL_DTYPES: dict[str, DType] = {d.short: d for d in DType if d.is_tensor_type}
@@ -139,8 +139,9 @@ class _Parser:
     # ---- token helpers --------------------------------------------------------------
     def peek(self, ahead: int = 0) -> Token:
         """The token `ahead` positions past the cursor (EOF at the end)."""
-        index = min(self.pos + ahead, len(self.tokens) - 1)
-        return self.tokens[index]
+        index = self.pos + ahead
+        tokens = self.tokens
+        return tokens[index] if index < len(tokens) else tokens[-1]
 
     def advance(self) -> Token:
         """Consume and return the current token."""
@@ -210,7 +211,9 @@ class _Parser:
             names.append(self.expect_name(what).text)
         if not self.at(closer):
             tok = self.peek()
-            raise self.error(tok, f"found {tok.describe()} in a list of names; expected ',' or '{closer}'")
+            raise self.error(
+                tok, f"found {tok.describe()} in a list of names; expected ',' or '{closer}'"
+            )
         return tuple(names)
 
     # ---- program --------------------------------------------------------------------
@@ -236,7 +239,10 @@ class _Parser:
                 self.advance()
             tok = self.peek()
             if tok.kind != EOF:
-                raise self.error(tok, f"found {tok.describe()} after the graph's closing '}}'; expected end of input")
+                raise self.error(
+                    tok,
+                    f"found {tok.describe()} after the graph's closing '}}'; expected end of input",
+                )
         else:
             while self.peek().kind != EOF:
                 self.parse_item(decls, blocks)
@@ -269,7 +275,8 @@ class _Parser:
                 )
             if tok.kind != NAME:
                 raise self.error(
-                    tok, f"found {tok.describe()} in section '{opener.text}'; expected a variable declaration 'name: dtype[dims];' or '}}'"
+                    tok,
+                    f"found {tok.describe()} in section '{opener.text}'; expected a variable declaration 'name: dtype[dims];' or '}}'",
                 )
             decls.append(self.parse_vardecl(kind))
         self.advance()
@@ -291,7 +298,9 @@ class _Parser:
             if tok.kind == PUNCT and tok.text == "@":
                 self.advance()
                 attr_tok = self.expect_name("an attribute name after '@'")
-            elif tok.kind == NAME and tok.text in self.attribute_parsers and self.peek(1).text == "(":
+            elif (
+                tok.kind == NAME and tok.text in self.attribute_parsers and self.peek(1).text == "("
+            ):
                 # Seed 002 writes `pattern("W.{l}")` without '@'; see the module docstring.
                 attr_tok = self.advance()
             else:
@@ -299,7 +308,9 @@ class _Parser:
             parser = self.attribute_parsers.get(attr_tok.text)
             if parser is None:
                 known = ", ".join(f"@{n}" for n in self.attribute_parsers)
-                raise self.error(attr_tok, f"unknown attribute '@{attr_tok.text}'; expected one of {known}")
+                raise self.error(
+                    attr_tok, f"unknown attribute '@{attr_tok.text}'; expected one of {known}"
+                )
             if attr_tok.text in attrs:
                 raise self.error(
                     attr_tok,
@@ -398,7 +409,10 @@ class _Parser:
         elif tok.kind == NAME:
             attrs["ref"] = tok.text
         else:
-            raise self.error(tok, f"found {tok.describe()} in @ref; expected a model tensor name as \"name\" or name")
+            raise self.error(
+                tok,
+                f'found {tok.describe()} in @ref; expected a model tensor name as "name" or name',
+            )
         self.advance()
         self.close_args(attr)
 
@@ -407,7 +421,9 @@ class _Parser:
         self.open_args(attr)
         tok = self.peek()
         if tok.kind != STRING:
-            raise self.error(tok, f"found {tok.describe()} in @pattern; expected a string such as \"W.{{l}}\"")
+            raise self.error(
+                tok, f'found {tok.describe()} in @pattern; expected a string such as "W.{{l}}"'
+            )
         self.advance()
         attrs["pattern"] = tok.value
         self.close_args(attr)
@@ -433,7 +449,10 @@ class _Parser:
             self.expect("=", f"after '{name.text}' in @fixed (write @fixed({name.text}=N))")
             tok = self.peek()
             if tok.kind != INT:
-                raise self.error(tok, f"found {tok.describe()} in @fixed; expected a non-negative integer capacity for '{name.text}'")
+                raise self.error(
+                    tok,
+                    f"found {tok.describe()} in @fixed; expected a non-negative integer capacity for '{name.text}'",
+                )
             self.advance()
             pairs.append((name.text, tok.value))  # type: ignore[arg-type]
             if self.at(","):
@@ -461,7 +480,9 @@ class _Parser:
         if tok.kind == NAME and tok.text in _BOOL_WORDS and not negative:
             self.advance()
             return _BOOL_WORDS[tok.text]
-        raise self.error(tok, f"found {tok.describe()} in {where}; expected a number, inf, nan, true or false")
+        raise self.error(
+            tok, f"found {tok.describe()} in {where}; expected a number, inf, nan, true or false"
+        )
 
     # ---- blocks and nodes --------------------------------------------------------------
     def parse_block(self) -> Block:
@@ -494,14 +515,18 @@ class _Parser:
                         f"opened at {opener.line}:{opener.column} first",
                     )
                 known = ", ".join(self.node_parsers)
-                raise self.error(tok, f"unknown node '{tok.text}' in {what}; expected one of {known}")
+                raise self.error(
+                    tok, f"unknown node '{tok.text}' in {what}; expected one of {known}"
+                )
             if tok.kind == EOF:
                 raise self.error(
                     tok,
                     f"unexpected end of input in {what}; expected '}}' to close {what} opened "
                     f"at {opener.line}:{opener.column}",
                 )
-            raise self.error(tok, f"found {tok.describe()} in {what}; expected a node keyword or '}}'")
+            raise self.error(
+                tok, f"found {tok.describe()} in {what}; expected a node keyword or '}}'"
+            )
 
     def end_node(self, keyword: Token) -> None:
         self.expect(";", f"at the end of the '{keyword.text}' node")
@@ -551,7 +576,10 @@ class _Parser:
                 if self.at(")"):
                     break
                 tok = self.peek()
-                raise self.error(tok, f"found {tok.describe()} in the arguments of op '{name.text}'; expected ',' or ')'")
+                raise self.error(
+                    tok,
+                    f"found {tok.describe()} in the arguments of op '{name.text}'; expected ',' or ')'",
+                )
         self.advance()
         self.expect(">>", f"after 'op {name.text}(...)' (the output follows '>>')")
         output = self.parse_varref("the op's output variable")
@@ -569,10 +597,13 @@ class _Parser:
                 return DSL_DTYPES[tok.text]
             if key in _DTYPE_SETTINGS:
                 raise self.error(
-                    tok, f"unknown dtype '{tok.text}' for setting '{key}'; expected one of {', '.join(DSL_DTYPES)}"
+                    tok,
+                    f"unknown dtype '{tok.text}' for setting '{key}'; expected one of {', '.join(DSL_DTYPES)}",
                 )
             if "." in tok.text:
-                raise self.error(tok, f"'{tok.text}' contains '.'; expected a variable name or a quoted string")
+                raise self.error(
+                    tok, f"'{tok.text}' contains '.'; expected a variable name or a quoted string"
+                )
             return VarName(tok.text)
         if tok.kind == STRING:
             self.advance()
@@ -592,7 +623,9 @@ class _Parser:
         kinds: set[str] = set()
         while not self.at("]"):
             tok = self.peek()
-            if tok.kind == INT or (tok.kind == PUNCT and tok.text == "-" and self.peek(1).kind == INT):
+            if tok.kind == INT or (
+                tok.kind == PUNCT and tok.text == "-" and self.peek(1).kind == INT
+            ):
                 negative = tok.kind == PUNCT
                 if negative:
                     self.advance()
@@ -605,14 +638,21 @@ class _Parser:
                 kinds.add("dtype")
             else:
                 raise self.error(
-                    tok, f"found {tok.describe()} in the list for setting '{key}'; expected integers or dtypes"
+                    tok,
+                    f"found {tok.describe()} in the list for setting '{key}'; expected integers or dtypes",
                 )
             if len(kinds) > 1:
-                raise self.error(tok, f"list for setting '{key}' mixes integers and dtypes; expected one kind only")
+                raise self.error(
+                    tok,
+                    f"list for setting '{key}' mixes integers and dtypes; expected one kind only",
+                )
             if self.at(","):
                 self.advance()
                 if self.at("]"):
-                    raise self.error(self.peek(), f"found ']' after ',' in the list for setting '{key}'; expected another item")
+                    raise self.error(
+                        self.peek(),
+                        f"found ']' after ',' in the list for setting '{key}'; expected another item",
+                    )
             elif not self.at("]"):
                 tok = self.peek()
                 raise self.error(
@@ -638,7 +678,8 @@ class _Parser:
                 indices.append(tok.text)
             else:
                 raise self.error(
-                    tok, f"found {tok.describe()} in the index of '{name.text}'; expected a non-negative integer or a name"
+                    tok,
+                    f"found {tok.describe()} in the index of '{name.text}'; expected a non-negative integer or a name",
                 )
             self.advance()
             if self.at(","):
@@ -648,7 +689,9 @@ class _Parser:
                 self.advance()
                 return VarRef(name.text, tuple(indices))
             tok = self.peek()
-            raise self.error(tok, f"found {tok.describe()} in the index of '{name.text}'; expected ',' or ']'")
+            raise self.error(
+                tok, f"found {tok.describe()} in the index of '{name.text}'; expected ',' or ']'"
+            )
 
     def parse_cache_access(self, what: str) -> CacheAccess:
         """cacheacc := NAME ['[' [item (',' item)*] ']']; item := idx | [idx] '..' [idx]."""
@@ -669,7 +712,8 @@ class _Parser:
             elif start is None:
                 tok = self.peek()
                 raise self.error(
-                    tok, f"found {tok.describe()} in the index of '{name.text}'; expected an index, a slice a..b or ']'"
+                    tok,
+                    f"found {tok.describe()} in the index of '{name.text}'; expected an index, a slice a..b or ']'",
                 )
             else:
                 items.append(CacheIndex(start))
@@ -680,7 +724,10 @@ class _Parser:
                 self.advance()
                 return CacheAccess(name.text, tuple(items), bracketed=True)
             tok = self.peek()
-            raise self.error(tok, f"found {tok.describe()} in the index of '{name.text}'; expected ',', '..' or ']'")
+            raise self.error(
+                tok,
+                f"found {tok.describe()} in the index of '{name.text}'; expected ',', '..' or ']'",
+            )
 
     def parse_cache_bound(self, table: str, *, optional: bool) -> int | str | None:
         """idx := NAME | ['-'] INT; None where a slice bound is left open."""
@@ -689,7 +736,10 @@ class _Parser:
             self.advance()
             num = self.peek()
             if num.kind != INT:
-                raise self.error(num, f"found {num.describe()} after '-' in the index of '{table}'; expected an integer")
+                raise self.error(
+                    num,
+                    f"found {num.describe()} after '-' in the index of '{table}'; expected an integer",
+                )
             self.advance()
             return -num.value  # type: ignore[operator]
         if tok.kind == INT:
@@ -700,7 +750,9 @@ class _Parser:
             return tok.text
         if optional and tok.kind == PUNCT and tok.text in ("..", ",", "]"):
             return None
-        raise self.error(tok, f"found {tok.describe()} in the index of '{table}'; expected an integer or a name")
+        raise self.error(
+            tok, f"found {tok.describe()} in the index of '{table}'; expected an integer or a name"
+        )
 
     def parse_transfer(self, kw: Token) -> Node:
         """transfer varref '>>' varref ';'."""
@@ -781,7 +833,9 @@ class _Parser:
         self.expect(")", "after the loop range")
         opener = self.expect("{", f"after 'loop {name.text} (...)'")
         if self.loop_depth >= MAX_LOOP_DEPTH:
-            raise self.error(kw, f"loops nested more than {MAX_LOOP_DEPTH} deep; expected flatter nesting")
+            raise self.error(
+                kw, f"loops nested more than {MAX_LOOP_DEPTH} deep; expected flatter nesting"
+            )
         self.loop_depth += 1
         body = self.parse_body(f"loop '{name.text}'", opener)
         self.loop_depth -= 1
@@ -796,7 +850,8 @@ class _Parser:
             self.advance()
             return tok.text
         raise self.error(
-            tok, f"bad loop bound: found {tok.describe()}; expected a non-negative integer, a sizevar or a scalar variable"
+            tok,
+            f"bad loop bound: found {tok.describe()}; expected a non-negative integer, a sizevar or a scalar variable",
         )
 
     def parse_yield(self, kw: Token) -> Node:
@@ -867,5 +922,7 @@ def parse_file(path: str | Path) -> Graph:
     except OSError as err:
         raise DslSyntaxError(f"{p}: cannot read the graph file: {err.strerror or err}") from None
     except UnicodeDecodeError as err:
-        raise DslSyntaxError(f"{p}: byte {err.start} is not UTF-8; expected a UTF-8 text file") from None
+        raise DslSyntaxError(
+            f"{p}: byte {err.start} is not UTF-8; expected a UTF-8 text file"
+        ) from None
     return parse(text, filename=str(p))

@@ -46,13 +46,25 @@ from openinfer_jax.ir.nodes import (
 )
 from openinfer_jax.oinf.dtypes import DType
 
-__all__ = ["names", "dtypes", "dims", "scalars", "param_values", "nodes", "var_decls", "blocks", "graphs"]
+__all__ = [
+    "blocks",
+    "dims",
+    "dtypes",
+    "graphs",
+    "names",
+    "nodes",
+    "param_values",
+    "scalars",
+    "var_decls",
+]
 
 TENSOR_DTYPES = [d for d in DType if d.is_tensor_type]
 # Words that mean something else where a name may appear as a setting value.
 RESERVED = {"true", "false", "inf", "nan"} | {d.short for d in TENSOR_DTYPES}
 
-names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,5}", fullmatch=True).filter(lambda s: s not in RESERVED)
+names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,5}", fullmatch=True).filter(
+    lambda s: s not in RESERVED
+)
 dotted_names = st.lists(names, min_size=1, max_size=3).map(".".join)
 dtypes = st.sampled_from(TENSOR_DTYPES)
 small_ints = st.integers(min_value=0, max_value=10**6)

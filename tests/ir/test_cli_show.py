@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from .fixtures import SEED_DIR
 from openinfer_jax.cli import main
 from openinfer_jax.ir import from_json, to_json_text
 from openinfer_jax.trace import parse, parse_file
+
+from .fixtures import SEED_DIR
 
 CONDENSED = SEED_DIR / "001_condensed.graph"
 

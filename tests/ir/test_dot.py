@@ -8,9 +8,10 @@ import subprocess
 
 import pytest
 
-from .fixtures import SEED_DIR, SEED_FILES
 from openinfer_jax.ir.dot import to_dot
 from openinfer_jax.trace import parse, parse_file
+
+from .fixtures import SEED_DIR, SEED_FILES
 
 
 def _node_ids(dot: str, label_start: str) -> list[str]:
@@ -63,7 +64,13 @@ def test_labels_are_escaped() -> None:
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz not installed")
 @pytest.mark.parametrize("path", SEED_FILES, ids=lambda p: p.stem)
 def test_graphviz_accepts_every_seed_drawing(path) -> None:  # type: ignore[no-untyped-def]
-    done = subprocess.run(["dot", "-Tsvg"], input=to_dot(parse_file(path)), capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["dot", "-Tsvg"],
+        input=to_dot(parse_file(path)),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert "<svg" in done.stdout

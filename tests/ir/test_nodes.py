@@ -33,7 +33,9 @@ def test_source_loc_text_and_excerpt() -> None:
 
 def test_indexed_cache_access_is_always_bracketed() -> None:
     assert CacheAccess("K", (CacheIndex("l"),)).bracketed is True
-    assert CacheAccess("K", (CacheIndex("l"),)) == CacheAccess("K", (CacheIndex("l"),), bracketed=True)
+    assert CacheAccess("K", (CacheIndex("l"),)) == CacheAccess(
+        "K", (CacheIndex("l"),), bracketed=True
+    )
     assert CacheAccess("K").bracketed is False
     assert str(CacheAccess("K", (), bracketed=True)) == "K[]"
 

@@ -8,8 +8,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from .fixtures import SEED_FILES
-from .strategies import graphs
 from openinfer_jax.ir import (
     Block,
     CacheAccess,
@@ -29,6 +27,9 @@ from openinfer_jax.ir import (
 from openinfer_jax.ir.printer import format_param_value, format_scalar
 from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.trace import parse, parse_file
+
+from .fixtures import SEED_FILES
+from .strategies import graphs
 
 
 @pytest.mark.parametrize("path", SEED_FILES, ids=lambda p: p.stem)

@@ -11,8 +11,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from .fixtures import SEED_FILES
-from .strategies import graphs
 from openinfer_jax.errors import DslSyntaxError
 from openinfer_jax.ir import (
     GRAPH_JSON_FORMAT,
@@ -26,6 +24,9 @@ from openinfer_jax.ir import (
     to_json_text,
 )
 from openinfer_jax.trace import parse, parse_file
+
+from .fixtures import SEED_FILES
+from .strategies import graphs
 
 
 @pytest.mark.parametrize("path", SEED_FILES, ids=lambda p: p.stem)
@@ -55,10 +56,15 @@ def test_locations_are_kept_when_present() -> None:
 def test_int_float_bool_and_non_finite_values_keep_their_type() -> None:
     graph = parse(
         "volatile { a: f32 @init(5); b: f32 @init(5.0); c: bool @init(true); d: f32 @init(-inf); }\n"
-        "block entry { op f(a, i=1, f=1.0, b=false, n=nan, s=\"1\", v=alpha, t=f16, l=[1, -2], acc=[f32, f64]) >> a; }"
+        'block entry { op f(a, i=1, f=1.0, b=false, n=nan, s="1", v=alpha, t=f16, l=[1, -2], acc=[f32, f64]) >> a; }'
     )
     data = to_json(graph)
-    assert [v["init"] for v in data["vars"]] == [{"int": 5}, {"float": 5.0}, {"bool": True}, {"float": "-inf"}]
+    assert [v["init"] for v in data["vars"]] == [
+        {"int": 5},
+        {"float": 5.0},
+        {"bool": True},
+        {"float": "-inf"},
+    ]
     params = data["blocks"][0]["nodes"][0]["params"]
     assert [p["value"] for p in params] == [
         {"int": 1}, {"float": 1.0}, {"bool": False}, {"float": "nan"}, {"str": "1"},
@@ -74,7 +80,12 @@ def test_int_float_bool_and_non_finite_values_keep_their_type() -> None:
 
 def test_top_level_shape_is_versioned() -> None:
     data = to_json(Graph((), ()))
-    assert data == {"format": GRAPH_JSON_FORMAT, "version": GRAPH_JSON_VERSION, "vars": [], "blocks": []}
+    assert data == {
+        "format": GRAPH_JSON_FORMAT,
+        "version": GRAPH_JSON_VERSION,
+        "vars": [],
+        "blocks": [],
+    }
 
 
 def _base() -> dict[str, Any]:
@@ -131,7 +142,9 @@ BAD_JSON = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("path", "value", "message"), BAD_JSON, ids=[".".join(map(str, c[0])) for c in BAD_JSON])
+@pytest.mark.parametrize(
+    ("path", "value", "message"), BAD_JSON, ids=[".".join(map(str, c[0])) for c in BAD_JSON]
+)
 def test_bad_json_names_the_path(path: list[Any], value: Any, message: str) -> None:
     data = _set(path, value)
     with pytest.raises(DslSyntaxError) as info:

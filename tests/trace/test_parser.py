@@ -159,7 +159,9 @@ def test_empty_program_and_empty_graph() -> None:
 
 
 def test_sections_may_repeat_and_interleave_with_blocks() -> None:
-    graph = parse("dynamic { a: f32; } block b { return; } dynamic { c: f32; } constants { k: i32; }")
+    graph = parse(
+        "dynamic { a: f32; } block b { return; } dynamic { c: f32; } constants { k: i32; }"
+    )
     assert [(v.name, v.kind) for v in graph.vars] == [
         ("a", MemoryKind.DYNAMIC), ("c", MemoryKind.DYNAMIC), ("k", MemoryKind.CONSTANT),
     ]  # fmt: skip
@@ -195,7 +197,9 @@ def test_locations_count_lines_inside_block_comments_and_crlf() -> None:
 
 
 def test_keywords_can_be_variable_and_block_names() -> None:
-    graph = parse("volatile { loop: f32; op: f32; } block return { op add(loop, op) >> loop; branch return; }")
+    graph = parse(
+        "volatile { loop: f32; op: f32; } block return { op add(loop, op) >> loop; branch return; }"
+    )
     assert [v.name for v in graph.vars] == ["loop", "op"]
     assert graph.blocks[0].nodes[1] == Branch("return")
 
@@ -230,11 +234,15 @@ def test_every_seed_program_is_a_fixture() -> None:
 def test_condensed_seed_001() -> None:
     graph = parse_file(SEED_DIR / "001_condensed.graph")
     assert [v.name for v in graph.vars] == ["x", "W", "alpha", "num_layers", "step", "K"]
-    assert graph.var("W") == VarDecl("W", V, DType.F32, ("D", "D"), pattern="W.{l}", table_indices=("l",))
+    assert graph.var("W") == VarDecl(
+        "W", V, DType.F32, ("D", "D"), pattern="W.{l}", table_indices=("l",)
+    )
     assert graph.var("step").init == 0  # type: ignore[union-attr]
     entry = graph.block("entry")
     assert entry is not None
-    assert entry.nodes[3] == Op("relu", (VarRef("h"),), (("negative_slope", 0.01), ("clamp_max", 6.0)), VarRef("h"))
+    assert entry.nodes[3] == Op(
+        "relu", (VarRef("h"),), (("negative_slope", 0.01), ("clamp_max", 6.0)), VarRef("h")
+    )
     loop = entry.nodes[5]
     assert isinstance(loop, Loop) and loop.end == "num_layers" and len(loop.body) == 3
     assert entry.nodes[7] == Branch("ok", cond="cond", else_block="bad")

@@ -47,7 +47,9 @@ def test_bad_program_raises_located_error(path: Path) -> None:
 def test_without_filename_the_location_is_line_and_column() -> None:
     with pytest.raises(DslSyntaxError) as info:
         parse("block entry {\n  op add(x y) >> z;\n}\n")
-    assert str(info.value).startswith("2:12: found name 'y' in the arguments of op 'add'; expected ',' or ')'")
+    assert str(info.value).startswith(
+        "2:12: found name 'y' in the arguments of op 'add'; expected ',' or ')'"
+    )
 
 
 def test_caret_keeps_tabs_so_it_lines_up() -> None:

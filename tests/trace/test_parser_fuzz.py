@@ -16,7 +16,10 @@ from openinfer_jax.errors import DslSyntaxError
 from openinfer_jax.ir import format_graph
 from openinfer_jax.trace import parse
 
-SEEDS = [p.read_text(encoding="utf-8") for p in sorted((Path(__file__).resolve().parent.parent / "fixtures" / "seeds").glob("*.graph"))]
+SEEDS = [
+    p.read_text(encoding="utf-8")
+    for p in sorted((Path(__file__).resolve().parent.parent / "fixtures" / "seeds").glob("*.graph"))
+]
 
 VOCABULARY = [
     "graph", "graph!", "{", "}", "(", ")", "[", "]", ":", ";", ",", "=", ">>", "..", "@", "*", "-", "!",
