@@ -271,18 +271,26 @@ class NodeChecker:
             return  # already reported; inference would only repeat it
         known = [info for info in inputs if info is not None]
         in_dtypes = [info.dtype for info in known]
-        shapes = [ctx.dims.shape(info.dims) for info in known]
+        shapes = [info.shape for info in known]  # resolved (or symbolic) when declared
         try:
-            params = opdef.resolve_params(dict(node.params))
+            raw = dict(node.params)
             if all(s is not None for s in shapes):
-                out_dtype, out_shape = opdef.infer(in_dtypes, shapes, params)
+                out_dtype, out_shape = opdef.infer(in_dtypes, shapes, raw)  # resolves params too
             else:
-                out_dtype, out_shape = opdef.output_dtype(in_dtypes, params), None
+                out_dtype, out_shape = (
+                    opdef.output_dtype(in_dtypes, opdef.resolve_params(raw)),
+                    None,
+                )
             opdef.check_inplace(node.output.name, [ref.name for ref in node.inputs])
         except OpCheckError as err:
             ctx.error(ctx.dims.humanize(str(err)), node.loc, where)
             return
         if output is None:
+            return
+        declared = output.shape
+        if out_dtype is output.dtype and (
+            out_shape is None or declared is None or tuple(out_shape) == declared
+        ):
             return
         signature = ", ".join(format_type(i.dtype, i.dims) for i in known)
         if out_dtype is not output.dtype:
@@ -294,8 +302,7 @@ class NodeChecker:
                 where,
             )
             return
-        declared = ctx.dims.shape(output.dims)
-        if out_shape is not None and declared is not None and tuple(out_shape) != declared:
+        if out_shape is not None and declared is not None:
             produced = ctx.dims.show(out_shape)
             ctx.error(
                 f"output '{node.output}' has shape {ctx.dims.show(declared)} ({format_type(output.dtype, output.dims)}) "
@@ -577,30 +584,34 @@ class NodeChecker:
 
     def _dep(self, node: Dep, where: str) -> None:
         position = self._position[id(node)]
+        flat = self._flat
 
         def matches(candidate: Node, name: str) -> bool:
             return NODE_KINDS.get(type(candidate)) == name or (
                 isinstance(candidate, Op) and candidate.op == name
             )
 
-        ops_before = sorted({n.op for n in self._flat[:position] if isinstance(n, Op)})
-        for label, name, nodes in (
-            ("after", node.after, self._flat[:position]),
-            ("before", node.before, self._flat[position + 1 :]),
-        ):
-            if not any(matches(n, name) for n in nodes):
-                side = "earlier" if label == "after" else "later"
-                hint = (
-                    f"ops before it: {', '.join(ops_before)}"
-                    if label == "after" and ops_before
-                    else "an op name or a node kind such as cache.write"
-                )
-                self.ctx.error(
-                    f"dep {label}({name}): no {side} node in block '{self._block.name}' is op '{name}' "
-                    f"or a '{name}' node; expected {hint}",
-                    node.loc,
-                    where,
-                )
+        # Search outward from the dep: the node it orders is usually next to it.
+        sides = (
+            ("after", node.after, range(position - 1, -1, -1)),
+            ("before", node.before, range(position + 1, len(flat))),
+        )
+        for label, name, indices in sides:
+            if any(matches(flat[i], name) for i in indices):
+                continue
+            ops_before = sorted({n.op for n in flat[:position] if isinstance(n, Op)})
+            side = "earlier" if label == "after" else "later"
+            hint = (
+                f"ops before it: {', '.join(ops_before)}"
+                if label == "after" and ops_before
+                else "an op name or a node kind such as cache.write"
+            )
+            self.ctx.error(
+                f"dep {label}({name}): no {side} node in block '{self._block.name}' is op '{name}' "
+                f"or a '{name}' node; expected {hint}",
+                node.loc,
+                where,
+            )
 
 
 def used_blocks(blocks: Sequence[Block]) -> set[str]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import linecache
 import sys
-from itertools import islice
+import weakref
 from pathlib import Path
-from types import FrameType
+from types import CodeType, FrameType
 
 from openinfer_jax.errors import DslSyntaxError
 from openinfer_jax.ir.nodes import SourceLoc
@@ -24,6 +24,13 @@ __all__ = ["builder_error", "caller_loc"]
 _BUILDER_DIR = Path(__file__).resolve().parent
 _OWN_FILES = frozenset(
     str(_BUILDER_DIR / name) for name in ("builder.py", "builder_loc.py", "builder_values.py")
+)
+
+
+# Position tables of user code objects, read once each: a builder call per node would otherwise
+# rescan its function's whole table (quadratic for a long generated program).
+_POSITIONS: weakref.WeakKeyDictionary[CodeType, list[tuple[int | None, ...]]] = (
+    weakref.WeakKeyDictionary()
 )
 
 
@@ -44,7 +51,11 @@ def caller_loc() -> SourceLoc | None:
     line = frame.f_lineno
     column = 1
     # co_positions has one entry per 2-byte code unit; f_lasti is a byte offset.
-    position = next(islice(frame.f_code.co_positions(), frame.f_lasti // 2, None), None)
+    positions = _POSITIONS.get(frame.f_code)
+    if positions is None:
+        positions = _POSITIONS[frame.f_code] = list(frame.f_code.co_positions())
+    index = frame.f_lasti // 2
+    position = positions[index] if 0 <= index < len(positions) else None
     if position is not None:
         start_line, _end_line, start_col, _end_col = position
         if start_line is not None:
