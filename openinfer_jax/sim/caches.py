@@ -237,7 +237,7 @@ class TableCache:
             length = sizes[axis]
             padded = bucket_size(length)
             cap = self.buffer.shape[axis]
-            if padded != length and starts[axis] + padded <= cap:
+            if starts[axis] + padded <= cap:
                 psizes = list(sizes)
                 psizes[axis] = padded
                 out_axis = sum(1 for k in kept[:axis] if k)

@@ -266,6 +266,9 @@ class Executor:
             raise
         except OpenInferError as err:
             raise SimulationError(str(err)) from err
+        except (TypeError, ValueError) as err:
+            # A JAX/NumPy failure the rules above did not foresee: still typed, still atomic.
+            raise SimulationError(f"block {self._current_block}: {type(err).__name__}: {err}") from err
         finally:
             if ok:
                 self.persistent.commit()
@@ -339,9 +342,11 @@ class Executor:
                         yield self._event(node, scope, start, output=list(node.vars))
                     continue
                 self._run_effect(node, scope)
-            except SimulationError:
-                raise
-            except (OpenInferError, NodeFailure) as err:
+            except NodeFailure as err:
+                raise self._node_error(err.node, err.cause) from err.cause
+            except OpenInferError as err:
+                if getattr(err, "located", False):
+                    raise
                 raise self._node_error(node, err) from err
             if self._emit:
                 yield self._event(node, scope, start, **self._effect_io(node))
@@ -637,11 +642,11 @@ class Executor:
                         "output_shapes": [list(out.shape)],
                         "output_dtypes": [out_dtype.short],
                     }
-            except SimulationError as err:
-                raise self._node_error(node, err) from err
             except NodeFailure as err:
                 raise self._node_error(err.node, err.cause) from err.cause
             except OpenInferError as err:
+                if getattr(err, "located", False):
+                    raise
                 raise self._node_error(node, err) from err
             if self._emit:
                 ev = self._event(node, scope, start, **extra)
@@ -686,11 +691,11 @@ class Executor:
             for ref, out, rag in zip(region.writes, outs, compiled.out_rags):
                 value = Ragged(out, rag.axis, lengths[rag.slot]) if rag is not None else out
                 self._write_ref(ref, value, scope)
-        except SimulationError:
-            raise
         except NodeFailure as err:
             raise self._node_error(err.node, err.cause) from err.cause
         except OpenInferError as err:
+            if getattr(err, "located", False):
+                raise
             raise self._node_error(region.nodes[0], err) from err
         if not self._emit:
             return
@@ -907,12 +912,19 @@ class Executor:
         return ev
 
     def _node_error(self, node: Any, err: BaseException) -> SimulationError:
+        """A SimulationError naming the block, node and DSL location (raised once per error)."""
+        if isinstance(err, SimulationError) and getattr(err, "located", False):
+            return err
         info = self.plan.info.get(id(node))
         if info is None:
-            return SimulationError(str(err))
-        loc = getattr(node, "loc", None)
-        where = f" at {loc}" if loc is not None else ""
-        return SimulationError(f"block {info.block} node {info.index} ({info.desc}){where}: {err}")
+            out = SimulationError(str(err))
+        else:
+            loc = getattr(node, "loc", None)
+            where = f" at {loc}" if loc is not None else ""
+            block = self._current_block or info.block
+            out = SimulationError(f"block {block} node {info.index} ({info.desc}){where}: {err}")
+        out.located = True  # type: ignore[attr-defined]
+        return out
 
 
 class _YieldState:
