@@ -512,7 +512,7 @@ def to_json_text(graph: Graph, *, include_loc: bool = True, indent: int | None =
 def _dec_node(value: Any, path: str) -> Node:
     obj = _dec_object(value, path)
     kind = obj.get("kind")
-    if kind not in _NODE_FIELDS:
+    if not isinstance(kind, str) or kind not in _NODE_FIELDS:
         kinds = ", ".join(_NODE_FIELDS)
         raise _Fail(f"{path}.kind", f"unknown node kind {_show(kind)}; expected one of {kinds}")
     cls, fields = _NODE_FIELDS[kind]

@@ -63,6 +63,8 @@ def test_dsl_doc_examples_parse(example: str) -> None:
 
 
 def test_graph_json_doc_example_is_the_minimal_seed() -> None:
-    documents = [b for b in _code_blocks("graph-json.md") if b.startswith("{\n") and "\"nodes\": [" in b]
+    documents = [
+        b for b in _code_blocks("graph-json.md") if b.startswith("{\n") and '"nodes": [' in b
+    ]
     assert len(documents) == 1
     assert from_json(json.loads(documents[0])) == parse_file(SEED_DIR / "002_minimal.graph")

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from openinfer_jax.errors import DslSyntaxError
 from openinfer_jax.ir import (
@@ -161,3 +162,59 @@ def test_non_object_and_invalid_json_text() -> None:
         from_json([])
     with pytest.raises(DslSyntaxError, match=r"g\.json:2:1: invalid JSON"):
         from_json_text('{"format":\n}', filename="g.json")
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def _decode_or_syntax_error(data: Any) -> None:
+    try:
+        from_json(data)
+    except DslSyntaxError as err:
+        assert str(err).startswith("graph JSON")
+
+
+@settings(max_examples=200, deadline=None)
+@given(_json_values)
+def test_random_json_only_raises_syntax_errors(data: Any) -> None:
+    _decode_or_syntax_error(data)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_mutated_documents_only_raise_syntax_errors(data: st.DataObject) -> None:
+    doc = _base()
+    # Walk to a random container inside the document and replace one of its entries.
+    target: Any = doc
+    for _ in range(data.draw(st.integers(0, 6))):
+        keys = list(target) if isinstance(target, dict) else list(range(len(target)))
+        if not keys:
+            break
+        child = target[data.draw(st.sampled_from(keys))]
+        if not isinstance(child, (dict, list)):
+            break
+        target = child
+    keys = list(target) if isinstance(target, dict) else list(range(len(target)))
+    if keys:
+        target[data.draw(st.sampled_from(keys))] = data.draw(_json_values)
+    _decode_or_syntax_error(doc)
+
+
+def test_deeply_nested_loops_in_json_are_a_syntax_error() -> None:
+    node: dict[str, Any] = {"kind": "barrier"}
+    for _ in range(5000):
+        node = {"kind": "loop", "name": "l", "index": "i", "start": 0, "end": 1, "body": [node]}
+    doc = {
+        "format": GRAPH_JSON_FORMAT,
+        "version": 1,
+        "vars": [],
+        "blocks": [{"name": "b", "nodes": [node]}],
+    }
+    with pytest.raises(DslSyntaxError, match="nested too deeply"):
+        from_json(doc)
