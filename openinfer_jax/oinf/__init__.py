@@ -14,7 +14,7 @@ from openinfer_jax.oinf.dtypes import (
     packed_nbytes,
     unpack,
 )
-from openinfer_jax.oinf.parse import MetadataInfo, TensorInfo
+from openinfer_jax.oinf.entries import MetadataInfo, TensorInfo
 from openinfer_jax.oinf.quant import QuantMode, QuantParams, QuantScale, QuantScheme, QuantZeroPoint
 from openinfer_jax.oinf.reader import ModelLoader, UnknownNameError
 from openinfer_jax.oinf.spec import RULES

@@ -15,11 +15,15 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from openinfer_jax.oinf import spec
 from openinfer_jax.oinf.checks import Checker, Cursor
 from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.oinf.entries import MetadataInfo, TensorInfo
+from openinfer_jax.oinf.fastpath import fast_tensor_table
 from openinfer_jax.oinf.metadata import decode_metadata
-from openinfer_jax.oinf.quant import QuantParams, decode_quant
+from openinfer_jax.oinf.quant import decode_quant
 
 __all__ = ["MetadataInfo", "ParsedModel", "TensorInfo", "parse_buffer"]
 
@@ -30,37 +34,6 @@ _TENSOR_TAIL = {
     2: struct.Struct("<QQQQ"),
 }  # data (and quant) nbytes/offset
 _CODES = DType._value2member_map_
-
-
-@dataclass(frozen=True)
-class TensorInfo:
-    """One tensor-table entry: name, dtype, shape, whether it has data, quant, and where its bytes are."""
-
-    name: str
-    dtype: DType
-    shape: tuple[int, ...]
-    has_data: bool
-    quant: QuantParams | None
-    data_offset: int
-    data_nbytes: int
-
-    @property
-    def numel(self) -> int:
-        """Number of elements (1 for a scalar)."""
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
-
-
-@dataclass(frozen=True)
-class MetadataInfo:
-    """One metadata-table entry: key, value type and where its payload is."""
-
-    key: str
-    value_type: DType
-    offset: int
-    nbytes: int
 
 
 @dataclass
@@ -110,8 +83,10 @@ def _check_blob(
     return True
 
 
-def parse_buffer(buf: memoryview, checker: Checker) -> ParsedModel:
+def parse_buffer(buf: memoryview, checker: Checker, *, fast: bool = True) -> ParsedModel:
     """Validate `buf` against every rule and return its tables.
+
+    `fast=False` skips the vectorized tensor-table path (fastpath.py); results are the same.
 
     Raises:
         OinfFormatError: in strict mode, at the first violation.
@@ -195,9 +170,25 @@ def parse_buffer(buf: memoryview, checker: Checker) -> ParsedModel:
     _parse_metadata(
         buf, checker, model, n_metadata, off_metadata, off_tensors, off_data, size, blobs
     )
+    if fast and not checker.violations:
+        accepted = fast_tensor_table(buf, version, n_tensors, off_tensors, off_data, off_data, size)
+        if accepted is not None and _no_overlap(blobs, accepted[1], accepted[2]):
+            model.tensors = accepted[0]
+            return model
+    # The precise per-entry parser: the fast path declined, so it finds and names the problem.
     _parse_tensors(buf, checker, model, n_tensors, off_tensors, off_data, size, blobs)
     _check_overlaps(checker, blobs)
     return model
+
+
+def _no_overlap(blobs: list[tuple[int, int, str]], offsets: np.ndarray, sizes: np.ndarray) -> bool:
+    # R32 for the fast path: sorted non-empty intervals must not overlap.
+    starts = np.concatenate([np.asarray([b[0] for b in blobs], dtype=np.int64), offsets])
+    lengths = np.concatenate([np.asarray([b[1] for b in blobs], dtype=np.int64), sizes])
+    keep = lengths > 0
+    starts, ends = starts[keep], starts[keep] + lengths[keep]
+    order = np.argsort(starts, kind="stable")
+    return bool((starts[order][1:] >= ends[order][:-1]).all())
 
 
 def _parse_sizevars(

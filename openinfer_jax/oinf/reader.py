@@ -23,7 +23,8 @@ from openinfer_jax.errors import GraphValidationError, OinfFormatError
 from openinfer_jax.oinf.arrays import from_disk
 from openinfer_jax.oinf.checks import Checker
 from openinfer_jax.oinf.dtypes import DType
-from openinfer_jax.oinf.parse import MetadataInfo, ParsedModel, TensorInfo, parse_buffer
+from openinfer_jax.oinf.entries import MetadataInfo, TensorInfo
+from openinfer_jax.oinf.parse import ParsedModel, parse_buffer
 
 __all__ = ["ModelLoader", "UnknownNameError"]
 

@@ -29,6 +29,8 @@ from openinfer_jax.oinf import (
     verify_buffer,
     write_oinf,
 )
+from openinfer_jax.oinf.checks import Checker
+from openinfer_jax.oinf.parse import parse_buffer
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "300"))
 
@@ -148,6 +150,9 @@ def test_mutated_files_are_valid_or_rejected(data: bytes) -> None:
         return
     event("valid")
     assert violations == [], "strict reader accepted a file the verifier rejects"
+    # The vectorized tensor-table path must agree exactly with the per-entry parser.
+    slow = parse_buffer(memoryview(data), Checker(strict=True), fast=False)
+    assert slow.tensors == model.tensors and list(slow.tensors) == list(model.tensors)
     _read_everything(model)
     model.close()
 
@@ -156,3 +161,56 @@ def test_seeds_are_valid() -> None:
     for data in seeds():
         assert verify_buffer(data) == []
         _read_everything(ModelLoader.from_buffer(data))
+
+
+def _many_tensors() -> bytes:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "many.oinf"
+        tensors = {
+            f"t{i:03d}": np.zeros(
+                (i % 3 + 1,) * (i % 4), dtype=[np.float32, np.int8, np.float16][i % 3]
+            )
+            for i in range(60)
+        }
+        tensors["declared"] = TensorSpec(dtype=DType.I4, shape=(3, 5))
+        tensors["packed"] = TensorSpec(np.array([1, 0, 1]), dtype=DType.U1)
+        write_oinf(path, tensors=tensors)
+        return path.read_bytes()
+
+
+def test_fast_and_slow_tensor_tables_agree() -> None:
+    data = _many_tensors()
+    fast = parse_buffer(memoryview(data), Checker(strict=True))
+    slow = parse_buffer(memoryview(data), Checker(strict=True), fast=False)
+    assert fast.tensors == slow.tensors and list(fast.tensors) == list(slow.tensors)
+    assert fast.tensors["t007"].shape == (2, 2, 2) and fast.tensors["t004"].shape == ()
+
+
+@settings(
+    max_examples=max(50, EXAMPLES // 3),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(st.data())
+def test_fast_path_never_accepts_what_the_slow_path_rejects(data: st.DataObject) -> None:
+    raw = bytearray(_many_tensors_cached())
+    start, end = struct.unpack_from("<QQ", raw, 45)
+    for _ in range(data.draw(st.integers(1, 3))):
+        pos = data.draw(st.integers(start, end - 1))
+        raw[pos] = data.draw(st.integers(0, 255))
+    try:
+        slow = parse_buffer(memoryview(bytes(raw)), Checker(strict=True), fast=False)
+    except OinfFormatError:
+        slow = None
+    try:
+        fast = parse_buffer(memoryview(bytes(raw)), Checker(strict=True))
+    except OinfFormatError:
+        fast = None
+    assert (fast is None) == (slow is None)
+    if fast is not None and slow is not None:
+        assert fast.tensors == slow.tensors
+
+
+@cache
+def _many_tensors_cached() -> bytes:
+    return _many_tensors()
