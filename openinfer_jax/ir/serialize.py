@@ -401,7 +401,7 @@ def _required(cls: type[Any], fields: list[_Field]) -> tuple[str, ...]:
     missing = dataclasses.MISSING
     return tuple(
         name for name, _, _ in fields
-        if info[name].default is missing and info[name].default_factory is missing  # type: ignore[misc]
+        if info[name].default is missing and info[name].default_factory is missing
     )  # fmt: skip
 
 

@@ -629,8 +629,8 @@ class _Parser:
                 negative = tok.kind == PUNCT
                 if negative:
                     self.advance()
-                value = self.advance().value
-                items.append(-value if negative else value)  # type: ignore[operator]
+                value = int(self.advance().text)
+                items.append(-value if negative else value)
                 kinds.add("int")
             elif tok.kind == NAME and tok.text in DSL_DTYPES:
                 self.advance()
@@ -741,7 +741,7 @@ class _Parser:
                     f"found {num.describe()} after '-' in the index of '{table}'; expected an integer",
                 )
             self.advance()
-            return -num.value  # type: ignore[operator]
+            return -int(num.text)
         if tok.kind == INT:
             self.advance()
             return tok.value  # type: ignore[return-value]
