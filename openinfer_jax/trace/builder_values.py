@@ -116,7 +116,9 @@ def to_scalar(value: Any, what: str) -> ScalarValue:
     if isinstance(value, numbers.Integral):
         return int(value)
     if isinstance(value, numbers.Real):
-        return float(value)
+        number = float(value)
+        # The parser yields the `math.nan` object; reuse it so equal programs compare equal.
+        return number if not math.isnan(number) else math.nan
     raise builder_error(
         f"{what}: expected a number or bool literal, got {type(value).__name__} {value!r}"
     )
