@@ -36,6 +36,7 @@ _NAME_BYTES[
     np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-", np.uint8)
 ] = True
 _LIMIT = 1 << 62  # offsets and sizes below this cannot overflow int64 arithmetic here
+_EIGHT = np.arange(8)
 _TWELVE = np.arange(12)
 _NAME_TEXT = re.compile(r"[A-Za-z0-9._-]*")
 _new_info = partial(
@@ -110,8 +111,10 @@ def fast_tensor_table(
     names = list(map(text.__getitem__, map(slice, name_at, name_end)))
     if 0 in lengths or not _NAME_TEXT.fullmatch("".join(names)):
         return None
-    padding = "".join(map(text.__getitem__, map(slice, name_end, head.tolist())))
-    if padding.strip("\x00"):
+    # The 8 bytes before each entry's fixed fields end the string: its padding is their tail.
+    pad_length = head - (at + 4 + length_arr)
+    last_word = table[head[:, None] - 8 + _EIGHT]
+    if (last_word[_EIGHT[None, :] >= 8 - pad_length[:, None]]).any():
         return None
     # 3. Fixed fields, gathered for all entries at once.
     fixed = table[head[:, None] + _TWELVE].view("<u4").reshape(count, 3).astype(np.int64)

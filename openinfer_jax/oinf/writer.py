@@ -172,6 +172,8 @@ class OinfWriter:
         `dtype` defaults to the data's NumPy type; with an explicit dtype the data is converted
         (floats round to nearest even, integers must fit, packed types are range-checked).
         A loader or a data-less tensor needs `dtype` and `shape`; a loader must return that shape.
+        An array already in its target dtype is referenced, not copied, until `close()`: do
+        not modify it in between.
 
         Raises:
             OinfFormatError: for a bad/duplicate name, a bitset/string dtype, values out of

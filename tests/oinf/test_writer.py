@@ -128,7 +128,7 @@ BAD_DECLARATIONS = [
             "t",
             np.ones(2, np.int8),
             quant=QuantParams(
-                QuantParams.symmetric(QuantScale.per_tensor(1.0)).scheme,
+                "symmetric",
                 QuantScale.per_tensor(1.0),
                 QuantZeroPoint.per_tensor(1),
             ),
@@ -206,3 +206,14 @@ def test_align_places_blobs(tmp_path: Path) -> None:
             write_oinf(tmp_path / f"a{align}.oinf", align=align, tensors=tensors)
         ) as m:
             assert all(t.data_offset % align == 0 for t in m.tensors.values())
+
+
+def test_quant_params_accept_scheme_names() -> None:
+    assert QuantParams("symmetric", QuantScale.per_tensor(1.0)) == QuantParams.symmetric(
+        QuantScale.per_tensor(1.0)
+    )
+    assert QuantParams(2, QuantScale.per_tensor(1.0)).scheme.name == "ASYMMETRIC"
+    with pytest.raises(OinfFormatError, match="scheme must be"):
+        QuantParams("linear", QuantScale.per_tensor(1.0))
+    with pytest.raises(OinfFormatError, match="must be a QuantScale"):
+        QuantParams("symmetric", 0.5)  # type: ignore[arg-type]
