@@ -17,8 +17,9 @@ Decisions where the seeds contradict themselves (docs/dsl.md, "Seed compatibilit
 
 from __future__ import annotations
 
+import difflib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from openinfer_jax.errors import DslSyntaxError
@@ -119,6 +120,12 @@ _ATTRIBUTE_METHODS: dict[str, str] = {
 }
 NODE_KEYWORDS: tuple[str, ...] = tuple(_NODE_METHODS)
 ATTRIBUTES: tuple[str, ...] = tuple(_ATTRIBUTE_METHODS)
+
+
+def _did_you_mean(word: str, choices: Iterable[str], prefix: str = "") -> str:
+    """`` (did you mean 'x'?)`` for the closest choice, or "" if none is close."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{prefix}{close[0]}'?)" if close else ""
 
 
 class _Parser:
@@ -257,7 +264,8 @@ class _Parser:
         elif tok.kind == NAME and tok.text == "block":
             blocks.append(self.parse_block())
         elif tok.kind == NAME:
-            raise self.error(tok, f"unknown section '{tok.text}'; expected {_SECTION_LIST}")
+            hint = _did_you_mean(tok.text, [*_SECTIONS, "block"])
+            raise self.error(tok, f"unknown section '{tok.text}'; expected {_SECTION_LIST}{hint}")
         else:
             raise self.error(tok, f"found {tok.describe()} at top level; expected {_SECTION_LIST}")
 
@@ -309,7 +317,9 @@ class _Parser:
             if parser is None:
                 known = ", ".join(f"@{n}" for n in self.attribute_parsers)
                 raise self.error(
-                    attr_tok, f"unknown attribute '@{attr_tok.text}'; expected one of {known}"
+                    attr_tok,
+                    f"unknown attribute '@{attr_tok.text}'; expected one of {known}"
+                    + _did_you_mean(attr_tok.text, self.attribute_parsers, prefix="@"),
                 )
             if attr_tok.text in attrs:
                 raise self.error(
@@ -342,7 +352,8 @@ class _Parser:
             return DSL_DTYPES[tok.text]
         known = ", ".join(DSL_DTYPES)
         if tok.kind == NAME:
-            raise self.error(tok, f"unknown dtype '{tok.text}'; expected one of {known}")
+            hint = _did_you_mean(tok.text, DSL_DTYPES)
+            raise self.error(tok, f"unknown dtype '{tok.text}'; expected one of {known}{hint}")
         raise self.error(tok, f"found {tok.describe()}; expected a dtype ({known})")
 
     def parse_dims(self) -> tuple[Dim, ...]:
@@ -516,7 +527,9 @@ class _Parser:
                     )
                 known = ", ".join(self.node_parsers)
                 raise self.error(
-                    tok, f"unknown node '{tok.text}' in {what}; expected one of {known}"
+                    tok,
+                    f"unknown node '{tok.text}' in {what}; expected one of {known}"
+                    + _did_you_mean(tok.text, self.node_parsers),
                 )
             if tok.kind == EOF:
                 raise self.error(
@@ -598,7 +611,8 @@ class _Parser:
             if key in _DTYPE_SETTINGS:
                 raise self.error(
                     tok,
-                    f"unknown dtype '{tok.text}' for setting '{key}'; expected one of {', '.join(DSL_DTYPES)}",
+                    f"unknown dtype '{tok.text}' for setting '{key}'; expected one of "
+                    f"{', '.join(DSL_DTYPES)}{_did_you_mean(tok.text, DSL_DTYPES)}",
                 )
             if "." in tok.text:
                 raise self.error(
