@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,10 @@ def test_example_runs_and_checks_itself(name: str, capsys) -> None:
     spec = importlib.util.spec_from_file_location(f"example_{name}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(spec.name, None)
     assert module.main() == 0
     assert capsys.readouterr().out.strip()
