@@ -61,10 +61,20 @@ def child_write(path: str, numel: int) -> dict[str, Any]:
     with OinfWriter(path) as writer:
         writer.add_sizevar("N", numel)
         for i in range(N_TENSORS):
-            writer.add_tensor(f"layer.{i:03d}.weight", dtype=DType.F32, shape=(numel,), loader=lambda i=i: _tensor(i, numel))
+            writer.add_tensor(
+                f"layer.{i:03d}.weight",
+                dtype=DType.F32,
+                shape=(numel,),
+                loader=lambda i=i: _tensor(i, numel),
+            )
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"seconds": seconds, "bytes": os.path.getsize(path), "peak_rss": peak, "base_rss": base_rss}
+    return {
+        "seconds": seconds,
+        "bytes": os.path.getsize(path),
+        "peak_rss": peak,
+        "base_rss": base_rss,
+    }
 
 
 def child_write_safetensors(path: str, numel: int) -> dict[str, Any]:
@@ -73,7 +83,11 @@ def child_write_safetensors(path: str, numel: int) -> dict[str, Any]:
     header: dict[str, Any] = {}
     offset = 0
     for name in names:
-        header[name] = {"dtype": "F32", "shape": [numel], "data_offsets": [offset, offset + 4 * numel]}
+        header[name] = {
+            "dtype": "F32",
+            "shape": [numel],
+            "data_offsets": [offset, offset + 4 * numel],
+        }
         offset += 4 * numel
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
@@ -171,12 +185,21 @@ def child_access(oinf: str, safetensors: str) -> dict[str, Any]:
     return result
 
 
-CHILDREN = {"write": child_write, "write_safetensors": child_write_safetensors, "copy": child_copy, "open": child_open, "access": child_access}
+CHILDREN = {
+    "write": child_write,
+    "write_safetensors": child_write_safetensors,
+    "copy": child_copy,
+    "open": child_open,
+    "access": child_access,
+}
 
 
 def _run_child(name: str, *args: Any) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, __file__, "--child", name, *map(str, args)], check=True, capture_output=True, text=True
+        [sys.executable, __file__, "--child", name, *map(str, args)],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -190,12 +213,22 @@ def run(quick: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench_oinf_", dir=ROOT / "bench" / "results") as tmp:
         big, small = Path(tmp) / "big.oinf", Path(tmp) / "small.oinf"
         big_st, small_st = Path(tmp) / "big.safetensors", Path(tmp) / "small.safetensors"
-        write = _run_child("write", big, big_numel)
-        # The copy reads the file the writer just produced (page cache), so both sides measure
-        # producing bytes + writing + fsync, not disk reads.
-        copy = _run_child("copy", big, Path(tmp) / "copy.oinf")
-        os.unlink(Path(tmp) / "copy.oinf")
-        write_st = _run_child("write_safetensors", big_st, big_numel)
+        # Disk speed on shared machines drifts, so the three writers take turns and each
+        # keeps its best round. The copy reads the file the writer just produced (page
+        # cache), so both sides measure producing bytes + writing + fsync, not disk reads.
+        rounds: dict[str, list[dict[str, Any]]] = {"write": [], "copy": [], "safetensors": []}
+        for _ in range(2 if not quick else 3):
+            rounds["write"].append(_run_child("write", big, big_numel))
+            rounds["copy"].append(_run_child("copy", big, Path(tmp) / "copy.oinf"))
+            os.unlink(Path(tmp) / "copy.oinf")
+            rounds["safetensors"].append(_run_child("write_safetensors", big_st, big_numel))
+        write = min(rounds["write"], key=lambda r: r["seconds"])
+        write["peak_rss"] = max(r["peak_rss"] for r in rounds["write"])
+        copy = min(rounds["copy"], key=lambda r: r["seconds"])
+        write_st = min(rounds["safetensors"], key=lambda r: r["seconds"])
+        figures["write_rounds_s"] = {
+            k: [round(r["seconds"], 3) for r in v] for k, v in rounds.items()
+        }
         _run_child("write", small, small_numel)
         _run_child("write_safetensors", small_st, small_numel)
         open_big = _run_child("open", big, big_st, 30)
@@ -232,15 +265,33 @@ def report(f: dict[str, Any]) -> None:
     from rich.table import Table
 
     size = f"{f['big_file_bytes'] / MB:,.0f} MB"
-    table = Table(title=f".oinf benchmark ({f['n_tensors']} f32 tensors; {'quick' if f['quick'] else 'full'})")
+    table = Table(
+        title=f".oinf benchmark ({f['n_tensors']} f32 tensors; {'quick' if f['quick'] else 'full'})"
+    )
     for column in ("figure", "ours", "baseline", "ratio", "target"):
         table.add_column(column, justify="left" if column == "figure" else "right")
     ms = lambda s: f"{s * 1e3:.3f} ms"  # noqa: E731
-    table.add_row(f"open + index, {size}", ms(f["open_big_s"]), ms(f["open_big_safetensors_s"]) + " (safetensors)", f"{f['open_vs_safetensors']:.2f}", "<= 1.0")
     table.add_row(
-        f"open + index, {f['small_file_bytes'] / MB:,.0f} MB", ms(f["open_small_s"]), ms(f["open_small_safetensors_s"]) + " (safetensors)", f"{f['open_small_s'] / f['open_small_safetensors_s']:.2f}", ""
+        f"open + index, {size}",
+        ms(f["open_big_s"]),
+        ms(f["open_big_safetensors_s"]) + " (safetensors)",
+        f"{f['open_vs_safetensors']:.2f}",
+        "<= 1.0",
     )
-    table.add_row("open time, big / small file", "", "", f"{f['open_big_vs_small']:.2f}", "~1 (size-independent)")
+    table.add_row(
+        f"open + index, {f['small_file_bytes'] / MB:,.0f} MB",
+        ms(f["open_small_s"]),
+        ms(f["open_small_safetensors_s"]) + " (safetensors)",
+        f"{f['open_small_s'] / f['open_small_safetensors_s']:.2f}",
+        "",
+    )
+    table.add_row(
+        "open time, big / small file",
+        "",
+        "",
+        f"{f['open_big_vs_small']:.2f}",
+        "~1 (size-independent)",
+    )
     table.add_row(
         f"first tensor() of {f['tensor_bytes'] / MB:.1f} MB: copied memory",
         f"{f['oinf_anon_after_access_kb']} kB",
@@ -248,12 +299,34 @@ def report(f: dict[str, Any]) -> None:
         "",
         "0 (zero-copy)",
     )
-    table.add_row("  ... after reading every value", f"{f['oinf_anon_after_read_kb']} kB copied, {f['oinf_file_after_read_kb']} kB mapped", "", "", "copied ~0")
-    table.add_row("first access time", ms(f["oinf_access_s"]), ms(f["safetensors_access_s"]) + " (get_tensor)", f"{f['oinf_access_s'] / f['safetensors_access_s']:.3f}", "")
     table.add_row(
-        f"write {size} (fsync)", f"{f['write_bytes_per_s'] / MB:,.0f} MB/s", f"{f['copy_bytes_per_s'] / MB:,.0f} MB/s (file copy)", f"{f['write_vs_copy']:.2f}", ">= 0.8"
+        "  ... after reading every value",
+        f"{f['oinf_anon_after_read_kb']} kB copied, {f['oinf_file_after_read_kb']} kB mapped",
+        "",
+        "",
+        "copied ~0",
     )
-    table.add_row("  safetensors streaming write, same tensors", "", f"{f['big_file_bytes'] / f['safetensors_write_s'] / MB:,.0f} MB/s", "", "")
+    table.add_row(
+        "first access time",
+        ms(f["oinf_access_s"]),
+        ms(f["safetensors_access_s"]) + " (get_tensor)",
+        f"{f['oinf_access_s'] / f['safetensors_access_s']:.3f}",
+        "",
+    )
+    table.add_row(
+        f"write {size} (fsync, best round)",
+        f"{f['write_bytes_per_s'] / MB:,.0f} MB/s",
+        f"{f['copy_bytes_per_s'] / MB:,.0f} MB/s (file copy)",
+        f"{f['write_vs_copy']:.2f}",
+        ">= 0.8",
+    )
+    table.add_row(
+        "  vs safetensors streaming write, same tensors",
+        "",
+        f"{f['big_file_bytes'] / f['safetensors_write_s'] / MB:,.0f} MB/s",
+        f"{f['safetensors_write_s'] / f['write_s']:.2f}",
+        "",
+    )
     table.add_row(
         "writer peak RSS",
         f"{f['writer_peak_rss'] / MB:,.0f} MB",

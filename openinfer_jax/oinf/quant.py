@@ -110,11 +110,17 @@ class QuantParams:
                 scheme = QuantScheme[scheme.strip().upper()]
             object.__setattr__(self, "scheme", QuantScheme(scheme))
         except (KeyError, ValueError):
-            raise OinfFormatError(f"quant scheme must be 'symmetric' or 'asymmetric', got {self.scheme!r}") from None
+            raise OinfFormatError(
+                f"quant scheme must be 'symmetric' or 'asymmetric', got {self.scheme!r}"
+            ) from None
         if not isinstance(self.scale, QuantScale):
-            raise OinfFormatError(f"quant scale must be a QuantScale, got {type(self.scale).__name__}")
+            raise OinfFormatError(
+                f"quant scale must be a QuantScale, got {type(self.scale).__name__}"
+            )
         if self.zero_point is not None and not isinstance(self.zero_point, QuantZeroPoint):
-            raise OinfFormatError(f"quant zero_point must be a QuantZeroPoint, got {type(self.zero_point).__name__}")
+            raise OinfFormatError(
+                f"quant zero_point must be a QuantZeroPoint, got {type(self.zero_point).__name__}"
+            )
 
     @classmethod
     def symmetric(cls, scale: QuantScale) -> QuantParams:
