@@ -61,6 +61,7 @@ _TOKEN_RE = re.compile(
 
 # A number glued to a following name character (`3D`, `1.5f`) is one malformed literal.
 _NAME_CHAR = re.compile(r"[A-Za-z0-9_]")
+_WORD = re.compile(r"[A-Za-z0-9_.]*")
 
 
 class Token(NamedTuple):
@@ -173,12 +174,12 @@ def tokenize(source: SourceText) -> list[Token]:
             column = start - line_start + 1
             literal = m.group(group)
             if _NAME_CHAR.match(text, pos):
-                bad = re.match(r"[A-Za-z0-9_.]*", text[start:]).group()  # type: ignore[union-attr]
+                word = _WORD.match(text, start).group()  # type: ignore[union-attr]
                 raise syntax_error(
                     source,
                     line,
                     column,
-                    f"malformed number '{bad}'; expected digits, optionally with a fraction "
+                    f"malformed number '{word}'; expected digits, optionally with a fraction "
                     "and exponent (e.g. 3, 0.01, 1e-6), separated from names by '*' or ','",
                 )
             if "." in literal or "e" in literal or "E" in literal:
