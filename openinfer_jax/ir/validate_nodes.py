@@ -272,10 +272,20 @@ class NodeChecker:
         known = [info for info in inputs if info is not None]
         in_dtypes = [info.dtype for info in known]
         shapes = [info.shape for info in known]  # resolved (or symbolic) when declared
+        raw = dict(node.params)
         try:
-            raw = dict(node.params)
             if all(s is not None for s in shapes):
-                out_dtype, out_shape = opdef.infer(in_dtypes, shapes, raw)  # resolves params too
+                try:
+                    out_dtype, out_shape = opdef.infer(in_dtypes, shapes, raw)  # resolves params
+                except OpCheckError:
+                    if not self._shape_needs_sizes(known, node):
+                        raise
+                    # Literal sizes in the params (reshape shape=[8]) against symbolic dims:
+                    # only the model can tell; check what does not depend on sizes.
+                    out_dtype, out_shape = (
+                        opdef.output_dtype(in_dtypes, opdef.resolve_params(raw)),
+                        None,
+                    )
             else:
                 out_dtype, out_shape = (
                     opdef.output_dtype(in_dtypes, opdef.resolve_params(raw)),
@@ -311,6 +321,17 @@ class NodeChecker:
                 node.loc,
                 where,
             )
+
+    def _shape_needs_sizes(self, known: list[VarInfo], node: Op) -> bool:
+        """True if a shape failure may be an artefact of symbolic sizes: no model, a
+        symbolic input dim, and int-list params (shapes, axes, starts) that name real sizes."""
+        if not self.ctx.dims.symbolic:
+            return False
+        symbolic = any(isinstance(d, str) for info in known for d in info.dims)
+        literal_sizes = any(
+            isinstance(v, tuple) and v and isinstance(v[0], int) for _, v in node.params
+        )
+        return symbolic and literal_sizes
 
     @staticmethod
     def _dims_text(dims: tuple[Dim, ...]) -> str:

@@ -278,3 +278,17 @@ def test_mutated_valid_graphs_give_success_or_validation_error(graph: Graph) -> 
         validate(graph)
     except GraphValidationError as err:
         assert str(err)
+
+
+def test_literal_sizes_against_symbolic_dims_wait_for_the_model(tmp_path: Path) -> None:
+    graph = parse(
+        "graph { volatile { x: f32[B, D]; y: f32[8]; } block entry { op reshape(x, shape=[8]) >> y; return; } }"
+    )
+    validate(graph)  # B*D may well be 8: only the model can tell
+    with _model(tmp_path, sizevars={"B": 2, "D": 4}, metadata={}, tensors={}) as model:
+        validate(graph, model)
+    with (
+        _model(tmp_path, sizevars={"B": 3, "D": 4}, metadata={}, tensors={}) as model,
+        pytest.raises(GraphValidationError, match="element counts must match"),
+    ):
+        validate(graph, model)
