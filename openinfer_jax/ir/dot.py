@@ -17,6 +17,7 @@ from openinfer_jax.ir.nodes import (
     Assign,
     Await,
     Barrier,
+    Block,
     Branch,
     CacheDecrement,
     CacheIncrement,
@@ -78,11 +79,15 @@ class _Region:
 
 @dataclass
 class _Writer:
-    """Accumulates DOT lines and remembers node ids by IR node for cross-block edges."""
+    """Accumulates DOT lines; `drawn` lists each block's (node, DOT id) pairs in source order.
+
+    Pairs rather than a dict keyed by node: equal (or even identical) node objects may
+    appear several times in a graph and each occurrence is its own box.
+    """
 
     lines: list[str] = field(default_factory=list)
     counter: int = 0
-    ids: dict[int, str] = field(default_factory=dict)  # id(node) -> DOT id
+    drawn: list[tuple[Node, str]] = field(default_factory=list)  # the current block's
 
     def new_id(self) -> str:
         self.counter += 1
@@ -124,7 +129,7 @@ def _emit_nodes(w: _Writer, nodes: tuple[Node, ...], depth: int, cluster: str) -
             region = _Region(body.first, body.last, name)
         else:
             ident = w.node(depth, format_node(node), NODE_STYLES[type(node)])
-            w.ids[id(node)] = ident
+            w.drawn.append((node, ident))
             region = _Region(ident, ident)
         regions.append(region)
     for prev, nxt in itertools.pairwise(regions):
@@ -137,16 +142,6 @@ def _emit_nodes(w: _Writer, nodes: tuple[Node, ...], depth: int, cluster: str) -
     return _Region(regions[0].first, regions[-1].last)
 
 
-def _walk(nodes: tuple[Node, ...]) -> list[Node]:
-    """All nodes of a body, loops' bodies included, in source order."""
-    out: list[Node] = []
-    for node in nodes:
-        out.append(node)
-        if isinstance(node, Loop):
-            out.extend(_walk(node.body))
-    return out
-
-
 def to_dot(graph: Graph, title: str = "graph") -> str:
     """The control-flow graph of `graph` as Graphviz DOT text (see module docstring)."""
     w = _Writer()
@@ -157,6 +152,7 @@ def to_dot(graph: Graph, title: str = "graph") -> str:
     ]
     starts: dict[str, str] = {}
     clusters: dict[str, str] = {}
+    drawn: list[tuple[Block, list[tuple[Node, str]]]] = []
     for index, block in enumerate(graph.blocks):
         cluster = f"cluster_{index}"
         clusters.setdefault(block.name, cluster)
@@ -164,21 +160,26 @@ def to_dot(graph: Graph, title: str = "graph") -> str:
         w.lines.append(
             f'    label={_quote("block " + block.name)}; style="rounded"; color="black";'
         )
+        w.drawn = []
         region = _emit_nodes(w, block.nodes, 2, cluster)
+        drawn.append((block, w.drawn))
         starts.setdefault(block.name, region.first)
         w.lines.append("  }")
-    _branch_edges(w, graph, starts, clusters)
-    _yield_edges(w, graph)
+    _branch_edges(w, drawn, starts, clusters)
+    _yield_edges(w, drawn)
     w.lines.append("}")
     return "\n".join(w.lines) + "\n"
 
 
 def _branch_edges(
-    w: _Writer, graph: Graph, starts: dict[str, str], clusters: dict[str, str]
+    w: _Writer,
+    drawn: list[tuple[Block, list[tuple[Node, str]]]],
+    starts: dict[str, str],
+    clusters: dict[str, str],
 ) -> None:
     missing: dict[str, str] = {}
-    for block in graph.blocks:
-        for node in _walk(block.nodes):
+    for _, nodes in drawn:
+        for node, ident in nodes:
             if not isinstance(node, Branch):
                 continue
             targets = [(node.then_block, "call" if node.cond is None else "then")]
@@ -197,47 +198,44 @@ def _branch_edges(
                             {"shape": "box", "color": "red", "fontcolor": "red"},
                         )
                     dst, head = missing[target], ""
-                w.edge(w.ids[id(node)], dst, 1, f"{_BRANCH_EDGE}, label={_quote(label)}{head}")
+                w.edge(ident, dst, 1, f"{_BRANCH_EDGE}, label={_quote(label)}{head}")
 
 
-def _yield_edges(w: _Writer, graph: Graph) -> None:
-    """Entry `yield` -> consumers' `await`, consumers' final `yield` -> entry's `await`."""
-    if not graph.blocks:
+def _hand_offs(
+    w: _Writer,
+    sources: list[tuple[Node, str]],
+    sinks: list[tuple[Node, str]],
+    style: str,
+    verb: str,
+) -> None:
+    """An edge from each `yield` in `sources` to each `await` in `sinks` sharing a variable."""
+    for src, src_id in sources:
+        for dst, dst_id in sinks:
+            if isinstance(src, Yield) and isinstance(dst, Await):
+                shared = [v for v in dst.vars if v in src.vars]
+                if shared:
+                    label = _quote(f"{verb} {', '.join(shared)}")
+                    w.edge(src_id, dst_id, 1, f"{style}, label={label}")
+
+
+def _yield_edges(w: _Writer, drawn: list[tuple[Block, list[tuple[Node, str]]]]) -> None:
+    """Entry `yield` -> consumers' `await`, consumers' `yield` -> entry's `await`.
+
+    Consumers are the blocks after the entry that no branch targets (docs/dsl.md).
+    """
+    if not drawn:
         return
-    entry = graph.blocks[0]
     branch_targets = {
         name
-        for block in graph.blocks
-        for node in _walk(block.nodes)
+        for _, nodes in drawn
+        for node, _ in nodes
         if isinstance(node, Branch)
         for name in (node.then_block, node.else_block)
         if name is not None
     }
-    consumers = [b for b in graph.blocks[1:] if b.name not in branch_targets]
-    entry_nodes = _walk(entry.nodes)
-    entry_yields = [n for n in entry_nodes if isinstance(n, Yield)]
-    entry_awaits = [n for n in entry_nodes if isinstance(n, Await)]
-    for consumer in consumers:
-        nodes = _walk(consumer.nodes)
-        awaits = [n for n in nodes if isinstance(n, Await)]
-        yields = [n for n in nodes if isinstance(n, Yield)]
-        for y in entry_yields:
-            for a in awaits:
-                shared = [v for v in a.vars if v in y.vars]
-                if shared:
-                    w.edge(
-                        w.ids[id(y)],
-                        w.ids[id(a)],
-                        1,
-                        f"{_YIELD_EDGE}, label={_quote('yield ' + ', '.join(shared))}",
-                    )
-        for y in yields:
-            for a in entry_awaits:
-                shared = [v for v in a.vars if v in y.vars]
-                if shared:
-                    w.edge(
-                        w.ids[id(y)],
-                        w.ids[id(a)],
-                        1,
-                        f"{_RESUME_EDGE}, label={_quote('resume ' + ', '.join(shared))}",
-                    )
+    _, entry_nodes = drawn[0]
+    for block, nodes in drawn[1:]:
+        if block.name in branch_targets:
+            continue
+        _hand_offs(w, entry_nodes, nodes, _YIELD_EDGE, "yield")
+        _hand_offs(w, nodes, entry_nodes, _RESUME_EDGE, "resume")

@@ -74,3 +74,17 @@ def test_graphviz_accepts_every_seed_drawing(path) -> None:  # type: ignore[no-u
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert "<svg" in done.stdout
+
+
+def test_repeated_equal_nodes_are_drawn_and_connected_separately() -> None:
+    dot = to_dot(parse("block entry { yield x; yield x; await x; } block c { await x; yield x; }"))
+    yields = _node_ids(dot, "yield x;")
+    assert len(yields) == 3  # two in entry, one in the consumer
+    # Both entry yields hand x to the consumer's await.
+    for ident in yields[:2]:
+        assert re.search(rf'{ident} -> n\d+ \[[^\]]*label="yield x"', dot)
+
+
+def test_empty_blocks_and_loops_get_a_placeholder() -> None:
+    dot = to_dot(parse("block entry { loop l (i in 0..2) { } } block other { }"))
+    assert dot.count('label="(empty)"') == 2
