@@ -7,11 +7,14 @@ import shutil
 import subprocess
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
+from openinfer_jax.ir import Graph
 from openinfer_jax.ir.dot import to_dot
 from openinfer_jax.trace import parse, parse_file
 
 from .fixtures import SEED_DIR, SEED_FILES
+from .strategies import graphs
 
 
 def _node_ids(dot: str, label_start: str) -> list[str]:
@@ -88,3 +91,13 @@ def test_repeated_equal_nodes_are_drawn_and_connected_separately() -> None:
 def test_empty_blocks_and_loops_get_a_placeholder() -> None:
     dot = to_dot(parse("block entry { loop l (i in 0..2) { } } block other { }"))
     assert dot.count('label="(empty)"') == 2
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz not installed")
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs(max_vars=2, max_blocks=3))
+def test_graphviz_accepts_drawings_of_generated_graphs(graph: Graph) -> None:
+    done = subprocess.run(
+        ["dot", "-Tsvg"], input=to_dot(graph), capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
