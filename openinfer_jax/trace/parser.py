@@ -932,7 +932,7 @@ def parse_file(path: str | Path) -> Graph:
     """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")  # a leading BOM is not part of the program
     except OSError as err:
         raise DslSyntaxError(f"{p}: cannot read the graph file: {err.strerror or err}") from None
     except UnicodeDecodeError as err:

@@ -221,6 +221,13 @@ def test_parse_file_reads_utf8_and_names_the_file(tmp_path: Path) -> None:
         parse_file(bad)
 
 
+def test_parse_file_skips_a_utf8_bom(tmp_path: Path) -> None:
+    path = tmp_path / "bom.graph"
+    path.write_bytes(b"\xef\xbb\xbfblock entry {\n  return;\n}\n")
+    graph = parse_file(path)
+    assert graph.blocks[0].loc.column == 1  # type: ignore[union-attr]
+
+
 def test_parse_rejects_non_text() -> None:
     with pytest.raises(DslSyntaxError, match="takes the program text as str"):
         parse(b"block b { }")  # type: ignore[arg-type]
