@@ -90,10 +90,10 @@ def _check_names(ctx: Context) -> None:
     if "entry" not in blocks:
         listed = ", ".join(blocks) or "none"
         # Point at the first block, where an `entry` block would be expected.
-        first = ctx.graph.blocks[0].loc if ctx.graph.blocks else None
+        first_block = ctx.graph.blocks[0].loc if ctx.graph.blocks else None
         ctx.error(
             f"the graph has no `entry` block (blocks: {listed}); execution starts at `block entry {{ ... }}`",
-            first,
+            first_block,
             "graph",
         )
 

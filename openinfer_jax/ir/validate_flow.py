@@ -9,7 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from openinfer_jax.ir.nodes import Await, Block, Branch, CacheRead, Loop, Node, Op, Transfer, Yield
+from openinfer_jax.ir.nodes import (
+    Await,
+    Block,
+    Branch,
+    CacheRead,
+    Loop,
+    Node,
+    Op,
+    SourceLoc,
+    Transfer,
+    Yield,
+)
 from openinfer_jax.ir.validate_context import Context
 from openinfer_jax.ir.validate_decls import walk_nodes
 from openinfer_jax.ir.validate_nodes import used_blocks
@@ -24,6 +35,11 @@ def _written(node: Node) -> str | None:
     if isinstance(node, (Transfer, CacheRead)):
         return node.dst.name
     return None
+
+
+def _loc(node: Node | None) -> SourceLoc | None:
+    """A node's source location (the base class declares none; every node kind has one)."""
+    return getattr(node, "loc", None)
 
 
 def _run_order(nodes: tuple[Node, ...]) -> Iterator[Node]:
@@ -52,7 +68,7 @@ def _check_entry_sequence(ctx: Context, entry: Block, awaited_by_consumers: set[
                 ctx.error(
                     f"entry yields again while {names} {'is' if len(outstanding) == 1 else 'are'} still "
                     f"with the consumers; `await {names};` is required before the next yield",
-                    node.loc,
+                    _loc(node),
                     _where(entry, node),
                 )
             for name in node.vars:
@@ -79,7 +95,7 @@ def _check_entry_sequence(ctx: Context, entry: Block, awaited_by_consumers: set[
                 ctx.error(
                     f"entry writes '{written}' while it is yielded to the consumers; `await {written};` "
                     f"before writing it",
-                    node.loc,
+                    _loc(node),
                     _where(entry, node),
                 )
 
@@ -93,7 +109,7 @@ def _check_consumers(ctx: Context, consumers: list[Block], entry_yields: set[str
             ctx.error(
                 f"block '{block.name}' is never branched to, so it is a consumer of entry's yield and "
                 f"must end with `yield ...;` (or branch to it from another block)",
-                last.loc if last is not None and last.loc else block.loc,
+                _loc(last) or block.loc,
                 _where(block),
             )
         awaited: set[str] = set()
@@ -135,7 +151,7 @@ def _check_consumers(ctx: Context, consumers: list[Block], entry_yields: set[str
                 ctx.error(
                     f"'{written}' is mutated by consumers '{first.name}' and '{block.name}'; only one "
                     f"consumer may mutate a variable (others may read it)",
-                    node.loc,
+                    _loc(node),
                     _where(block, node),
                 )
             else:

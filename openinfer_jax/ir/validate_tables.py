@@ -102,6 +102,15 @@ def _describe_loop(ctx: Context, loop: Loop, values: range) -> str:
     return f"loop '{loop.name}' runs {loop.index} in {shown}"
 
 
+def _fill_pattern(pattern: str, values: dict[str, str]) -> str:
+    """`pattern` with each `{index}` replaced by its value (`"W.{l}"`, {"l": "3"} -> `"W.3"`)."""
+
+    def replace(match: re.Match[str]) -> str:
+        return values.get(match.group(1), match.group(0))
+
+    return _PLACEHOLDER.sub(replace, pattern)
+
+
 def _check_use(ctx: Context, use: TableUse, tensors: dict[str, Any], checked: set[str]) -> None:
     decl = use.info.decl
     assert decl is not None and decl.pattern is not None
@@ -124,9 +133,7 @@ def _check_use(ctx: Context, use: TableUse, tensors: dict[str, Any], checked: se
         if count >= MAX_ENUMERATED:
             break
         mapping = dict(zip(decl.table_indices, (str(v) for v in combo), strict=True))
-        name = _PLACEHOLDER.sub(
-            lambda m, values=mapping: values.get(m.group(1), m.group(0)), decl.pattern
-        )
+        name = _fill_pattern(decl.pattern, mapping)
         tensor = tensors.get(name)
         if tensor is None:
             missing.append(name)
