@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from openinfer_jax.oinf import Bitset, ModelLoader, verify_file
-from openinfer_jax.oinf.parse import TensorInfo
+from openinfer_jax.oinf.entries import TensorInfo
 
 __all__ = ["register", "run_inspect", "run_verify", "tensor_stats"]
 
