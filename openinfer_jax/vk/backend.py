@@ -27,7 +27,7 @@ from openinfer_jax.ir.nodes import VarName
 from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.vk import kernels
 from openinfer_jax.vk.capabilities import DeviceCapabilities, query_capabilities
-from openinfer_jax.vk.compiler import compile_glsl
+from openinfer_jax.vk.compiler import compile_glsl, compile_many
 from openinfer_jax.vk.expressions import ELEMENTWISE
 from openinfer_jax.vk.glsl import glsl_type
 from openinfer_jax.vk.storage import decode_words, encode_words, storage_words
@@ -284,8 +284,8 @@ class VulkanBackend:
         acc = resolved.get("acc") if opdef.acc_rules else None
         if acc is not None:
             needed.append(acc[0])
-        if op_name == "mean_axis" and acc is None and in_dtypes[0].is_int:
-            needed.append(DType.I64)  # integer mean sums in 64 bits
+        if op_name == "relu" and in_dtypes[0].is_int:
+            needed.append(DType.F64)  # integer relu multiplies by the slope in f64
         for dtype in needed:
             cap = glsl_type(dtype).capability
             if cap is not None and not self._features.get(cap, False):
@@ -341,6 +341,27 @@ class VulkanBackend:
         if math.prod(out_shape) > 0:
             self._launch(kernel, [*bound, target])
         return target
+
+    def precompile(
+        self, calls: Sequence[tuple[str, Sequence[DType], Sequence[Sequence[int]], Mapping[str, Any]]]
+    ) -> int:
+        """Compile the kernels of many op calls at once; returns how many were compiled.
+
+        Each call is ``(op_name, in_dtypes, in_shapes, params)``. Calls that this device
+        does not support are skipped (`run` would report them). Kernel sources do not
+        depend on shapes, so any representative shapes will do.
+        """
+        sources = []
+        for op_name, in_dtypes, in_shapes, params in calls:
+            try:
+                opdef, resolved, out = self._plan(op_name, list(in_dtypes), params)
+                shapes = [tuple(int(d) for d in s) for s in in_shapes]
+                out_shape = opdef.output_shape(shapes, resolved)
+                fake = [DeviceTensor(d, s, None) for d, s in zip(in_dtypes, shapes)]
+                sources.append(self._kernel(op_name, fake, resolved, out, out_shape).source)
+            except OpenInferError:
+                continue
+        return compile_many(sources)
 
     def _kernel(
         self, op: str, inputs: Sequence[DeviceTensor], params: dict[str, Any], out: DType,

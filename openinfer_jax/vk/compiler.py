@@ -20,7 +20,7 @@ from pathlib import Path
 
 from openinfer_jax.errors import BackendError
 
-__all__ = ["render", "compile_glsl", "cache_dir", "shader_source"]
+__all__ = ["render", "compile_glsl", "compile_many", "cache_dir", "shader_source"]
 
 _SHADER_DIR = Path(__file__).with_name("shaders")
 _INCLUDE = '#include "common.glsl"'
@@ -115,3 +115,38 @@ def compile_glsl(source: str, label: str = "kernel") -> bytes:
     spirv = target.read_bytes()
     _memory[digest] = spirv
     return spirv
+
+
+def compile_many(sources: list[str]) -> int:
+    """Compile every source not yet cached with ONE glslc process; returns how many compiled.
+
+    glslc's start-up dominates a small shader's compile time, so compiling a graph's (or a
+    test matrix's) kernels together is several times faster than one by one. A source that
+    fails is left for `compile_glsl` to report with its own diagnostics.
+    """
+    directory = cache_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    todo: dict[str, str] = {}
+    for source in sources:
+        digest = hashlib.sha256(source.encode()).hexdigest()[:32]
+        if digest not in _memory and not (directory / f"{digest}.spv").is_file():
+            todo[digest] = source
+    if not todo:
+        return 0
+    with tempfile.TemporaryDirectory(dir=directory) as work:
+        names = []
+        for digest, source in todo.items():
+            (Path(work) / f"{digest}.comp").write_text(source)
+            names.append(f"{digest}.comp")
+        # glslc still writes the outputs of the sources that compile when one fails.
+        subprocess.run(
+            [_glslc(), "-fshader-stage=compute", "--target-env=vulkan1.1", "-O", "-c", *names],
+            cwd=work, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        done = 0
+        for digest in todo:
+            built = Path(work) / f"{digest}.comp.spv"
+            if built.is_file():
+                os.replace(built, directory / f"{digest}.spv")
+                done += 1
+    return done

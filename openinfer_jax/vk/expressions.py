@@ -2,8 +2,9 @@
 
 Each entry maps an op name to expressions over the operands ``x0, x1, x2`` (in their
 inputs' compute types, see `openinfer_jax.vk.glsl`) and params ``P_<name>``. The
-expression is keyed by the compute family of input 0 (``float``/``double`` share the
-``real`` key, ``int``/``int64`` the ``sint`` key, ``uint``/``uint64`` the ``uint`` key,
+expression is keyed by the compute family of input 0: the family itself first
+(``float`` alone: GLSL's exp/log/tanh have no double overloads), then ``real`` for
+``float``/``double``, ``int``/``int64`` the ``sint`` key, ``uint``/``uint64`` the ``uint`` key,
 then ``bool``); ``*`` matches any family. The result must already be in the output's
 compute type (the encoder then wraps integers and rounds floats).
 
@@ -29,7 +30,8 @@ class ElementwiseSpec:
 
     `exprs`: family key -> expression. `params`: (param name, slot type) pairs passed in
     push constants; the slot type is ``in`` (input 0's compute type), ``out`` (the
-    output's) or ``uint``. A family missing from `exprs` (and no ``*``) means no kernel
+    output's), ``uint``, or ``slope`` (input 0's compute type for floats, f64 for
+    integers: relu's integer path multiplies in f64 like the reference). A family missing from `exprs` (and no ``*``) means no kernel
     for that family: `VulkanBackend.supports` reports it.
     """
 
@@ -38,8 +40,10 @@ class ElementwiseSpec:
 
     def expr_for(self, family: str) -> str | None:
         """The expression for compute family `family`, or None."""
-        key = family_key(family)
-        return self.exprs.get(key, self.exprs.get("*"))
+        for key in (family, family_key(family), "*"):
+            if key in self.exprs:
+                return self.exprs[key]
+        return None
 
 
 def family_key(family: str) -> str:
@@ -112,15 +116,31 @@ ELEMENTWISE: dict[str, ElementwiseSpec] = {
     "floor": ElementwiseSpec({"real": "floor(x0)"}),
     "ceil": ElementwiseSpec({"real": "ceil(x0)"}),
     "trunc": ElementwiseSpec({"real": "trunc(x0)"}),
-    "round": ElementwiseSpec({"real": "roundEven(x0)"}),
+    "round": ElementwiseSpec({"real": "round_away(x0)"}),
+    "sign": ElementwiseSpec({"real": "int(x0 > T0(0)) - int(x0 < T0(0))",
+                             "sint": "int(x0 > T0(0)) - int(x0 < T0(0))"}),  # fmt: skip
+    "clamp": ElementwiseSpec(
+        {"real": "nan_clamp(x0, P_min, P_max)", "sint": "min(max(x0, P_min), P_max)",
+         "uint": "min(max(x0, P_min), P_max)"},
+        (("min", "in"), ("max", "in")),
+    ),  # fmt: skip
+    "relu": ElementwiseSpec(
+        # -inf * 0 is NaN in the reference too, and NaN passes the clamps.
+        {"real": "nan_clamp((x0 < T0(0)) ? x0 * P_negative_slope : x0, P_clamp_min, P_clamp_max)",
+         # The reference truncates x * slope computed in f64.
+         "sint": "min(max((x0 < T0(0)) ? T0(trunc(double(x0) * P_negative_slope)) : x0, "
+                 "P_clamp_min), P_clamp_max)"},
+        (("negative_slope", "slope"), ("clamp_min", "in"), ("clamp_max", "in")),
+    ),  # fmt: skip
     # model-building math (f32 compute for low-precision floats)
-    "exp": ElementwiseSpec({"real": "exp(x0)"}),
-    "log": ElementwiseSpec({"real": "log(x0)"}),
+    "exp": ElementwiseSpec({"float": "exp(x0)"}),
+    "log": ElementwiseSpec({"float": "log(x0)"}),
     "sqrt": ElementwiseSpec({"real": "sqrt(x0)"}),
-    "rsqrt": ElementwiseSpec({"real": "OT(1) / sqrt(x0)"}),
-    "tanh": ElementwiseSpec({"real": "tanh(x0)"}),
-    "sigmoid": ElementwiseSpec({"real": "OT(1) / (OT(1) + exp(-x0))"}),
-    "silu": ElementwiseSpec({"real": "x0 / (OT(1) + exp(-x0))"}),
+    # 1/sqrt(-0.0) is -inf; lavapipe's fused rsqrt of a half-loaded -0.0 gave NaN.
+    "rsqrt": ElementwiseSpec({"real": "(x0 == OT(0)) ? OT(1) / x0 : OT(1) / sqrt(x0)"}),
+    "tanh": ElementwiseSpec({"float": "tanh(x0)"}),
+    "sigmoid": ElementwiseSpec({"float": "OT(1) / (OT(1) + exp(-x0))"}),
+    "silu": ElementwiseSpec({"float": "x0 / (OT(1) + exp(-x0))"}),
 }
 
 
@@ -159,5 +179,18 @@ def helper_functions(ct: str, bits: int) -> str:
         out.append(
             f"uint popcount_w({ct} a) {{ uvec2 h = unpack32(uint64_t(a)); "
             "return uint(bitCount(h.x) + bitCount(h.y)); }\n"
+        )
+    if ct in ("float", "double"):
+        # GLSL's min/max leave NaN operands undefined; the references propagate NaN.
+        out.append(
+            f"{ct} nan_clamp({ct} y, {ct} lo, {ct} hi) {{ return isnan(y) ? y : min(max(y, lo), hi); }}\n"
+        )
+        # Half away from zero, keeping the sign of zero (the registry's `round`).
+        out.append(
+            f"{ct} round_away({ct} x) {{\n"
+            f"    if (x == {ct}(0) || isnan(x) || isinf(x)) return x;\n"
+            f"    {ct} m = abs(x);\n"
+            f"    {ct} r = floor(m) + ((m - floor(m) >= {ct}(0.5)) ? {ct}(1) : {ct}(0));\n"
+            "    return (x < 0) ? -r : r;\n}\n"
         )
     return "".join(out)

@@ -185,7 +185,7 @@ def _elementwise_push(
         words += [0] * launch.MAX_RANK
     words += params
     rows = max(1, len(in_shapes))
-    return _check_words(words, 2 + launch.MAX_RANK * (1 + rows) + 4, label), n
+    return _check_words(words, 2 + launch.MAX_RANK * (1 + rows) + 6, label), n
 
 
 def _elementwise_source(
@@ -240,9 +240,11 @@ def elementwise_kernel(
     if expr is None:
         raise BackendError(f"{label}: no Vulkan kernel for {in_dtypes[0].short} inputs")
     defs, words = [], []
+    values = _host_params(op, in_dtypes[0], params)
     for name, slot_type in spec.params:
-        t = {"in": in_t, "out": out_t, "uint": glsl_type(DType.U32)}[slot_type]
-        value = params.get(name)
+        t = {"in": in_t, "out": out_t, "uint": glsl_type(DType.U32),
+             "slope": in_t if in_dtypes[0].is_float else glsl_type(DType.F64)}[slot_type]  # fmt: skip
+        value = values.get(name)
         if value is None:  # the registry's dtype-dependent default (div_by_zero_mask)
             value = math.nan if t.family in ("float", "double") else 0
         defs.append(param_decl(name, len(words), t))
@@ -252,6 +254,26 @@ def elementwise_kernel(
     source = _elementwise_source(in_dtypes, out, f"{out_t.compute}({expr})", "".join(defs), label)
     push, n = _elementwise_push(in_shapes, out_shape, words, label)
     return Kernel(label, source, push, launch.dispatch_grid(invocations(out, n)))
+
+
+def _host_params(op: str, dtype: DType, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Params as the kernels take them: bounds resolved to the type's range (clamp, relu)."""
+    from openinfer_jax.ops.numerical import int_bounds  # lazy: importing ops loads JAX
+
+    values = dict(params)
+    if op == "clamp":
+        low, high = params.get("min"), params.get("max")
+        if dtype.is_float:
+            values["min"] = -math.inf if low is None else float(low)
+            values["max"] = math.inf if high is None else float(high)
+        else:
+            lo, hi = int_bounds(dtype, None if low is None else float(low),
+                                None if high is None else float(high))  # fmt: skip
+            values["min"], values["max"] = lo, hi
+    elif op == "relu" and not dtype.is_float:
+        lo, hi = int_bounds(dtype, float(params["clamp_min"]), float(params["clamp_max"]))
+        values["clamp_min"], values["clamp_max"] = lo, hi
+    return values
 
 
 def fill_kernel(in_dtype: DType, out_shape: tuple[int, ...], value: Any) -> Kernel:
@@ -285,25 +307,32 @@ def _cast_expr(src: DType, dst: DType, rounding: str, saturate: bool) -> str:
         return f"(x0 != {s.compute}(0)) ? 1u : 0u"
     if dst.is_float:
         return f"{d.compute}(x0)"
-    if src is DType.BOOL:
-        return f"{d.compute}(x0)"
     low, high = dst.value_range()
+    if src is DType.BOOL:  # 0/1, clamped into the target (i1 holds only -1 and 0)
+        return f"{d.compute}(min(x0, 0u))" if saturate and high < 1 else f"{d.compute}(x0)"
     if src.is_float:
         r = f"{_ROUND[rounding]}(x0)"
         if saturate:
             # low and high + 1 are 0 or powers of two: exact in every float type.
             return (f"isnan(x0) ? {d.compute}(0) : ({r} < {literal(low, s)} ? {literal(low, d)} : "
                     f"({r} >= {literal(high + 1, s)} ? {literal(high, d)} : {d.compute}({r})))")  # fmt: skip
-        # Wrap modulo 2^bits (2^64 for 64-bit targets, handled in two halves); ±inf, NaN -> 0.
-        span = 2.0 ** min(dst.bits if dst.bits < 64 else 64, 64)
+        # Wrap modulo 2^W (W = 64 for 64-bit targets, else 32; the encoder then masks to
+        # the width). Below 2^(W-1) in magnitude the value converts exactly to a signed
+        # W-bit integer whose bits are the wrapped value; above it, r is a multiple of a
+        # large power of two, so r mod 2^W is exact in the float type. ±inf and NaN -> 0.
+        wide = dst.bits == 64
+        span = 2.0**64 if wide else 2.0**32
+        small_t = "int64_t" if wide else "int"
         wrapped = f"(({r}) - {literal(span, s)} * floor(({r}) / {literal(span, s)}))"
-        if dst.bits == 64:
+        if wide:
             hi = f"floor({wrapped} / {literal(2.0**32, s)})"
             lo = f"({wrapped} - {hi} * {literal(2.0**32, s)})"
-            joined = f"{d.compute}((uint64_t(uint({hi})) << 32) | uint64_t(uint({lo})))"
+            big = f"{d.compute}((uint64_t(uint({hi})) << 32) | uint64_t(uint({lo})))"
         else:
-            joined = f"{d.compute}(uint({wrapped}))"
-        return f"(isnan(x0) || isinf(x0)) ? {d.compute}(0) : {joined}"
+            big = f"{d.compute}(uint({wrapped}))"
+        small = f"{d.compute}({small_t}({r}))"
+        return (f"(isnan(x0) || isinf(x0)) ? {d.compute}(0) : "
+                f"((abs({r}) < {literal(span / 2, s)}) ? {small} : {big})")
     # integer -> integer
     if saturate:
         src_low, src_high = src.value_range()
@@ -354,12 +383,7 @@ def reduce_kernel(
     """
     label = f"{op}({in_dtype.short}, axes={tuple(axes)}) -> {out.short}"
     in_t, out_t = glsl_type(in_dtype), glsl_type(out)
-    if acc is not None:
-        acc_t = glsl_type(acc[0])
-    elif op == "mean_axis" and in_dtype.is_int:
-        acc_t = glsl_type(DType.I64 if in_dtype.is_signed_int else DType.U64)
-    else:
-        acc_t = in_t
+    acc_t = glsl_type(acc[0]) if acc is not None else in_t
     act, real = acc_t.compute, acc_t.family in ("float", "double")
     load = f"{act}(load0(i))"
     functions = [load_function("load0", "in0", in_dtype)]
@@ -395,7 +419,20 @@ def reduce_kernel(
             f"        if (isnan(v) || (!isnan(s) && v {pick} s)) s = v;" if real
             else f"        s = {'max' if pick == '>' else 'min'}(s, v);"
         )
-        if op == "mean_axis":
+        if op == "mean_axis" and acc is None and not real and not in_t.is_wide:
+            # Exact integer mean without a wider type: sum the quotients and the remainders
+            # by the count separately (remainders kept in (-n, n)), then truncate once.
+            init = f"    {act} s = {act}(0);\n    {act} rs = {act}(0);\n    {act} cnt = {act}(pc.n_red);"
+            step = ("        s += v / cnt;\n        rs += v - (v / cnt) * cnt;\n"
+                    "        if (rs >= cnt) { s += " + act + "(1); rs -= cnt; }")
+            if in_t.family == "int" or in_t.family == "int64":
+                step += ("\n        else if (rs <= -cnt) { s -= " + act + "(1); rs += cnt; }")
+                finish = (f"    if (s > {act}(0) && rs < {act}(0)) s -= {act}(1);\n"
+                          f"    else if (s < {act}(0) && rs > {act}(0)) s += {act}(1);\n"
+                          f"    return {out_t.compute}(s);")
+            else:
+                finish = f"    return {out_t.compute}(s);"
+        elif op == "mean_axis":
             if acc is not None:
                 finish = f"    return {out_t.compute}(s) / {out_t.compute}(pc.n_red);"
             else:

@@ -16,7 +16,7 @@ layout(push_constant) uniform Push {
     uint rank;                      // collapsed rank, 1..MAX_RANK
     uint shape[MAX_RANK];           // collapsed output shape
     uint strides[ARITY * MAX_RANK]; // element strides of each input over the output index
-    uint p[4];                      // scalar params as raw bits (see kernels.py)
+    uint p[6];                      // scalar params as raw bits (see kernels.py)
 } pc;
 #include "common.glsl"
 {{FUNCTIONS}}

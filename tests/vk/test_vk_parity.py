@@ -1,0 +1,84 @@
+"""Parity of every Vulkan kernel with the op registry's NumPy reference.
+
+One case per op x dtype x variant (broadcast, in-place, acc rules, params): see
+vk_cases.py. Integers, bool and packed types must match exactly; floats within the
+documented tolerance, with NaN in the same places.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from openinfer_jax.ops import registry
+from openinfer_jax.vk import VulkanBackend
+from tests.vk.vk_cases import FALLBACKS, Case, all_cases, as_float64, make_inputs, tolerance
+
+pytestmark = pytest.mark.vulkan
+
+CASES = all_cases()
+
+
+@pytest.fixture(scope="module")
+def compiled(backend: VulkanBackend) -> VulkanBackend:
+    """The backend with every case's kernel compiled in one glslc run (much faster)."""
+    backend.precompile([(c.op, c.dtypes, c.shapes, c.params) for c in CASES])
+    return backend
+
+
+def _reduce_len(case: Case) -> int:
+    if case.op == "matmul":
+        return case.shapes[0][-1]
+    if case.op.endswith("_axis"):
+        return int(np.prod(case.shapes[0]))
+    return 1
+
+
+def check_case(backend: VulkanBackend, case: Case) -> None:
+    """Run `case` on the device and compare with the reference."""
+    opdef = registry.get(case.op)
+    assert opdef is not None
+    arrays = make_inputs(case)
+    expected = np.asarray(opdef.reference(*arrays, dtypes=list(case.dtypes), **case.params))
+    out_dtype, out_shape = opdef.infer(list(case.dtypes), list(case.shapes), case.params)
+    reason = backend.supports(case.op, list(case.dtypes), case.params)
+    assert reason is True, reason
+    tensors = [backend.upload(a, d) for a, d in zip(arrays, case.dtypes)]
+    out = tensors[0] if case.inplace else None
+    result = backend.run(case.op, tensors, case.params, out_dtype, out_shape, out=out)
+    got = backend.download(result)
+    assert got.shape == expected.shape == tuple(out_shape)
+    if out_dtype.is_float:
+        acc = case.params.get("acc")
+        compute = acc[0] if acc is not None else out_dtype  # e.g. acc=[f32,f64] sums in f32
+        rtol, atol = tolerance(case.op, compute, _reduce_len(case))
+        np.testing.assert_allclose(as_float64(got), as_float64(expected), rtol=rtol, atol=atol,
+                                   equal_nan=True, err_msg=case.id)  # fmt: skip
+    else:
+        assert got.dtype == expected.dtype, case.id
+        mismatch = np.flatnonzero(got.reshape(-1) != expected.reshape(-1))
+        assert mismatch.size == 0, (
+            f"{case.id}: {mismatch.size} mismatches, first at {mismatch[0]}: "
+            f"got {got.reshape(-1)[mismatch[0]]}, expected {expected.reshape(-1)[mismatch[0]]}; "
+            f"inputs {[a.reshape(-1)[mismatch[0] % a.size] for a in arrays]}"
+        )
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_parity(compiled: VulkanBackend, case: Case) -> None:
+    check_case(compiled, case)
+
+
+def test_case_count_covers_every_kernel_op() -> None:
+    from openinfer_jax.vk.kernels import kernel_ops
+
+    covered = {c.op for c in CASES}
+    missing = sorted(op for op in kernel_ops() if registry.get(op) is not None and op not in covered)
+    assert not missing, f"kernel ops without parity cases: {missing}"
+    print(f"vulkan parity cases: {len(CASES)} over {len(covered)} ops")
+
+
+@pytest.mark.parametrize(("op", "dtype"), FALLBACKS, ids=[f"{o}-{d.short}" for o, d in FALLBACKS])
+def test_unsupported_kernels_report_a_reason(backend: VulkanBackend, op: str, dtype: object) -> None:
+    reason = backend.supports(op, [dtype], {})
+    assert isinstance(reason, str) and dtype.short in reason  # type: ignore[attr-defined]

@@ -1,0 +1,238 @@
+"""The parity matrix of the Vulkan tests: op x dtype x variant cases and their inputs.
+
+Every case runs one op on the device and compares with the op registry's NumPy
+reference (`OpDef.reference`): exact for integers, bool and packed types; for floats
+within `tolerance` (documented in docs/vulkan.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.ops import registry
+from openinfer_jax.ops.registry import acc_accepts
+from openinfer_jax.vk.expressions import ELEMENTWISE
+from openinfer_jax.vk.kernels import REDUCTIONS
+
+# Ops whose float results go through transcendental functions (driver accuracy).
+TRANSCENDENTAL = frozenset({"exp", "log", "tanh", "sigmoid", "silu", "sqrt", "rsqrt", "recip", "div"})
+_MANTISSA = {DType.F8: 2, DType.BF16: 7, DType.F16: 10, DType.F32: 23, DType.F64: 52}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One device run: op, input dtypes and shapes, params, and how to check it."""
+
+    op: str
+    dtypes: tuple[DType, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    params: dict[str, Any] = field(default_factory=dict, hash=False)
+    inplace: bool = False
+    seed: int = 0
+
+    @property
+    def id(self) -> str:
+        """A readable pytest id."""
+        bits = [self.op, "-".join(d.short for d in self.dtypes),
+                "x".join(",".join(map(str, s)) for s in self.shapes)]  # fmt: skip
+        if self.params:
+            bits.append(",".join(f"{k}={_short(v)}" for k, v in sorted(self.params.items())))
+        if self.inplace:
+            bits.append("inplace")
+        return "|".join(bits)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, DType):
+        return value.short
+    if isinstance(value, tuple):
+        return "[" + ",".join(_short(v) for v in value) + "]"
+    return str(value)
+
+
+def sample(dtype: DType, shape: tuple[int, ...], rng: np.random.Generator, *, edges: bool = True) -> np.ndarray:
+    """Random values of `dtype` (simulator representation) with edge values mixed in."""
+    n = int(np.prod(shape, dtype=np.int64))
+    if dtype is DType.BOOL:
+        return rng.integers(0, 2, n).astype(bool).reshape(shape)
+    if dtype is DType.T1:
+        return rng.choice(np.array([-1, 1], np.int8), n).reshape(shape)
+    if dtype.is_float:
+        values = rng.normal(0.0, 4.0, n)
+        special = [math.nan, math.inf, -math.inf, -0.0, 0.0, 0.5, -0.5, 2.5, -1.5, 1.0]
+        if edges and n >= 4:
+            spots = rng.choice(n, size=min(n // 3, len(special)), replace=False)
+            values[spots] = special[: len(spots)]
+        return values.astype(dtype.numpy).reshape(shape)
+    low, high = dtype.value_range()
+    values = rng.integers(low, high, n, endpoint=True, dtype=np.int64 if dtype is not DType.U64 else np.uint64)
+    if edges and n >= 4:
+        special = [v for v in (low, high, 0, 1, -1) if low <= v <= high]
+        spots = rng.choice(n, size=min(n // 3, len(special)), replace=False)
+        for spot, value in zip(spots, special):
+            values[spot] = value
+    return values.astype(dtype.numpy).reshape(shape)
+
+
+def tolerance(op: str, dtype: DType, reduce_len: int = 1) -> tuple[float, float]:
+    """(rtol, atol) for a float result of `dtype` from `op`.
+
+    Low-precision floats: one unit in the last place of the storage type (the device and
+    the reference both compute in f32 and round to nearest even, so most results are
+    identical). f32: 1e-6 relative for arithmetic, 1e-5 for transcendental functions and
+    for sums/products whose order differs (times the reduced length); f64: 1e-12.
+    """
+    if dtype in (DType.F8, DType.BF16, DType.F16):
+        ulp = 2.0 ** -_MANTISSA[dtype]
+        return ulp * (1 + math.log2(max(reduce_len, 1))), ulp * 2.0**-14
+    if dtype is DType.F64:
+        return 1e-12 * max(reduce_len, 1), 1e-300
+    base = 1e-5 if op in TRANSCENDENTAL else 1e-6
+    return base * max(reduce_len, 1), 1e-6 * max(reduce_len, 1)
+
+
+def _dtype_order(dtypes: frozenset[DType]) -> list[DType]:
+    return sorted(dtypes, key=lambda d: d.value)
+
+
+# (op, dtype) pairs that have no Vulkan kernel by design: GLSL's exp/log/tanh take no
+# doubles. `supports` must name the reason, and the simulator runs them on the CPU.
+FALLBACKS = [(op, DType.F64) for op in ("exp", "log", "tanh", "sigmoid", "silu")]
+
+
+def _elementwise_cases() -> list[Case]:
+    cases = []
+    for op in sorted(ELEMENTWISE):
+        opdef = registry.get(op)
+        if opdef is None:
+            continue
+        arity = len(opdef.inputs)
+        for dtype in _dtype_order(opdef.inputs[-1].dtypes):
+            if (op, dtype) in FALLBACKS:
+                continue
+            if op == "filter":
+                dtypes = (DType.BOOL if dtype is not DType.F32 else DType.F32, dtype, dtype)
+            else:
+                dtypes = (dtype,) * arity
+            variants: list[dict[str, Any]] = [{}]
+            if op in ("shl", "shr"):
+                variants = [{"bits": b} for b in (0, 1, dtype.bits - 1, dtype.bits, dtype.bits + 3)]
+            elif op in ("div", "floor_div") and dtype.is_int:
+                variants = [{}, {"div_by_zero_mask": dtype.value_range()[1]}]
+            elif op in ("div", "recip") and dtype.is_float:
+                variants = [{}, {"div_by_zero_mask": 7.0}]
+            elif op == "clamp":
+                variants = [{}, {"min": -2.5, "max": 3.7}, {"min": 1}]
+            elif op == "relu":
+                variants = [{}, {"negative_slope": 0.5, "clamp_max": 3.0}]
+            for params in variants:
+                if arity == 2 and opdef.broadcast_ok:
+                    cases.append(Case(op, dtypes, ((2, 3, 5), (3, 1)), params))
+                    cases.append(Case(op, dtypes, ((1, 45), (3, 45)), params))
+                else:
+                    cases.append(Case(op, dtypes, ((2, 45),) * arity, params))
+            same_out = opdef.output_dtype(list(dtypes), opdef.resolve_params(variants[-1])) is dtype
+            if opdef.inplace_ok and same_out and op != "filter":
+                cases.append(Case(op, dtypes, ((3, 21),) * arity, variants[-1], inplace=True))
+    return cases
+
+
+def _fill_cases() -> list[Case]:
+    opdef = registry.get("fill")
+    assert opdef is not None
+    cases = []
+    for dtype in _dtype_order(opdef.inputs[0].dtypes):
+        if dtype.is_float:
+            value: Any = -1.75
+        elif dtype is DType.BOOL:
+            value = True
+        elif dtype is DType.T1:
+            value = -1
+        else:
+            value = dtype.value_range()[1]
+        cases.append(Case("fill", (dtype,), ((3, 13),), {"value": value}))
+    return cases
+
+
+def _cast_cases() -> list[Case]:
+    opdef = registry.get("cast")
+    assert opdef is not None
+    targets = opdef.params["to"].allowed
+    cases = []
+    for src in _dtype_order(opdef.inputs[0].dtypes):
+        for dst in _dtype_order(frozenset(targets)):
+            cases.append(Case("cast", (src,), ((5, 13),), {"to": dst}))
+            if src.is_float and dst.is_int:
+                for mode in ("floor", "ceil", "nearest"):
+                    cases.append(Case("cast", (src,), ((5, 13),), {"to": dst, "rounding_mode": mode}))
+            if dst.is_int and src is not DType.BOOL:
+                cases.append(Case("cast", (src,), ((5, 13),), {"to": dst, "saturate": False}))
+    return cases
+
+
+def _reduce_cases() -> list[Case]:
+    cases = []
+    for op in REDUCTIONS:
+        opdef = registry.get(op)
+        if opdef is None:
+            continue
+        for dtype in _dtype_order(opdef.inputs[0].dtypes):
+            if op.startswith("arg"):
+                variants: list[dict[str, Any]] = [{"axis": 1}, {"axis": -1, "select_first": False},
+                                                  {"axis": 0, "keepdims": True}]  # fmt: skip
+            else:
+                variants = [{"axes": (1,)}, {"axes": (0, 2), "keepdims": True}, {}]
+                for acc in opdef.acc_rules:
+                    if acc_accepts(dtype, acc[0]):
+                        variants.append({"axes": (2,), "acc": acc})
+            for params in variants:
+                cases.append(Case(op, (dtype,), ((3, 4, 7),), params))
+    return cases
+
+
+def _matmul_cases() -> list[Case]:
+    opdef = registry.get("matmul")
+    assert opdef is not None
+    cases = []
+    for dtype in _dtype_order(opdef.inputs[0].dtypes):
+        cases.append(Case("matmul", (dtype, dtype), ((3, 5), (5, 4))))
+        cases.append(Case("matmul", (dtype, dtype), ((2, 1, 3, 5), (3, 5, 6))))
+        for acc in opdef.acc_rules:
+            if acc_accepts(dtype, acc[0]):
+                cases.append(Case("matmul", (dtype, dtype), ((2, 3, 5), (5, 4)), {"acc": acc}))
+    # the tiled f32 path: edges that are not multiples of the tile, batch broadcast
+    cases.append(Case("matmul", (DType.F32, DType.F32), ((70, 33), (33, 65))))
+    cases.append(Case("matmul", (DType.F32, DType.F32), ((2, 1, 17, 40), (3, 40, 9))))
+    cases.append(Case("matmul", (DType.F32, DType.F32), ((7,), (7, 5))))
+    return cases
+
+
+def all_cases() -> list[Case]:
+    """Every parity case, in a stable order."""
+    return _elementwise_cases() + _fill_cases() + _cast_cases() + _reduce_cases() + _matmul_cases()
+
+
+def make_inputs(case: Case) -> list[np.ndarray]:
+    """The case's inputs (deterministic per case id)."""
+    seed = sum(map(ord, case.id)) * 7919 + case.seed
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for dtype, shape in zip(case.dtypes, case.shapes):
+        edges = not (case.op in ("matmul", "prod_axis", "sum_axis", "mean_axis") and dtype.is_float)
+        arrays.append(sample(dtype, shape, rng, edges=edges))
+    if case.op in ("div", "floor_div", "rem") and len(arrays) == 2:
+        arrays[1].reshape(-1)[:2] = 0  # zero divisors always present
+    return arrays
+
+
+def as_float64(x: np.ndarray) -> np.ndarray:
+    """Float arrays (bf16/f8 included) as float64 for comparison."""
+    if x.dtype in (np.dtype(ml_dtypes.bfloat16), np.dtype(ml_dtypes.float8_e5m2)):
+        return x.astype(np.float32).astype(np.float64)
+    return x.astype(np.float64)
