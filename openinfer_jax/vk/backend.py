@@ -32,7 +32,7 @@ from openinfer_jax.vk.expressions import ELEMENTWISE
 from openinfer_jax.vk.glsl import glsl_type
 from openinfer_jax.vk.storage import decode_words, encode_words, storage_words
 
-__all__ = ["VulkanBackend", "DeviceTensor", "vulkan_available"]
+__all__ = ["DeviceTensor", "VulkanBackend", "vulkan_available"]
 
 _FEATURE_NAMES = {"shader_int64": "shaderInt64", "shader_float64": "shaderFloat64"}
 _INSTALL_KP = (
@@ -123,9 +123,7 @@ class VulkanBackend:
                 f"unknown feature(s) to disable: {', '.join(sorted(unknown))}; "
                 f"known: {', '.join(_FEATURE_NAMES)}"
             )
-        self._features = {
-            k: v and k not in disabled for k, v in self.capabilities.features.items()
-        }
+        self._features = {k: v and k not in disabled for k, v in self.capabilities.features.items()}
         try:
             self._manager = self._kp.Manager(device_index)
         except RuntimeError as exc:
@@ -190,7 +188,9 @@ class VulkanBackend:
         """A new device tensor of `shape` whose contents are undefined until written."""
         shape = tuple(int(d) for d in shape)
         n = storage_words(dtype, int(np.prod(shape, dtype=np.int64)))
-        handle = self._allocate_words(np.zeros(n, np.uint32), f"a {dtype.short}{list(shape)} tensor")
+        handle = self._allocate_words(
+            np.zeros(n, np.uint32), f"a {dtype.short}{list(shape)} tensor"
+        )
         return DeviceTensor(dtype, shape, handle, n)
 
     def download(self, tensor: DeviceTensor) -> np.ndarray:
@@ -199,7 +199,9 @@ class VulkanBackend:
         self._wait()
         self._eval(self._manager.sequence().record(self._kp.OpTensorSyncLocal([tensor.handle])),
                    "download")  # fmt: skip
-        return decode_words(np.array(tensor.handle.data(), dtype=np.uint32), tensor.dtype, tensor.shape)
+        return decode_words(
+            np.array(tensor.handle.data(), dtype=np.uint32), tensor.dtype, tensor.shape
+        )
 
     def sync(self) -> None:
         """Wait until every submitted dispatch has finished."""
@@ -215,7 +217,9 @@ class VulkanBackend:
         """
         self._check_own(dst, src)
         if src.dtype is not dst.dtype:
-            raise BackendError(f"write_slice: source is {src.dtype.short}, destination {dst.dtype.short}")
+            raise BackendError(
+                f"write_slice: source is {src.dtype.short}, destination {dst.dtype.short}"
+            )
         if offset < 0 or offset + src.numel > dst.numel:
             raise BackendError(
                 f"write_slice: {src.numel} elements at offset {offset} do not fit in a tensor "
@@ -249,7 +253,9 @@ class VulkanBackend:
         return out
 
     # ---- ops -------------------------------------------------------------------------------------
-    def supports(self, op_name: str, in_dtypes: Sequence[DType], params: Mapping[str, Any]) -> bool | str:
+    def supports(
+        self, op_name: str, in_dtypes: Sequence[DType], params: Mapping[str, Any]
+    ) -> bool | str:
         """True if `op_name` runs on this device for these dtypes/params, else the reason.
 
         The reason is meant for the simulator's trace when it falls back to the CPU
@@ -276,7 +282,10 @@ class VulkanBackend:
         for name, value in resolved.items():
             if isinstance(value, VarName):
                 raise BackendError(f"{op_name}: param {name} is a variable; it runs on the CPU")
-        if op_name in ELEMENTWISE and ELEMENTWISE[op_name].expr_for(glsl_type(in_dtypes[0]).family) is None:
+        if (
+            op_name in ELEMENTWISE
+            and ELEMENTWISE[op_name].expr_for(glsl_type(in_dtypes[0]).family) is None
+        ):
             raise BackendError(f"{op_name}: no Vulkan kernel for {in_dtypes[0].short} inputs")
         needed = [*in_dtypes]
         if op_name not in ("argmax_axis", "argmin_axis"):
@@ -343,7 +352,8 @@ class VulkanBackend:
         return target
 
     def precompile(
-        self, calls: Sequence[tuple[str, Sequence[DType], Sequence[Sequence[int]], Mapping[str, Any]]]
+        self,
+        calls: Sequence[tuple[str, Sequence[DType], Sequence[Sequence[int]], Mapping[str, Any]]],
     ) -> int:
         """Compile the kernels of many op calls at once; returns how many were compiled.
 
@@ -396,7 +406,9 @@ class VulkanBackend:
     def _check_own(self, *tensors: DeviceTensor) -> None:
         for t in tensors:
             if not isinstance(t, DeviceTensor):
-                raise BackendError(f"expected a DeviceTensor from this backend, got {type(t).__name__}")
+                raise BackendError(
+                    f"expected a DeviceTensor from this backend, got {type(t).__name__}"
+                )
 
     def _launch(self, kernel: kernels.Kernel, tensors: Sequence[DeviceTensor]) -> None:
         spirv = compile_glsl(kernel.source, kernel.label)
@@ -409,7 +421,9 @@ class VulkanBackend:
             seq = self._manager.sequence().record(kp.OpAlgoDispatch(algo, kernel.push))
             seq.eval_async()
         except RuntimeError as exc:
-            raise BackendError(f"dispatch of {kernel.label} failed on {self.device_name}: {exc}") from None
+            raise BackendError(
+                f"dispatch of {kernel.label} failed on {self.device_name}: {exc}"
+            ) from None
         # Keep the sequence, algorithm and buffers alive until the work has finished.
         self._pending.append((seq, algo, tensors))
         self.dispatch_count += 1

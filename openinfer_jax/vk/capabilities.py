@@ -22,7 +22,7 @@ from typing import Any
 
 from openinfer_jax.errors import BackendError
 
-__all__ = ["DeviceCapabilities", "query_capabilities", "load_vulkan_library"]
+__all__ = ["DeviceCapabilities", "load_vulkan_library", "query_capabilities"]
 
 _VK_SUCCESS = 0
 _STYPE_APPLICATION_INFO = 0
@@ -45,29 +45,60 @@ _VK12_FEATURE_INDEX = {"storage_buffer_8bit": 2, "shader_float16": 7, "shader_in
 _N_VK12_FEATURES = 47
 
 # The leading fields of VkPhysicalDeviceLimits, in header order (u32 unless noted).
-_LIMIT_FIELDS_BEFORE_GRANULARITY = (
-    "maxImageDimension1D maxImageDimension2D maxImageDimension3D maxImageDimensionCube "
-    "maxImageArrayLayers maxTexelBufferElements maxUniformBufferRange maxStorageBufferRange "
-    "maxPushConstantsSize maxMemoryAllocationCount maxSamplerAllocationCount"
-).split()
-_LIMIT_FIELDS_AFTER_SPARSE = (
-    "maxBoundDescriptorSets maxPerStageDescriptorSamplers maxPerStageDescriptorUniformBuffers "
-    "maxPerStageDescriptorStorageBuffers maxPerStageDescriptorSampledImages "
-    "maxPerStageDescriptorStorageImages maxPerStageDescriptorInputAttachments maxPerStageResources "
-    "maxDescriptorSetSamplers maxDescriptorSetUniformBuffers maxDescriptorSetUniformBuffersDynamic "
-    "maxDescriptorSetStorageBuffers maxDescriptorSetStorageBuffersDynamic "
-    "maxDescriptorSetSampledImages maxDescriptorSetStorageImages maxDescriptorSetInputAttachments "
-    "maxVertexInputAttributes maxVertexInputBindings maxVertexInputAttributeOffset "
-    "maxVertexInputBindingStride maxVertexOutputComponents maxTessellationGenerationLevel "
-    "maxTessellationPatchSize maxTessellationControlPerVertexInputComponents "
-    "maxTessellationControlPerVertexOutputComponents "
-    "maxTessellationControlPerPatchOutputComponents maxTessellationControlTotalOutputComponents "
-    "maxTessellationEvaluationInputComponents maxTessellationEvaluationOutputComponents "
-    "maxGeometryShaderInvocations maxGeometryInputComponents maxGeometryOutputComponents "
-    "maxGeometryOutputVertices maxGeometryTotalOutputComponents maxFragmentInputComponents "
-    "maxFragmentOutputAttachments maxFragmentDualSrcAttachments "
-    "maxFragmentCombinedOutputResources maxComputeSharedMemorySize"
-).split()
+_LIMIT_FIELDS_BEFORE_GRANULARITY = [
+    "maxImageDimension1D",
+    "maxImageDimension2D",
+    "maxImageDimension3D",
+    "maxImageDimensionCube",
+    "maxImageArrayLayers",
+    "maxTexelBufferElements",
+    "maxUniformBufferRange",
+    "maxStorageBufferRange",
+    "maxPushConstantsSize",
+    "maxMemoryAllocationCount",
+    "maxSamplerAllocationCount",
+]
+_LIMIT_FIELDS_AFTER_SPARSE = [
+    "maxBoundDescriptorSets",
+    "maxPerStageDescriptorSamplers",
+    "maxPerStageDescriptorUniformBuffers",
+    "maxPerStageDescriptorStorageBuffers",
+    "maxPerStageDescriptorSampledImages",
+    "maxPerStageDescriptorStorageImages",
+    "maxPerStageDescriptorInputAttachments",
+    "maxPerStageResources",
+    "maxDescriptorSetSamplers",
+    "maxDescriptorSetUniformBuffers",
+    "maxDescriptorSetUniformBuffersDynamic",
+    "maxDescriptorSetStorageBuffers",
+    "maxDescriptorSetStorageBuffersDynamic",
+    "maxDescriptorSetSampledImages",
+    "maxDescriptorSetStorageImages",
+    "maxDescriptorSetInputAttachments",
+    "maxVertexInputAttributes",
+    "maxVertexInputBindings",
+    "maxVertexInputAttributeOffset",
+    "maxVertexInputBindingStride",
+    "maxVertexOutputComponents",
+    "maxTessellationGenerationLevel",
+    "maxTessellationPatchSize",
+    "maxTessellationControlPerVertexInputComponents",
+    "maxTessellationControlPerVertexOutputComponents",
+    "maxTessellationControlPerPatchOutputComponents",
+    "maxTessellationControlTotalOutputComponents",
+    "maxTessellationEvaluationInputComponents",
+    "maxTessellationEvaluationOutputComponents",
+    "maxGeometryShaderInvocations",
+    "maxGeometryInputComponents",
+    "maxGeometryOutputComponents",
+    "maxGeometryOutputVertices",
+    "maxGeometryTotalOutputComponents",
+    "maxFragmentInputComponents",
+    "maxFragmentOutputAttachments",
+    "maxFragmentDualSrcAttachments",
+    "maxFragmentCombinedOutputResources",
+    "maxComputeSharedMemorySize",
+]
 
 _u32 = ctypes.c_uint32
 _u64 = ctypes.c_uint64

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from openinfer_jax.errors import BackendError
 
-__all__ = ["render", "compile_glsl", "compile_many", "cache_dir", "shader_source"]
+__all__ = ["cache_dir", "compile_glsl", "compile_many", "render", "shader_source"]
 
 _SHADER_DIR = Path(__file__).with_name("shaders")
 _INCLUDE = '#include "common.glsl"'
@@ -43,7 +43,9 @@ def render(template: str, **fields: object) -> str:
         text = text.replace("{{" + key + "}}", str(value))
     if "{{" in text:
         start = text.index("{{")
-        raise BackendError(f"{template}: slot {text[start:text.index('}}', start) + 2]} not filled")
+        raise BackendError(
+            f"{template}: slot {text[start : text.index('}}', start) + 2]} not filled"
+        )
     return text
 
 
@@ -57,7 +59,7 @@ def cache_dir() -> Path:
 
 
 def _glslc() -> str:
-    path = os.environ.get("GLSLC") or shutil.which("glslc")
+    path = shutil.which(os.environ.get("GLSLC") or "glslc")
     if not path:
         raise BackendError(
             "glslc (the GLSL to SPIR-V compiler) was not found; install it "

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ElementwiseSpec", "ELEMENTWISE", "family_key", "helper_functions"]
+__all__ = ["ELEMENTWISE", "ElementwiseSpec", "family_key", "helper_functions"]
 
 
 @dataclass(frozen=True)
@@ -64,15 +64,20 @@ ELEMENTWISE: dict[str, ElementwiseSpec] = {
     "mul": ElementwiseSpec({"bool": "x0 & x1", "*": "x0 * x1"}),
     "sub": ElementwiseSpec({"real": "x0 - x1", "sint": "x0 - x1", "uint": "x0 - x1"}),
     "div": ElementwiseSpec(
-        {"real": "(x1 == OT(0)) ? P_div_by_zero_mask : x0 / x1",
-         "sint": "t_div(x0, x1, P_div_by_zero_mask)", "uint": "u_div(x0, x1, P_div_by_zero_mask)"},
+        {
+            "real": "(x1 == OT(0)) ? P_div_by_zero_mask : x0 / x1",
+            "sint": "t_div(x0, x1, P_div_by_zero_mask)",
+            "uint": "u_div(x0, x1, P_div_by_zero_mask)",
+        },
         (("div_by_zero_mask", "in"),),
-    ),  # fmt: skip
+    ),
     "floor_div": ElementwiseSpec(
-        {"sint": "t_floor_div(x0, x1, P_div_by_zero_mask)",
-         "uint": "u_div(x0, x1, P_div_by_zero_mask)"},
+        {
+            "sint": "t_floor_div(x0, x1, P_div_by_zero_mask)",
+            "uint": "u_div(x0, x1, P_div_by_zero_mask)",
+        },
         (("div_by_zero_mask", "in"),),
-    ),  # fmt: skip
+    ),
     "rem": ElementwiseSpec({"sint": "t_rem(x0, x1)", "uint": "u_rem(x0, x1)"}),
     "fma": ElementwiseSpec({"real": "fma(x0, x1, x2)"}),
     "abs": ElementwiseSpec({"real": "abs(x0)", "sint": "(x0 < OT(0)) ? -x0 : x0"}),
@@ -86,10 +91,12 @@ ELEMENTWISE: dict[str, ElementwiseSpec] = {
     "xor": ElementwiseSpec({"sint": "x0 ^ x1", "uint": "x0 ^ x1", "bool": "x0 ^ x1"}),
     "not": ElementwiseSpec({"sint": "~x0", "uint": "~x0", "bool": "x0 ^ 1u"}),
     "shl": ElementwiseSpec(
-        {"sint": "(P_bits >= W) ? OT(0) : (x0 << P_bits)",
-         "uint": "(P_bits >= W) ? OT(0) : (x0 << P_bits)"},
+        {
+            "sint": "(P_bits >= W) ? OT(0) : (x0 << P_bits)",
+            "uint": "(P_bits >= W) ? OT(0) : (x0 << P_bits)",
+        },
         (("bits", "uint"),),
-    ),  # fmt: skip
+    ),
     "shr": ElementwiseSpec(
         {"sint": "x0 >> min(P_bits, W - 1u)", "uint": "(P_bits >= W) ? OT(0) : (x0 >> P_bits)"},
         (("bits", "uint"),),
@@ -106,32 +113,41 @@ ELEMENTWISE: dict[str, ElementwiseSpec] = {
     "is_finite": ElementwiseSpec({"real": "uint(!isnan(x0) && !isinf(x0))"}),
     "is_nan": ElementwiseSpec({"real": "uint(isnan(x0))"}),
     "is_inf": ElementwiseSpec({"real": "uint(isinf(x0))"}),
-    "is_neg": ElementwiseSpec({"real": "uint(x0 < T0(0))", "sint": "uint(x0 < T0(0))",
-                               "uint": "0u"}),  # fmt: skip
+    "is_neg": ElementwiseSpec(
+        {"real": "uint(x0 < T0(0))", "sint": "uint(x0 < T0(0))", "uint": "0u"}
+    ),
     # statistics and rounding
-    "min": ElementwiseSpec({"real": _MIN_MAX_REAL.format(op="<"), "sint": "min(x0, x1)",
-                            "uint": "min(x0, x1)"}),  # fmt: skip
-    "max": ElementwiseSpec({"real": _MIN_MAX_REAL.format(op=">"), "sint": "max(x0, x1)",
-                            "uint": "max(x0, x1)"}),  # fmt: skip
+    "min": ElementwiseSpec(
+        {"real": _MIN_MAX_REAL.format(op="<"), "sint": "min(x0, x1)", "uint": "min(x0, x1)"}
+    ),
+    "max": ElementwiseSpec(
+        {"real": _MIN_MAX_REAL.format(op=">"), "sint": "max(x0, x1)", "uint": "max(x0, x1)"}
+    ),
     "floor": ElementwiseSpec({"real": "floor(x0)"}),
     "ceil": ElementwiseSpec({"real": "ceil(x0)"}),
     "trunc": ElementwiseSpec({"real": "trunc(x0)"}),
     "round": ElementwiseSpec({"real": "round_away(x0)"}),
-    "sign": ElementwiseSpec({"real": "int(x0 > T0(0)) - int(x0 < T0(0))",
-                             "sint": "int(x0 > T0(0)) - int(x0 < T0(0))"}),  # fmt: skip
+    "sign": ElementwiseSpec(
+        {"real": "int(x0 > T0(0)) - int(x0 < T0(0))", "sint": "int(x0 > T0(0)) - int(x0 < T0(0))"}
+    ),
     "clamp": ElementwiseSpec(
-        {"real": "nan_clamp(x0, P_min, P_max)", "sint": "min(max(x0, P_min), P_max)",
-         "uint": "min(max(x0, P_min), P_max)"},
+        {
+            "real": "nan_clamp(x0, P_min, P_max)",
+            "sint": "min(max(x0, P_min), P_max)",
+            "uint": "min(max(x0, P_min), P_max)",
+        },
         (("min", "in"), ("max", "in")),
-    ),  # fmt: skip
+    ),
     "relu": ElementwiseSpec(
         # -inf * 0 is NaN in the reference too, and NaN passes the clamps.
-        {"real": "nan_clamp((x0 < T0(0)) ? x0 * P_negative_slope : x0, P_clamp_min, P_clamp_max)",
-         # The reference truncates x * slope computed in f64.
-         "sint": "min(max((x0 < T0(0)) ? T0(trunc(double(x0) * P_negative_slope)) : x0, "
-                 "P_clamp_min), P_clamp_max)"},
+        {
+            "real": "nan_clamp((x0 < T0(0)) ? x0 * P_negative_slope : x0, P_clamp_min, P_clamp_max)",
+            # The reference truncates x * slope computed in f64.
+            "sint": "min(max((x0 < T0(0)) ? T0(trunc(double(x0) * P_negative_slope)) : x0, "
+            "P_clamp_min), P_clamp_max)",
+        },
         (("negative_slope", "slope"), ("clamp_min", "in"), ("clamp_max", "in")),
-    ),  # fmt: skip
+    ),
     # model-building math (f32 compute for low-precision floats)
     "exp": ElementwiseSpec({"float": "exp(x0)"}),
     "log": ElementwiseSpec({"float": "log(x0)"}),

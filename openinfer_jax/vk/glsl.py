@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from openinfer_jax.errors import BackendError
 from openinfer_jax.oinf.dtypes import DType
 
-__all__ = ["GlslType", "glsl_type", "load_function", "encode_function", "convert"]
+__all__ = ["GlslType", "convert", "encode_function", "glsl_type", "load_function"]
 
 _EXT_INT64 = "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require"
 

@@ -33,17 +33,17 @@ from openinfer_jax.vk.expressions import ELEMENTWISE, helper_functions
 from openinfer_jax.vk.glsl import GlslType, encode_function, glsl_type, load_function
 
 __all__ = [
-    "Kernel",
-    "REDUCTIONS",
     "MATMUL_TILES",
-    "elementwise_kernel",
+    "REDUCTIONS",
+    "Kernel",
     "cast_kernel",
-    "fill_kernel",
-    "reduce_kernel",
-    "matmul_kernel",
     "copy_kernel",
-    "literal",
+    "elementwise_kernel",
+    "fill_kernel",
     "kernel_ops",
+    "literal",
+    "matmul_kernel",
+    "reduce_kernel",
 ]
 
 REDUCTIONS = ("sum_axis", "prod_axis", "max_axis", "min_axis", "mean_axis",
@@ -203,7 +203,9 @@ def _elementwise_source(
         functions.append(f"#define W {width}u\n")
         functions.append(helper_functions(in_types[0].compute, width))
     functions.append(param_defs)
-    operands = "\n".join(f"    {t.compute} x{k} = load{k}(idx[{k}]);" for k, t in enumerate(in_types))
+    operands = "\n".join(
+        f"    {t.compute} x{k} = load{k}(idx[{k}]);" for k, t in enumerate(in_types)
+    )
     return render(
         "elementwise.comp",
         EXTENSIONS=extensions(*in_types, out_t),
@@ -331,8 +333,10 @@ def _cast_expr(src: DType, dst: DType, rounding: str, saturate: bool) -> str:
         else:
             big = f"{d.compute}(uint({wrapped}))"
         small = f"{d.compute}({small_t}({r}))"
-        return (f"(isnan(x0) || isinf(x0)) ? {d.compute}(0) : "
-                f"((abs({r}) < {literal(span / 2, s)}) ? {small} : {big})")
+        return (
+            f"(isnan(x0) || isinf(x0)) ? {d.compute}(0) : "
+            f"((abs({r}) < {literal(span / 2, s)}) ? {small} : {big})"
+        )
     # integer -> integer
     if saturate:
         src_low, src_high = src.value_range()
@@ -361,7 +365,9 @@ def _reduce_layout(
     strides = launch.contiguous_strides(in_shape)
     keep = [d for d in range(len(in_shape)) if d not in axes]
     red = [d for d in range(len(in_shape)) if d in axes]
-    k_shape, (k_stride,) = launch.collapse([in_shape[d] for d in keep], [[strides[d] for d in keep]])
+    k_shape, (k_stride,) = launch.collapse(
+        [in_shape[d] for d in keep], [[strides[d] for d in keep]]
+    )
     r_shape, (r_stride,) = launch.collapse([in_shape[d] for d in red], [[strides[d] for d in red]])
     return list(k_shape), list(k_stride), list(r_shape), list(r_stride)
 
@@ -396,8 +402,11 @@ def reduce_kernel(
         tie = "" if select_first else "="
         if real:
             # A NaN wins over every number: the first one, or the last with select_first=false.
-            better = (f"(isnan(v) && !isnan(best)) || (!isnan(best) && v {cmp} best)"
-                      if select_first else f"isnan(v) || (!isnan(best) && v {cmp}= best)")
+            better = (
+                f"(isnan(v) && !isnan(best)) || (!isnan(best) && v {cmp} best)"
+                if select_first
+                else f"isnan(v) || (!isnan(best) && v {cmp}= best)"
+            )
         else:
             better = f"v {cmp}{tie} best"
         init = f"    {act} best = {load.replace('(i)', '(base)')};\n    uint bi = 0u;"
@@ -416,20 +425,25 @@ def reduce_kernel(
             "mean_axis": "        s += v;",
             "prod_axis": "        s *= v;",
         }.get(op) or (
-            f"        if (isnan(v) || (!isnan(s) && v {pick} s)) s = v;" if real
+            f"        if (isnan(v) || (!isnan(s) && v {pick} s)) s = v;"
+            if real
             else f"        s = {'max' if pick == '>' else 'min'}(s, v);"
         )
         if op == "mean_axis" and acc is None and not real and not in_t.is_wide:
             # Exact integer mean without a wider type: sum the quotients and the remainders
             # by the count separately (remainders kept in (-n, n)), then truncate once.
             init = f"    {act} s = {act}(0);\n    {act} rs = {act}(0);\n    {act} cnt = {act}(pc.n_red);"
-            step = ("        s += v / cnt;\n        rs += v - (v / cnt) * cnt;\n"
-                    "        if (rs >= cnt) { s += " + act + "(1); rs -= cnt; }")
+            step = (
+                "        s += v / cnt;\n        rs += v - (v / cnt) * cnt;\n"
+                "        if (rs >= cnt) { s += " + act + "(1); rs -= cnt; }"
+            )
             if in_t.family == "int" or in_t.family == "int64":
-                step += ("\n        else if (rs <= -cnt) { s -= " + act + "(1); rs += cnt; }")
-                finish = (f"    if (s > {act}(0) && rs < {act}(0)) s -= {act}(1);\n"
-                          f"    else if (s < {act}(0) && rs > {act}(0)) s += {act}(1);\n"
-                          f"    return {out_t.compute}(s);")
+                step += "\n        else if (rs <= -cnt) { s -= " + act + "(1); rs += cnt; }"
+                finish = (
+                    f"    if (s > {act}(0) && rs < {act}(0)) s -= {act}(1);\n"
+                    f"    else if (s < {act}(0) && rs > {act}(0)) s += {act}(1);\n"
+                    f"    return {out_t.compute}(s);"
+                )
             else:
                 finish = f"    return {out_t.compute}(s);"
         elif op == "mean_axis":
@@ -483,7 +497,9 @@ def _matmul_dims(
         raise BackendError(f"{label}: {exc}") from None
     a_strides = tuple(s * m * k for s in a_strides)
     b_strides = tuple(s * k * n for s in b_strides)
-    shape, (sa, sb) = launch.collapse(batch, [a_strides, b_strides]) if batch else ((1,), ((0,), (0,)))
+    shape, (sa, sb) = (
+        launch.collapse(batch, [a_strides, b_strides]) if batch else ((1,), ((0,), (0,)))
+    )
     if len(shape) > 4:
         raise BackendError(f"{label}: more than 4 non-contiguous batch dims; run it on the CPU")
     return m, n, k, list(shape), list(sa), list(sb)
@@ -515,8 +531,11 @@ def matmul_kernel(
         grid = (math.ceil(n / bn), math.ceil(m / bm), batch_count)
         return Kernel(label + f" [tiled {tiles}]", source, push, grid)
     in_t, out_t = glsl_type(a_dtype), glsl_type(out)
-    acc_t = glsl_type(acc[0]) if acc is not None else (
-        glsl_type(DType.F32) if a_dtype.is_float and a_dtype.bits < 32 else in_t)
+    acc_t = (
+        glsl_type(acc[0])
+        if acc is not None
+        else (glsl_type(DType.F32) if a_dtype.is_float and a_dtype.bits < 32 else in_t)
+    )
     functions = [load_function("load0", "in0", a_dtype), load_function("load1", "in1", b_dtype),
                  encode_function("encode_out", out)]  # fmt: skip
     if acc_t.family == "bool":

@@ -10,8 +10,8 @@ import math
 from collections.abc import Sequence
 
 __all__ = [
-    "MAX_RANK",
     "LOCAL_SIZE",
+    "MAX_RANK",
     "broadcast_strides",
     "collapse",
     "contiguous_strides",
@@ -70,9 +70,7 @@ def collapse(
     out_shape: list[int] = []
     out_strides: list[list[int]] = [[] for _ in strides]
     for d in dims:
-        if out_shape and all(
-            s[-1] == st[d] * shape[d] for s, st in zip(out_strides, strides)
-        ):
+        if out_shape and all(s[-1] == st[d] * shape[d] for s, st in zip(out_strides, strides)):
             out_shape[-1] *= shape[d]
             for s, st in zip(out_strides, strides):
                 s[-1] = st[d]

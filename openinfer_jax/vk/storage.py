@@ -25,7 +25,7 @@ import numpy as np
 from openinfer_jax.errors import BackendError
 from openinfer_jax.oinf.dtypes import DType, pack, unpack
 
-__all__ = ["storage_words", "encode_words", "decode_words", "STORABLE_DTYPES"]
+__all__ = ["STORABLE_DTYPES", "decode_words", "encode_words", "storage_words"]
 
 STORABLE_DTYPES = frozenset(d for d in DType if d.is_tensor_type)
 

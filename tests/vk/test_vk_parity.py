@@ -73,12 +73,16 @@ def test_case_count_covers_every_kernel_op() -> None:
     from openinfer_jax.vk.kernels import kernel_ops
 
     covered = {c.op for c in CASES}
-    missing = sorted(op for op in kernel_ops() if registry.get(op) is not None and op not in covered)
+    missing = sorted(
+        op for op in kernel_ops() if registry.get(op) is not None and op not in covered
+    )
     assert not missing, f"kernel ops without parity cases: {missing}"
     print(f"vulkan parity cases: {len(CASES)} over {len(covered)} ops")
 
 
 @pytest.mark.parametrize(("op", "dtype"), FALLBACKS, ids=[f"{o}-{d.short}" for o, d in FALLBACKS])
-def test_unsupported_kernels_report_a_reason(backend: VulkanBackend, op: str, dtype: object) -> None:
+def test_unsupported_kernels_report_a_reason(
+    backend: VulkanBackend, op: str, dtype: object
+) -> None:
     reason = backend.supports(op, [dtype], {})
     assert isinstance(reason, str) and dtype.short in reason  # type: ignore[attr-defined]

@@ -21,7 +21,9 @@ from openinfer_jax.vk.expressions import ELEMENTWISE
 from openinfer_jax.vk.kernels import REDUCTIONS
 
 # Ops whose float results go through transcendental functions (driver accuracy).
-TRANSCENDENTAL = frozenset({"exp", "log", "tanh", "sigmoid", "silu", "sqrt", "rsqrt", "recip", "div"})
+TRANSCENDENTAL = frozenset(
+    {"exp", "log", "tanh", "sigmoid", "silu", "sqrt", "rsqrt", "recip", "div"}
+)
 _MANTISSA = {DType.F8: 2, DType.BF16: 7, DType.F16: 10, DType.F32: 23, DType.F64: 52}
 
 
@@ -56,7 +58,9 @@ def _short(value: Any) -> str:
     return str(value)
 
 
-def sample(dtype: DType, shape: tuple[int, ...], rng: np.random.Generator, *, edges: bool = True) -> np.ndarray:
+def sample(
+    dtype: DType, shape: tuple[int, ...], rng: np.random.Generator, *, edges: bool = True
+) -> np.ndarray:
     """Random values of `dtype` (simulator representation) with edge values mixed in."""
     n = int(np.prod(shape, dtype=np.int64))
     if dtype is DType.BOOL:
@@ -71,7 +75,9 @@ def sample(dtype: DType, shape: tuple[int, ...], rng: np.random.Generator, *, ed
             values[spots] = special[: len(spots)]
         return values.astype(dtype.numpy).reshape(shape)
     low, high = dtype.value_range()
-    values = rng.integers(low, high, n, endpoint=True, dtype=np.int64 if dtype is not DType.U64 else np.uint64)
+    values = rng.integers(
+        low, high, n, endpoint=True, dtype=np.int64 if dtype is not DType.U64 else np.uint64
+    )
     if edges and n >= 4:
         special = [v for v in (low, high, 0, 1, -1) if low <= v <= high]
         spots = rng.choice(n, size=min(n // 3, len(special)), replace=False)
@@ -170,7 +176,9 @@ def _cast_cases() -> list[Case]:
             cases.append(Case("cast", (src,), ((5, 13),), {"to": dst}))
             if src.is_float and dst.is_int:
                 for mode in ("floor", "ceil", "nearest"):
-                    cases.append(Case("cast", (src,), ((5, 13),), {"to": dst, "rounding_mode": mode}))
+                    cases.append(
+                        Case("cast", (src,), ((5, 13),), {"to": dst, "rounding_mode": mode})
+                    )
             if dst.is_int and src is not DType.BOOL:
                 cases.append(Case("cast", (src,), ((5, 13),), {"to": dst, "saturate": False}))
     return cases
