@@ -99,6 +99,7 @@ def mutated(draw: st.DrawFn) -> bytes:
         kind = draw(st.sampled_from(KINDS))
         # Mostly past the magic, so mutations reach the tables rather than stopping at R2.
         pos = draw(st.integers(5, max(5, len(data) - 1)) | st.integers(0, max(0, len(data) - 1)))
+        pos = min(pos, len(data))  # earlier truncations may have shortened the file
         if kind == "byte" and pos < len(data):
             data[pos] = draw(st.integers(0, 255))
         elif kind in ("u32", "u64") and data:
