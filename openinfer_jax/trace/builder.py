@@ -199,9 +199,8 @@ class Indexed:
         return CacheAccess(self.var.name, tuple(indices), bracketed=True)
 
 
-# What `>>` may route into, and what an operand may be.
-Target = Var | Indexed | str
-Operand = Var | Indexed
+# What an operand may be: a variable handle, a table entry, or the name of a declared variable.
+Operand = Var | Indexed | str
 
 
 class Pending:
