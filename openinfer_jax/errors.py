@@ -43,11 +43,21 @@ class OinfFormatError(OpenInferError):
 
 
 class DslSyntaxError(OpenInferError):
-    """DSL text (or a Python builder call) that does not follow the grammar."""
+    """DSL text (or a Python builder call) that does not follow the grammar.
+
+    `loc` is the `SourceLoc` of the offending token or call when known, else None.
+    """
+
+    loc: object | None = None
 
 
 class GraphValidationError(OpenInferError):
-    """A well-formed graph that breaks a semantic rule (types, shapes, memory kinds, control flow)."""
+    """A well-formed graph that breaks a semantic rule (types, shapes, memory kinds, control flow).
+
+    `loc` is the `SourceLoc` of the offending declaration or node when known, else None.
+    """
+
+    loc: object | None = None
 
 
 class SimulationError(OpenInferError):
