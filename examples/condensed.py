@@ -80,7 +80,7 @@ def main() -> int:
     """Two steps; outputs vs NumPy, the cache and the counter grow."""
     rng = np.random.default_rng(62846)
     b, d, layers, alpha = 2, 8, 3, 0.5
-    weights = {f"W.{l}": (rng.standard_normal((d, d)) * 0.4).astype(np.float32) for l in range(layers)}
+    weights = {f"W.{layer}": (rng.standard_normal((d, d)) * 0.4).astype(np.float32) for layer in range(layers)}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.oinf"
         write_oinf(

@@ -30,8 +30,8 @@ def build_graph():
         h = b.assign("h", "f32", "B", "D")
         t = b.assign("t", "f32", "B", "D")
         b.transfer(x) >> h
-        with b.loop("layers", "l", 0, num_layers) as l:
-            b.op.matmul(h, W[l]) >> t
+        with b.loop("layers", "l", 0, num_layers) as layer:
+            b.op.matmul(h, W[layer]) >> t
             b.op.relu(t) >> t
             b.op.add(h, t) >> h
         b.return_()
@@ -41,7 +41,7 @@ def build_graph():
 def main() -> int:
     """Run one step and compare with NumPy."""
     rng = np.random.default_rng(2)
-    weights = {f"W.{l}": (rng.standard_normal((16, 16)) * 0.2).astype(np.float32) for l in range(LAYERS)}
+    weights = {f"W.{i}": (rng.standard_normal((16, 16)) * 0.2).astype(np.float32) for i in range(LAYERS)}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "stack.oinf"
         write_oinf(path, sizevars={"B": 4, "D": 16}, metadata={"num_layers": LAYERS}, tensors=weights)
@@ -54,10 +54,10 @@ def main() -> int:
         loaded = [name for ev in ex.trace() for name in ev.loaded]
         sim.model.close()
     want = x.astype(np.float64)
-    for l in range(LAYERS):
-        want = want + np.maximum(want @ weights[f"W.{l}"], 0)
+    for i in range(LAYERS):
+        want = want + np.maximum(want @ weights[f"W.{i}"], 0)
     np.testing.assert_allclose(h, want, rtol=1e-4, atol=1e-4)
-    assert loaded == [f"W.{l}" for l in range(LAYERS)], loaded  # lazily, in layer order
+    assert loaded == [f"W.{i}" for i in range(LAYERS)], loaded  # lazily, in layer order
     print(f"{LAYERS} residual layers match NumPy; weights loaded lazily: {', '.join(loaded)}")
     return 0
 

@@ -31,9 +31,15 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--graph", required=True, help="graph{} text file (or .json graph)")
     parser.add_argument("--steps", type=int, default=1, help="steps to run (default 1)")
     parser.add_argument(
-        "--input", action="append", default=[], metavar="NAME=FILE.npy", help="insert a dynamic input each step"
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=FILE.npy",
+        help="insert a dynamic input each step",
     )
-    parser.add_argument("--fetch", action="append", default=[], metavar="NAME", help="variable to print")
+    parser.add_argument(
+        "--fetch", action="append", default=[], metavar="NAME", help="variable to print"
+    )
     parser.add_argument("--trace", metavar="OUT.json", help="write the trace as JSON")
     parser.add_argument("--chrome-trace", metavar="OUT.json", help="write a Chrome/Perfetto trace")
     parser.add_argument("--device", default="cpu", help="cpu (default), gpu, vulkan or numpy")

@@ -45,6 +45,18 @@ class Slice:
 Index = int | Slice
 
 
+@dataclass(frozen=True)
+class ReadPlan:
+    """The storage block a cache read copies: `starts`/`sizes` in the buffer, the result
+    `shape`, and for a padded (bucketed) read the ragged `axis` and valid `length`."""
+
+    starts: tuple[int, ...]
+    sizes: tuple[int, ...]
+    shape: tuple[int, ...]
+    axis: int | None
+    length: int
+
+
 @partial(jax.jit, donate_argnums=(0,), static_argnums=(3,))
 def _update(
     buf: jax.Array, value: jax.Array, starts: jax.Array, sizes: tuple[int, ...]
@@ -60,7 +72,9 @@ def _update(
 
 
 @partial(jax.jit, static_argnums=(2, 3))
-def _read(buf: jax.Array, starts: jax.Array, sizes: tuple[int, ...], shape: tuple[int, ...]) -> jax.Array:
+def _read(
+    buf: jax.Array, starts: jax.Array, sizes: tuple[int, ...], shape: tuple[int, ...]
+) -> jax.Array:
     """A copy of the block at `starts` of static `sizes`, reshaped to `shape` (never an alias)."""
     idx = tuple(starts[k] for k in range(buf.ndim))
     return jax.lax.dynamic_slice(buf, idx, sizes).reshape(shape)
@@ -92,7 +106,9 @@ class TableCache:
         device: Any,
     ) -> None:
         if dtype.is_packed:
-            raise SimulationError(f"cache table {name!r}: packed dtype {dtype.short} is not allowed in tables")
+            raise SimulationError(
+                f"cache table {name!r}: packed dtype {dtype.short} is not allowed in tables"
+            )
         if len(auto_dim) > len(entry_dims):
             raise SimulationError(
                 f"cache table {name!r}: @auto_dim names {len(auto_dim)} indices but the entry has "
@@ -107,10 +123,10 @@ class TableCache:
         self.device = device
         self.table_axes = tuple(i for i in indices if i not in auto_dim)
         self.counts: dict[str, int] = {i: 0 for i in indices}
-        self.capacity: dict[str, int] = {
-            i: self.fixed.get(i, INITIAL_CAPACITY) for i in indices
-        }
-        self.buffer = jax.device_put(jnp.zeros(self._storage_shape(self.capacity), dtype.numpy), device)
+        self.capacity: dict[str, int] = {i: self.fixed.get(i, INITIAL_CAPACITY) for i in indices}
+        self.buffer = jax.device_put(
+            jnp.zeros(self._storage_shape(self.capacity), dtype.numpy), device
+        )
 
     # ---- geometry ---------------------------------------------------------------------
     def _storage_shape(self, capacity: dict[str, int]) -> tuple[int, ...]:
@@ -219,11 +235,13 @@ class TableCache:
             self.capacity = new_cap
 
     # ---- operations ---------------------------------------------------------------------
-    def read(self, sel: tuple[Index, ...], undo: list[Callable[[], None]], *, bucket: bool) -> Any:
-        """Read a selection: scalars drop their axis, slices keep it, entry dims follow.
+    def prepare_read(
+        self, sel: tuple[Index, ...], undo: list[Callable[[], None]], *, bucket: bool
+    ) -> ReadPlan:
+        """Grow counts for scalar indices (undoable) and plan the block a read copies.
 
-        With `bucket`, a read with exactly one sliced table axis starting where the
-        padded bucket still fits the buffer returns a `Ragged` of power-of-two length.
+        With `bucket`, a read with exactly one sliced table axis whose padded bucket still
+        fits the buffer is planned padded: the result will be a `Ragged`.
         """
         starts, sizes, kept, counts = self._plan(sel)
         if counts != self.counts:
@@ -236,19 +254,38 @@ class TableCache:
             axis = sliced[0]
             length = sizes[axis]
             padded = bucket_size(length)
-            cap = self.buffer.shape[axis]
-            if starts[axis] + padded <= cap:
+            if starts[axis] + padded <= self.buffer.shape[axis]:
                 psizes = list(sizes)
                 psizes[axis] = padded
                 out_axis = sum(1 for k in kept[:axis] if k)
                 pshape = tuple(s for s, k in zip(psizes, kept) if k)
-                block = _read(self.buffer, np.asarray(starts, np.int32), tuple(psizes), pshape)
-                return Ragged(block, out_axis, length)
-        return _read(self.buffer, np.asarray(starts, np.int32), tuple(sizes), out_shape)
+                return ReadPlan(tuple(starts), tuple(psizes), pshape, out_axis, length)
+        return ReadPlan(tuple(starts), tuple(sizes), out_shape, None, 0)
+
+    def read(self, sel: tuple[Index, ...], undo: list[Callable[[], None]], *, bucket: bool) -> Any:
+        """Read a selection: scalars drop their axis, slices keep it, entry dims follow.
+
+        Returns an array, or a `Ragged` when the plan is padded (see `prepare_read`).
+        """
+        plan = self.prepare_read(sel, undo, bucket=bucket)
+        block = _read(self.buffer, np.asarray(plan.starts, np.int32), plan.sizes, plan.shape)
+        if plan.axis is not None:
+            return Ragged(block, plan.axis, plan.length)
+        return block
+
+    def prepare_write(
+        self, sel: tuple[Index, ...], undo: list[Callable[[], None]]
+    ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        """Grow counts/capacity for a write (undoable); (starts, block sizes, value shape)."""
+        starts, sizes, kept, counts = self._plan(sel)
+        if counts != self.counts:
+            self._set_counts(counts, undo)
+        want = tuple(s for s, k in zip(sizes, kept) if k)
+        return tuple(starts), tuple(sizes), want
 
     def write(self, sel: tuple[Index, ...], value: Any, undo: list[Callable[[], None]]) -> None:
         """Write `value` (shape of the same selection's read) into the table, in place."""
-        starts, sizes, kept, counts = self._plan(sel)
+        _starts, sizes, kept, _counts = self._plan(sel)
         want = tuple(s for s, k in zip(sizes, kept) if k)
         shape = tuple(int(d) for d in value.shape)
         if shape != want:
@@ -256,13 +293,18 @@ class TableCache:
                 f"cache.write into {self.name!r}: value shape {list(shape)} does not match the "
                 f"entry shape {list(want)}"
             )
-        if counts != self.counts:
-            self._set_counts(counts, undo)
-        starts_arr = np.asarray(starts, np.int32)
-        self.buffer, old = _update(self.buffer, value, starts_arr, tuple(sizes))
+        starts_t, sizes_t, _want = self.prepare_write(sel, undo)
+        starts_arr = np.asarray(starts_t, np.int32)
+        self.buffer, old = _update(self.buffer, value, starts_arr, sizes_t)
+        self.record_restore(old, starts_arr, undo)
 
-        def restore(old: jax.Array = old, starts_arr: np.ndarray = starts_arr) -> None:
-            self.buffer, _ = _update(self.buffer, old, starts_arr, tuple(old.shape))
+    def record_restore(
+        self, old: jax.Array, starts: np.ndarray, undo: list[Callable[[], None]]
+    ) -> None:
+        """Push an undo record that writes `old` back at `starts`."""
+
+        def restore() -> None:
+            self.buffer, _ = _update(self.buffer, old, starts, tuple(old.shape))
 
         undo.append(restore)
 
@@ -310,7 +352,9 @@ class TableCache:
             SimulationError: an auto-dim table, or a shape that does not end in the entry dims.
         """
         if self.auto_dim:
-            raise SimulationError(f"cache table {self.name!r}: loading an @auto_dim table is not supported")
+            raise SimulationError(
+                f"cache table {self.name!r}: loading an @auto_dim table is not supported"
+            )
         shape = tuple(int(d) for d in np.shape(array))
         lead = len(self.table_axes)
         if len(shape) != lead + len(self.entry_dims) or shape[lead:] != self.entry_dims:
@@ -321,9 +365,14 @@ class TableCache:
         counts = dict(zip(self.table_axes, shape[:lead]))
         for axis, n in counts.items():
             self._check_cap(axis, n)
-        capacity = {a: self.fixed.get(a, max(INITIAL_CAPACITY, bucket_size(counts[a]))) for a in self.indices}
+        capacity = {
+            a: self.fixed.get(a, max(INITIAL_CAPACITY, bucket_size(counts[a])))
+            for a in self.indices
+        }
         buf = jnp.zeros(self._storage_shape(capacity), self.dtype.numpy)
-        buf = jax.lax.dynamic_update_slice(buf, jnp.asarray(array, self.dtype.numpy), (0,) * buf.ndim)
+        buf = jax.lax.dynamic_update_slice(
+            buf, jnp.asarray(array, self.dtype.numpy), (0,) * buf.ndim
+        )
         self.buffer = jax.device_put(buf, self.device)
         self.capacity = capacity
         self.counts = counts

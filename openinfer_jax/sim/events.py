@@ -150,7 +150,15 @@ def trace_to_chrome(events: list[TraceEvent]) -> dict[str, Any]:
         {"name": "thread_name", "ph": "M", "pid": 1, "tid": tid, "args": {"name": f"block {blk}"}}
         for blk, tid in tids.items()
     ]
-    meta.append({"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "openinfer simulator"}})
+    meta.append(
+        {
+            "name": "process_name",
+            "ph": "M",
+            "pid": 1,
+            "tid": 0,
+            "args": {"name": "openinfer simulator"},
+        }
+    )
     return {"traceEvents": meta + trace_events, "displayTimeUnit": "ns"}
 
 

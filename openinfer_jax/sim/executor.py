@@ -46,7 +46,7 @@ from openinfer_jax.sim.caches import Index, PersistentStore, Slice, TableCache
 from openinfer_jax.sim.events import TraceEvent, print_event, split_micros
 from openinfer_jax.sim.plan import RegionPlan
 from openinfer_jax.sim.ragged import NeedExact, Rag
-from openinfer_jax.sim.regions import NodeFailure, static_params
+from openinfer_jax.sim.regions import NodeFailure, fill_lengths, static_params
 from openinfer_jax.sim.values import (
     Ragged,
     Zeros,
@@ -128,8 +128,8 @@ class Executor:
         """Counters: steps, XLA compilations, exact-shape fallbacks, region calls."""
         return {
             "steps": self._steps,
-            "compilations": self.compiler.compilations,
-            "exact_fallbacks": self.compiler.exact_fallbacks,
+            "compilations": self.compiler.compilations + self.sim.wide.compilations,
+            "exact_fallbacks": self.compiler.exact_fallbacks + self.sim.wide.exact_fallbacks,
             "region_calls": self.region_calls,
             "regions": len(self.plan.regions),
         }
@@ -183,7 +183,9 @@ class Executor:
         if decl.kind is MemoryKind.DYNAMIC:
             if name in self._inserted:
                 return np.array(self._inserted[name])
-            raise SimulationError(f"fetch {name!r}: the dynamic variable has no value (insert it first)")
+            raise SimulationError(
+                f"fetch {name!r}: the dynamic variable has no value (insert it first)"
+            )
         if decl.is_table:
             raise SimulationError(
                 f"fetch {name!r}: a prefix table has no single value; fetch an entry's variable instead"
@@ -202,13 +204,17 @@ class Executor:
         decl = self._persistent_decl(name)
         arr = np.asarray(value)
         if arr.dtype != np.dtype(decl.dtype.numpy):
-            raise SimulationError(f"set_persistent {name!r}: dtype {arr.dtype} is not {decl.dtype.short}")
+            raise SimulationError(
+                f"set_persistent {name!r}: dtype {arr.dtype} is not {decl.dtype.short}"
+            )
         if name in self.persistent.tables:
             self.persistent.tables[name].load(arr)
             return
         want = self.sim.resolve_dims(decl.dims, f"variable {name!r}")
         if tuple(arr.shape) != want:
-            raise SimulationError(f"set_persistent {name!r}: shape {list(arr.shape)} is not {list(want)}")
+            raise SimulationError(
+                f"set_persistent {name!r}: shape {list(arr.shape)} is not {list(want)}"
+            )
         self.persistent.values[name] = arr if not want else jax.device_put(arr, self.device)
 
     def step(self) -> TraceEvent | None:
@@ -243,8 +249,11 @@ class Executor:
         self._events.clear()
 
     # ---- step driver ------------------------------------------------------------------------
-    def _step_events(self, fused: bool, force_events: bool = False) -> Generator[TraceEvent, None, None]:
+    def _step_events(
+        self, fused: bool, force_events: bool = False
+    ) -> Generator[TraceEvent, None, None]:
         self._check_inputs()
+        fused = fused and not self.sim.eager  # the NumPy interpreter runs node by node
         emit = force_events or self.sim.tracing or self.sim.env_trace > 0
         saved_store = dict(self._store)
         saved_dtypes = dict(self._dtypes)
@@ -268,7 +277,9 @@ class Executor:
             raise SimulationError(str(err)) from err
         except (TypeError, ValueError) as err:
             # A JAX/NumPy failure the rules above did not foresee: still typed, still atomic.
-            raise SimulationError(f"block {self._current_block}: {type(err).__name__}: {err}") from err
+            raise SimulationError(
+                f"block {self._current_block}: {type(err).__name__}: {err}"
+            ) from err
         finally:
             if ok:
                 self.persistent.commit()
@@ -307,7 +318,9 @@ class Executor:
                     lo = self._bound(node.start, scope, node, "start")
                     hi = self._bound(node.end, scope, node, "end")
                     if self._emit:
-                        yield self._event(node, scope, start, params=[str(node.start), str(node.end)])
+                        yield self._event(
+                            node, scope, start, params=[str(node.start), str(node.end)]
+                        )
                     body = self.plan.items(block, node.body, fused)
                     for i in range(lo, hi):
                         inner = {**scope, node.index: i}
@@ -318,9 +331,17 @@ class Executor:
                 if isinstance(node, Branch):
                     target = self._branch_target(node, scope)
                     if self._emit:
-                        yield self._event(node, scope, start, params=[node.cond] if node.cond else [], output=[target])
+                        yield self._event(
+                            node,
+                            scope,
+                            start,
+                            params=[node.cond] if node.cond else [],
+                            output=[target],
+                        )
                     blk = self.sim.block(target)
-                    yield from self._run_list(target, self.plan.block_items(blk, fused), scope, fused)
+                    yield from self._run_list(
+                        target, self.plan.block_items(blk, fused), scope, fused
+                    )
                     self._current_block = block
                     continue
                 if isinstance(node, Return):
@@ -364,9 +385,13 @@ class Executor:
         elif isinstance(node, (CacheIncrement, CacheDecrement)):
             decl = self._persistent_decl(node.name)
             if decl.is_table or decl.dims:
-                raise SimulationError(f"{node.name!r} is not a scalar; cache.increment/decrement need a persistent scalar")
+                raise SimulationError(
+                    f"{node.name!r} is not a scalar; cache.increment/decrement need a persistent scalar"
+                )
             if decl.dtype.is_packed or decl.dtype is DType.BOOL:
-                raise SimulationError(f"{node.name!r} is {decl.dtype.short}; counters must be a non-packed, non-bool scalar")
+                raise SimulationError(
+                    f"{node.name!r} is {decl.dtype.short}; counters must be a non-packed, non-bool scalar"
+                )
             delta = node.amount if isinstance(node, CacheIncrement) else -node.amount
             old = np.asarray(store.values[node.name])
             store.set_value(node.name, np.asarray(old + delta).astype(decl.dtype.numpy))
@@ -405,7 +430,9 @@ class Executor:
     def _persistent_decl(self, name: str) -> VarDecl:
         decl = self._decls.get(name)
         if decl is None or decl.kind is not MemoryKind.PERSISTENT:
-            raise SimulationError(f"{name!r} is not a persistent variable; cache ops work on persistent memory only")
+            raise SimulationError(
+                f"{name!r} is not a persistent variable; cache ops work on persistent memory only"
+            )
         return decl
 
     def _cache_selection(self, access: CacheAccess, scope: dict[str, int]) -> tuple[Index, ...]:
@@ -415,7 +442,9 @@ class Executor:
                 out.append(self._index_value(idx.value, scope, access.name))
             else:
                 assert isinstance(idx, CacheSlice)
-                start = None if idx.start is None else self._index_value(idx.start, scope, access.name)
+                start = (
+                    None if idx.start is None else self._index_value(idx.start, scope, access.name)
+                )
                 end = None if idx.end is None else self._index_value(idx.end, scope, access.name)
                 out.append(Slice(start, end))
         return tuple(out)
@@ -514,7 +543,9 @@ class Executor:
             )
         value = self._scalar_lookup(raw, scope)
         if isinstance(value, (bool, float)):
-            raise SimulationError(f"loop {node.name}: {which} bound {raw!r} must be an integer scalar, got {value!r}")
+            raise SimulationError(
+                f"loop {node.name}: {which} bound {raw!r} must be an integer scalar, got {value!r}"
+            )
         return int(value)
 
     def _branch_target(self, node: Branch, scope: dict[str, int]) -> str:
@@ -523,7 +554,9 @@ class Executor:
         decl = self._decls.get(node.cond)
         dtype = decl.dtype if decl is not None else self._dtypes.get(node.cond)
         if dtype is not None and dtype.is_packed:
-            raise SimulationError(f"branch condition {node.cond!r} is packed ({dtype.short}); use a non-packed scalar")
+            raise SimulationError(
+                f"branch condition {node.cond!r} is packed ({dtype.short}); use a non-packed scalar"
+            )
         value = self._scalar_lookup(node.cond, scope)
         if node.else_block is None:
             raise SimulationError(f"conditional branch on {node.cond!r} needs an else block")
@@ -536,20 +569,25 @@ class Executor:
                 f"({', '.join(decl.table_indices)}), got {len(ref.indices)}"
             )
         values = {
-            idx: self._index_value(raw, scope, decl.name) for idx, raw in zip(decl.table_indices, ref.indices)
+            idx: self._index_value(raw, scope, decl.name)
+            for idx, raw in zip(decl.table_indices, ref.indices)
         }
         pattern = decl.pattern or decl.model_name + "".join(f".{{{i}}}" for i in decl.table_indices)
         try:
             return pattern.format(**values)
         except (KeyError, IndexError, ValueError) as err:
-            raise SimulationError(f"@pattern({pattern!r}) of {decl.name!r} cannot be filled: {err}") from None
+            raise SimulationError(
+                f"@pattern({pattern!r}) of {decl.name!r} cannot be filled: {err}"
+            ) from None
 
     def _read_ref(self, ref: VarRef, scope: dict[str, int]) -> Any:
         name = ref.name
         if ref.indices:
             decl = self._decls.get(name)
             if decl is None or not decl.is_table or decl.kind is MemoryKind.PERSISTENT:
-                raise SimulationError(f"{ref}: {name!r} is not a prefix table (persistent tables need cache.read)")
+                raise SimulationError(
+                    f"{ref}: {name!r} is not a prefix table (persistent tables need cache.read)"
+                )
             key = self._model_name(decl, ref, scope)
             if key in self._indexed:
                 return self._indexed[key]
@@ -574,7 +612,11 @@ class Executor:
         name = ref.name
         decl = self._decls.get(name)
         state = self._yield_state
-        if state is not None and name in state.locked and self._current_block == self.sim.entry.name:
+        if (
+            state is not None
+            and name in state.locked
+            and self._current_block == self.sim.entry.name
+        ):
             raise SimulationError(f"entry writes {name!r} after yielding it; await {name} first")
         if decl is not None:
             if decl.kind is MemoryKind.CONSTANT:
@@ -590,7 +632,9 @@ class Executor:
 
     def _assign(self, node: Assign) -> None:
         if node.name in self._decls:
-            raise SimulationError(f"assign {node.name!r} shadows a declared variable; pick another name")
+            raise SimulationError(
+                f"assign {node.name!r} shadows a declared variable; pick another name"
+            )
         shape = self.sim.resolve_dims(node.dims, f"assign {node.name!r}")
         self._store[node.name] = Zeros(shape, node.dtype.numpy)
         self._dtypes[node.name] = node.dtype
@@ -615,7 +659,9 @@ class Executor:
         return cached
 
     # ---- regions ------------------------------------------------------------------------------
-    def _run_region_eager(self, region: RegionPlan, scope: dict[str, int]) -> Generator[TraceEvent, None, None]:
+    def _run_region_eager(
+        self, region: RegionPlan, scope: dict[str, int]
+    ) -> Generator[TraceEvent, None, None]:
         """device="numpy": every node on its own, ops through their NumPy references."""
         for pos, node in enumerate(region.nodes):
             start = time.perf_counter_ns()
@@ -634,7 +680,9 @@ class Executor:
                     assert opdef is not None
                     xs = [to_host(self._read_ref(r, scope)) for r in node.inputs]
                     dts = [self._ref_dtype(r) for r in node.inputs]
-                    out = np.asarray(opdef.reference(*xs, dtypes=dts, **params)).astype(out_dtype.numpy, copy=False)
+                    out = np.asarray(opdef.reference(*xs, dtypes=dts, **params)).astype(
+                        out_dtype.numpy, copy=False
+                    )
                     self._write_ref(node.output, out, scope)
                     extra = {
                         "params": [str(r) for r in node.inputs],
@@ -654,9 +702,57 @@ class Executor:
                     ev.op_name = node.op
                 yield ev
 
-    def _run_region(self, region: RegionPlan, scope: dict[str, int]) -> Generator[TraceEvent, None, None]:
+    def _run_region_wide(
+        self, region: RegionPlan, scope: dict[str, int]
+    ) -> Generator[TraceEvent, None, None]:
+        """A region with cache reads/writes and unrolled loops, as one XLA call (wide.py)."""
+        start = time.perf_counter_ns()
+        try:
+            prog, compiled, outs = self.sim.wide.run(self, region, scope)
+            self.region_calls += 1
+        except NodeFailure as err:
+            raise self._node_error(err.node, err.cause) from err.cause
+        except OpenInferError as err:
+            if getattr(err, "located", False):
+                raise
+            raise self._node_error(region.nodes[0], err) from err
+        if not self._emit:
+            return
+        if self.sim.timing:
+            jax.block_until_ready(outs)
+        total = time.perf_counter_ns() - start
+        share = total // max(len(prog.visited), 1)
+        loaded, self._loaded_now = self._loaded_now, []
+        for k, (node, node_scope, step_no) in enumerate(prog.visited):
+            ev = self._event(
+                node, node_scope, start + k * share, duration=share, loaded=loaded if k == 0 else []
+            )
+            ev.region, ev.compiled = region.id, True
+            ev.region_ns = total if self.sim.timing else 0
+            shapes = compiled.shapes.get(step_no) if step_no is not None else None
+            if shapes is not None:
+                ev.input_shapes = fill_lengths(shapes.input_shapes, prog.lengths)
+                ev.output_shapes = fill_lengths(shapes.output_shapes, prog.lengths)
+                ev.input_dtypes, ev.output_dtypes = shapes.input_dtypes, shapes.output_dtypes
+            if isinstance(node, Op):
+                ev.op_name = node.op
+                ev.params, ev.output = [str(r) for r in node.inputs], [str(node.output)]
+            elif isinstance(node, (Transfer, CacheRead, CacheWrite)):
+                ev.params, ev.output = [str(node.src)], [str(node.dst)]
+            elif isinstance(node, Assign):
+                ev.output = [node.name]
+            elif isinstance(node, Loop):
+                ev.params = [str(node.start), str(node.end)]
+            yield ev
+
+    def _run_region(
+        self, region: RegionPlan, scope: dict[str, int]
+    ) -> Generator[TraceEvent, None, None]:
         if self.sim.eager:
             yield from self._run_region_eager(region, scope)
+            return
+        if region.wide:
+            yield from self._run_region_wide(region, scope)
             return
         start = time.perf_counter_ns()
         try:
@@ -667,7 +763,12 @@ class Executor:
             for pos, node in enumerate(region.nodes):
                 if isinstance(node, Assign):
                     if node.name in self._decls:
-                        raise NodeFailure(node, SimulationError(f"assign {node.name!r} shadows a declared variable; pick another name"))
+                        raise NodeFailure(
+                            node,
+                            SimulationError(
+                                f"assign {node.name!r} shadows a declared variable; pick another name"
+                            ),
+                        )
                     self._dtypes[node.name] = node.dtype
                 elif isinstance(node, Op):
                     params_i, out_dtype, bound = self._op_setup(node, scope, region, pos)
@@ -680,12 +781,19 @@ class Executor:
             # Static shapes of assigns are resolved here (sizevars), so the region sees ints.
             region_nodes = self._resolved_assigns(region)
             try:
-                compiled = self.compiler.get(region_nodes, arrays, rags, len(lengths), dtypes, out_dtypes, scalars, params)
+                compiled = self.compiler.get(
+                    region_nodes, arrays, rags, len(lengths), dtypes, out_dtypes, scalars, params
+                )
             except NeedExact:
-                arrays = [materialize(Ragged(a, r.axis, lengths[r.slot])) if r else a for a, r in zip(arrays, rags)]
+                arrays = [
+                    materialize(Ragged(a, r.axis, lengths[r.slot])) if r else a
+                    for a, r in zip(arrays, rags)
+                ]
                 rags = [None] * len(arrays)
                 lengths = []
-                compiled = self.compiler.get(region_nodes, arrays, rags, 0, dtypes, out_dtypes, scalars, params)
+                compiled = self.compiler.get(
+                    region_nodes, arrays, rags, 0, dtypes, out_dtypes, scalars, params
+                )
             outs = compiled.fn(tuple(arrays), tuple(np.asarray(n, np.int32) for n in lengths))
             self.region_calls += 1
             for ref, out, rag in zip(region.writes, outs, compiled.out_rags):
@@ -706,14 +814,16 @@ class Executor:
         loaded, self._loaded_now = self._loaded_now, []
         for k, node in enumerate(region.nodes):
             shapes = compiled.shapes[k] if k < len(compiled.shapes) else None
-            ev = self._event(node, scope, start + k * share, duration=share, loaded=loaded if k == 0 else [])
+            ev = self._event(
+                node, scope, start + k * share, duration=share, loaded=loaded if k == 0 else []
+            )
             ev.region = region.id
             ev.region_ns = total if self.sim.timing else 0
             ev.compiled = True
             if shapes is not None:
-                ev.input_shapes = shapes.input_shapes
+                ev.input_shapes = fill_lengths(shapes.input_shapes, lengths)
                 ev.input_dtypes = shapes.input_dtypes
-                ev.output_shapes = shapes.output_shapes
+                ev.output_shapes = fill_lengths(shapes.output_shapes, lengths)
                 ev.output_dtypes = shapes.output_dtypes
             if isinstance(node, Op):
                 ev.op_name = node.op
@@ -767,7 +877,9 @@ class Executor:
     ) -> tuple[dict[str, Any], DType, dict[str, Any]]:
         opdef = registry.get(node.op)
         if opdef is None:
-            raise NodeFailure(node, SimulationError(f"unknown op {node.op!r}; see `openinfer ops` for the list"))
+            raise NodeFailure(
+                node, SimulationError(f"unknown op {node.op!r}; see `openinfer ops` for the list")
+            )
 
         def lookup(name: str) -> Any:
             try:
@@ -786,7 +898,9 @@ class Executor:
             self._params_cache[key] = params
         out_dtype = self._dtypes.get(node.output.name)
         if out_dtype is None:
-            raise NodeFailure(node, SimulationError(f"output {node.output.name!r} is not declared or assigned"))
+            raise NodeFailure(
+                node, SimulationError(f"output {node.output.name!r} is not declared or assigned")
+            )
         return params, out_dtype, bound
 
     def _check_transfer(self, node: Transfer) -> None:
@@ -794,7 +908,10 @@ class Executor:
         dst_dtype = self._dtypes.get(node.dst.name)
         if src_dtype is not None and dst_dtype is not None and src_dtype is not dst_dtype:
             raise NodeFailure(
-                node, SimulationError(f"transfer {node.src} >> {node.dst}: dtypes differ ({src_dtype.short} vs {dst_dtype.short})")
+                node,
+                SimulationError(
+                    f"transfer {node.src} >> {node.dst}: dtypes differ ({src_dtype.short} vs {dst_dtype.short})"
+                ),
             )
 
     def _resolved_assigns(self, region: RegionPlan) -> RegionPlan:
@@ -803,12 +920,16 @@ class Executor:
         cached = self.sim.resolved_regions.get(region.id)
         if cached is None:
             nodes = tuple(
-                Assign(n.name, n.dtype, self.sim.resolve_dims(n.dims, f"assign {n.name!r}"), loc=n.loc)
+                Assign(
+                    n.name, n.dtype, self.sim.resolve_dims(n.dims, f"assign {n.name!r}"), loc=n.loc
+                )
                 if isinstance(n, Assign)
                 else n
                 for n in region.nodes
             )
-            cached = RegionPlan(region.id, region.block, nodes, region.reads, region.writes, region.assigns)
+            cached = RegionPlan(
+                region.id, region.block, nodes, region.reads, region.writes, region.assigns
+            )
             self.sim.resolved_regions[region.id] = cached
         return cached
 
@@ -821,7 +942,9 @@ class Executor:
             state.results[block] = {v: self._store.get(v) for v in node.vars}
             return True
         if state.locked:
-            raise SimulationError(f"yield {', '.join(node.vars)}: await {', '.join(sorted(state.locked))} before yielding again")
+            raise SimulationError(
+                f"yield {', '.join(node.vars)}: await {', '.join(sorted(state.locked))} before yielding again"
+            )
         state.locked = set(node.vars)
         state.yielded |= set(node.vars)
         return False
@@ -847,7 +970,9 @@ class Executor:
                     state.results[blk.name] = {}
                 writes = self.sim.consumer_writes[blk.name]
                 state.results[blk.name] = {
-                    v: val for v, val in state.results[blk.name].items() if v in writes and val is not None
+                    v: val
+                    for v, val in state.results[blk.name].items()
+                    if v in writes and val is not None
                 }
             finally:
                 self._store = entry_store
@@ -863,7 +988,9 @@ class Executor:
                 raise SimulationError(f"await {var}: {var!r} was never yielded")
             writers = [name for name, res in state.results.items() if var in res]
             if len(writers) > 1:
-                raise SimulationError(f"await {var}: consumers {', '.join(writers)} both mutate {var!r}; only one may")
+                raise SimulationError(
+                    f"await {var}: consumers {', '.join(writers)} both mutate {var!r}; only one may"
+                )
             if writers:
                 self._store[var] = state.results[writers[0]][var]
             state.locked.discard(var)
@@ -943,4 +1070,3 @@ def _reads(node: Node, ref: VarRef) -> bool:
     if isinstance(node, Transfer):
         return node.src == ref
     return False
-

@@ -19,10 +19,13 @@ from openinfer_jax.ir.nodes import (
     Barrier,
     Block,
     Branch,
+    CacheAccess,
     CacheDecrement,
     CacheIncrement,
+    CacheIndex,
     CacheRead,
     CacheReset,
+    CacheSlice,
     CacheWrite,
     Dep,
     Graph,
@@ -114,6 +117,32 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
+def _index_names(access: CacheAccess) -> set[str]:
+    names: set[str] = set()
+    for idx in access.indices:
+        if isinstance(idx, CacheIndex) and isinstance(idx.value, str):
+            names.add(idx.value)
+        elif isinstance(idx, CacheSlice):
+            names.update(b for b in (idx.start, idx.end) if isinstance(b, str))
+    return names
+
+
+def _written_names(node: Node) -> set[str]:
+    """Variables a node (or a loop body) writes."""
+    if isinstance(node, Op):
+        return {node.output.name}
+    if isinstance(node, (Transfer, CacheRead)):
+        return {node.dst.name}
+    if isinstance(node, Assign):
+        return {node.name}
+    if isinstance(node, Loop):
+        out: set[str] = set()
+        for child in node.body:
+            out |= _written_names(child)
+        return out
+    return set()
+
+
 @dataclass(frozen=True)
 class NodeInfo:
     """Where a node sits: its block, global index, UUID and description."""
@@ -139,6 +168,7 @@ class RegionPlan:
     reads: tuple[VarRef, ...] = ()
     writes: tuple[VarRef, ...] = ()
     assigns: tuple[str, ...] = field(default_factory=tuple)
+    wide: bool = False
 
 
 Item = RegionPlan | Node
@@ -181,30 +211,63 @@ class GraphPlan:
         return self.items(block.name, block.nodes, fused)
 
     def items(self, block: str, nodes: tuple[Node, ...], fused: bool) -> list[Item]:
-        """The items of a node list (cached; identity of the tuple is the key)."""
+        """The items of a node list (cached; identity of the tuple is the key).
+
+        Fused regions also take in table cache reads/writes and whole loops whose bodies
+        qualify (a *wide* region, run by `WideRunner`), as long as every cache index and
+        loop bound they name is known on the host when the region starts, i.e. not
+        written by an earlier node of the same region.
+        """
         key = (id(nodes), fused)
         cached = self._items.get(key)
         if cached is not None:
             return cached
         out: list[Item] = []
         run: list[Node] = []
+        written: set[str] = set()
 
         def flush() -> None:
             if run:
                 out.append(self._region(block, tuple(run)))
                 run.clear()
+                written.clear()
 
         for node in nodes:
             if isinstance(node, _PURE):
                 run.append(node)
+                written.update(_written_names(node))
                 if not fused:
                     flush()
+            elif fused and self._wide_ok(node, written):
+                run.append(node)
+                written.update(_written_names(node))
             else:
                 flush()
                 out.append(node)
         flush()
         self._items[key] = out
         return out
+
+    def _is_table(self, name: str) -> bool:
+        decl = self.graph.var(name)
+        return decl is not None and decl.kind.value == "persistent" and decl.is_table
+
+    def _wide_ok(self, node: Node, written: set[str]) -> bool:
+        """Can `node` join a wide region after nodes that wrote `written`?"""
+        if isinstance(node, CacheRead):
+            return self._is_table(node.src.name) and not (_index_names(node.src) & written)
+        if isinstance(node, CacheWrite):
+            return self._is_table(node.dst.name) and not (_index_names(node.dst) & written)
+        if isinstance(node, Loop):
+            bounds = {b for b in (node.start, node.end) if isinstance(b, str)}
+            if bounds & written:
+                return False
+            inner = set(written)
+            for child in node.body:
+                inner.update(_written_names(child))
+            inner.discard(node.index)
+            return all(isinstance(c, _PURE) or self._wide_ok(c, inner) for c in node.body)
+        return False
 
     def _region(self, block: str, nodes: tuple[Node, ...]) -> RegionPlan:
         reads: list[VarRef] = []
@@ -239,6 +302,7 @@ class GraphPlan:
             reads=tuple(reads),
             writes=tuple(writes),
             assigns=tuple(assigns),
+            wide=any(not isinstance(n, _PURE) for n in nodes),
         )
         self.regions.append(plan)
         return plan

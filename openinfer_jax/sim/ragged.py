@@ -55,14 +55,23 @@ def _highest(dtype: Any) -> Any:
 
 Lower = Callable[[Sequence[Any], dict[str, Any]], Any]
 RuleResult = tuple[Any, Rag | None]
-Rule = Callable[[OpDef, Lower, list[Any], list[Rag | None], Sequence[Any], dict[str, Any]], RuleResult]
+Rule = Callable[
+    [OpDef, Lower, list[Any], list[Rag | None], Sequence[Any], dict[str, Any]], RuleResult
+]
 
 
 def _norm(axis: int, ndim: int) -> int:
     return axis + ndim if axis < 0 else axis
 
 
-def _elementwise(op: OpDef, lower: Lower, xs: list[Any], rags: list[Rag | None], lengths: Sequence[Any], params: dict[str, Any]) -> RuleResult:
+def _elementwise(
+    op: OpDef,
+    lower: Lower,
+    xs: list[Any],
+    rags: list[Rag | None],
+    lengths: Sequence[Any],
+    params: dict[str, Any],
+) -> RuleResult:
     out_ndim = max(x.ndim for x in xs)
     target: Rag | None = None
     for x, rag in zip(xs, rags):
@@ -81,7 +90,14 @@ def _elementwise(op: OpDef, lower: Lower, xs: list[Any], rags: list[Rag | None],
     return lower(xs, params), target
 
 
-def _transpose(op: OpDef, lower: Lower, xs: list[Any], rags: list[Rag | None], lengths: Sequence[Any], params: dict[str, Any]) -> RuleResult:
+def _transpose(
+    op: OpDef,
+    lower: Lower,
+    xs: list[Any],
+    rags: list[Rag | None],
+    lengths: Sequence[Any],
+    params: dict[str, Any],
+) -> RuleResult:
     rag = rags[0]
     assert rag is not None
     perm = params.get("perm") or tuple(reversed(range(xs[0].ndim)))
@@ -89,7 +105,14 @@ def _transpose(op: OpDef, lower: Lower, xs: list[Any], rags: list[Rag | None], l
     return lower(xs, params), Rag(perm.index(rag.axis), rag.slot)
 
 
-def _matmul(op: OpDef, lower: Lower, xs: list[Any], rags: list[Rag | None], lengths: Sequence[Any], params: dict[str, Any]) -> RuleResult:
+def _matmul(
+    op: OpDef,
+    lower: Lower,
+    xs: list[Any],
+    rags: list[Rag | None],
+    lengths: Sequence[Any],
+    params: dict[str, Any],
+) -> RuleResult:
     a, b = xs[0], xs[1]
     ra, rb = rags[0], rags[1]
     if a.ndim < 2 or b.ndim < 2:
@@ -116,7 +139,14 @@ def _matmul(op: OpDef, lower: Lower, xs: list[Any], rags: list[Rag | None], leng
     return lower(xs, params), Rag(out_ndim - 1, rb.slot)
 
 
-def _softmax(op: OpDef, lower: Lower, xs: list[Any], rags: list[Rag | None], lengths: Sequence[Any], params: dict[str, Any]) -> RuleResult:
+def _softmax(
+    op: OpDef,
+    lower: Lower,
+    xs: list[Any],
+    rags: list[Rag | None],
+    lengths: Sequence[Any],
+    params: dict[str, Any],
+) -> RuleResult:
     rag = rags[0]
     assert rag is not None and all(r is None for r in rags[1:])
     axis = _norm(int(params.get("axis", -1)), xs[0].ndim)
@@ -125,7 +155,14 @@ def _softmax(op: OpDef, lower: Lower, xs: list[Any], rags: list[Rag | None], len
     return lower(xs, params), rag
 
 
-def _attention(op: OpDef, lower: Lower, xs: list[Any], rags: list[Rag | None], lengths: Sequence[Any], params: dict[str, Any]) -> RuleResult:
+def _attention(
+    op: OpDef,
+    lower: Lower,
+    xs: list[Any],
+    rags: list[Rag | None],
+    lengths: Sequence[Any],
+    params: dict[str, Any],
+) -> RuleResult:
     q, k, v = xs[0], xs[1], xs[2]
     rq, rk, rv = rags[0], rags[1], rags[2]
     if rq is not None or len(xs) > 3 or rk is None or rv is None:
@@ -145,7 +182,14 @@ def _attention(op: OpDef, lower: Lower, xs: list[Any], rags: list[Rag | None], l
     return lower([q, k, v, allowed], {**params, "causal": False}), None
 
 
-def _norm_over_tail(op: OpDef, lower: Lower, xs: list[Any], rags: list[Rag | None], lengths: Sequence[Any], params: dict[str, Any]) -> RuleResult:
+def _norm_over_tail(
+    op: OpDef,
+    lower: Lower,
+    xs: list[Any],
+    rags: list[Rag | None],
+    lengths: Sequence[Any],
+    params: dict[str, Any],
+) -> RuleResult:
     rag = rags[0]
     if rag is None or any(r is not None for r in rags[1:]):
         raise NeedExact(f"{op.name}: padded scale or bias")
@@ -156,7 +200,14 @@ def _norm_over_tail(op: OpDef, lower: Lower, xs: list[Any], rags: list[Rag | Non
 
 
 def _reduce(fill: Callable[[Any], Any], rescale: bool) -> Rule:
-    def rule(op: OpDef, lower: Lower, xs: list[Any], rags: list[Rag | None], lengths: Sequence[Any], params: dict[str, Any]) -> RuleResult:
+    def rule(
+        op: OpDef,
+        lower: Lower,
+        xs: list[Any],
+        rags: list[Rag | None],
+        lengths: Sequence[Any],
+        params: dict[str, Any],
+    ) -> RuleResult:
         rag = rags[0]
         assert rag is not None
         x = xs[0]

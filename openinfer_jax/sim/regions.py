@@ -62,7 +62,7 @@ class CompiledRegion:
 def _shape_of(x: Any, rag: Rag | None) -> list[int]:
     shape = [int(d) for d in x.shape]
     if rag is not None:
-        shape[rag.axis] = -1  # padded: the valid length is only known at run time
+        shape[rag.axis] = -1 - rag.slot  # padded: filled in with the call's valid length
     return shape
 
 
@@ -142,7 +142,9 @@ class RegionCompiler:
                 shapes.append(info)
                 try:
                     if isinstance(node, Op):
-                        self._trace_op(node, env, lengths, params[op_index], out_dtypes[op_index], info)
+                        self._trace_op(
+                            node, env, lengths, params[op_index], out_dtypes[op_index], info
+                        )
                         op_index += 1
                     elif isinstance(node, Assign):
                         arr = jnp.zeros(tuple(int(d) for d in node.dims), node.dtype.numpy)
@@ -203,12 +205,24 @@ class RegionCompiler:
         info.output_dtypes.append(out_dtype.short)
 
 
+def fill_lengths(shapes: list[list[int]], lengths: list[int]) -> list[list[int]]:
+    """Trace-time shapes with padded axes (negative: -1 - slot) replaced by this call's lengths."""
+    return [[lengths[-d - 1] if d < 0 else d for d in shape] for shape in shapes]
+
+
 def static_params(node: Op, lookup: Callable[[str], Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Raw params of `node` with `VarName` values bound via `lookup`; and those bindings."""
     raw: dict[str, Any] = {}
     bound: dict[str, Any] = {}
     for key, value in node.params:
-        if isinstance(value, VarName) and value.name.lower() not in ("inf", "+inf", "-inf", "nan", "true", "false"):
+        if isinstance(value, VarName) and value.name.lower() not in (
+            "inf",
+            "+inf",
+            "-inf",
+            "nan",
+            "true",
+            "false",
+        ):
             resolved = lookup(value.name)
             if resolved is not None:
                 bound[key] = resolved

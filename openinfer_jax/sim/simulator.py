@@ -38,6 +38,7 @@ from openinfer_jax.sim.events import env_trace_level
 from openinfer_jax.sim.executor import Executor
 from openinfer_jax.sim.plan import GraphPlan, RegionPlan
 from openinfer_jax.sim.regions import RegionCompiler
+from openinfer_jax.sim.wide import WideRunner
 
 __all__ = ["DEVICES", "Simulator", "load_graph"]
 
@@ -59,7 +60,9 @@ def load_graph(graph: Graph | str | os.PathLike[str]) -> Graph:
         return trace.parse(graph)
     path = Path(graph)
     if not path.is_file():
-        raise SimulationError(f"graph file {path} does not exist (pass a Graph, graph{{}} text or a path)")
+        raise SimulationError(
+            f"graph file {path} does not exist (pass a Graph, graph{{}} text or a path)"
+        )
     if path.suffix == ".json":
         import json
 
@@ -130,6 +133,7 @@ class Simulator:
         self._check_structure()
         self.plan = GraphPlan(self.graph)
         self.compiler = RegionCompiler()
+        self.wide = WideRunner()
         self.resolved_regions: dict[int, RegionPlan] = {}
         entry = self.graph.block("entry") or (self.graph.blocks[0] if self.graph.blocks else None)
         if entry is None:
@@ -144,9 +148,12 @@ class Simulator:
             if name
         }
         # Async consumers: blocks that are neither entry nor branch targets (reference §3).
-        self.consumers = [b for b in self.graph.blocks if b.name != entry.name and b.name not in targets]
+        self.consumers = [
+            b for b in self.graph.blocks if b.name != entry.name and b.name not in targets
+        ]
         self.consumer_awaits = {
-            b.name: {v for n in _walk(b.nodes) if isinstance(n, Await) for v in n.vars} for b in self.consumers
+            b.name: {v for n in _walk(b.nodes) if isinstance(n, Await) for v in n.vars}
+            for b in self.consumers
         }
         self.consumer_writes = {b.name: _written(b.nodes) for b in self.consumers}
         self.required_inputs = self._required_inputs()
@@ -208,7 +215,9 @@ class Simulator:
             for node in _walk(blk.nodes):
                 if isinstance(node, Op):
                     read.update(r.name for r in node.inputs)
-                elif isinstance(node, Transfer) or (hasattr(node, "src") and isinstance(node.src, VarRef)):
+                elif isinstance(node, Transfer) or (
+                    hasattr(node, "src") and isinstance(node.src, VarRef)
+                ):
                     read.add(node.src.name)
         return [d.name for d in self.graph.vars if d.kind is MemoryKind.DYNAMIC and d.name in read]
 
@@ -233,7 +242,9 @@ class Simulator:
                     value *= self.sizevars[term]
                 else:
                     known = ", ".join(sorted(self.sizevars)) or "none"
-                    raise SimulationError(f"{what}: unknown size {term!r}; the model defines: {known}")
+                    raise SimulationError(
+                        f"{what}: unknown size {term!r}; the model defines: {known}"
+                    )
             out.append(value)
         return tuple(out)
 
@@ -313,13 +324,17 @@ def _pick_device(device: Any) -> tuple[str, Any, Any]:
         try:
             return "gpu", jax.devices("gpu")[0], None
         except RuntimeError as err:
-            raise BackendError(f"device='gpu': JAX has no GPU backend here ({err}); use device='cpu'") from None
+            raise BackendError(
+                f"device='gpu': JAX has no GPU backend here ({err}); use device='cpu'"
+            ) from None
     if name == "vulkan":
         try:
             vk = importlib.import_module("openinfer_jax.vk")
             backend = vk.VulkanBackend()
         except (ImportError, AttributeError) as err:
-            raise BackendError(f"device='vulkan': the Vulkan backend is not available ({err})") from None
+            raise BackendError(
+                f"device='vulkan': the Vulkan backend is not available ({err})"
+            ) from None
         except OpenInferError:
             raise
         return "vulkan", jax.devices("cpu")[0], backend

@@ -52,7 +52,7 @@ def test_run_prints_fetched_values_and_writes_traces(tmp_path: Path, capsys) -> 
 
 
 def test_run_errors_are_one_line(tmp_path: Path, capsys) -> None:
-    model, graph, x = setup_files(tmp_path)
+    model, graph, _x = setup_files(tmp_path)
     assert main(["run", "--model", str(model), "--graph", str(graph)]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: step: dynamic input x not inserted") and "\n" not in err

@@ -99,7 +99,7 @@ def test_multi_index_pattern(make_model) -> None:
     """
     ex = Simulator(model, text).make_executor()
     ex.step()
-    np.testing.assert_allclose(ex.fetch("acc"), np.full(2, sum(10 * l + h for l in range(2) for h in range(3))))
+    np.testing.assert_allclose(ex.fetch("acc"), np.full(2, sum(10 * layer + head for layer in range(2) for head in range(3))))
 
 
 BRANCHES = """

@@ -14,7 +14,7 @@ from openinfer_jax.sim import Simulator, write_chrome_trace, write_trace_json
 from openinfer_jax.sim.events import EVENT_KINDS, split_micros
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-from kv_cache_decode import Config, graph_text, numpy_step, write_model  # noqa: E402
+from kv_cache_decode import Config, graph_text, numpy_step, write_model
 
 CACHED = """
 graph {

@@ -1,0 +1,414 @@
+"""Wide regions: pure ops, table cache reads/writes and whole loops in ONE jitted function.
+
+A wide region runs in two phases. On the host, a walk over its nodes (loops unrolled,
+`W[l]` resolved to model tensors, cache indices resolved to ints) grows the tables that
+will be written (capacity doubling, counts, undo records) and produces a *program*: a flat
+list of static steps plus the runtime operands (input arrays, table buffers, int32 start
+vectors, valid lengths). The program's static part is the compile-cache key, so the next
+decode step (same shapes, new `step` value, same length bucket) reuses the executable.
+Then XLA runs the program: table buffers are donated and updated in place with
+`dynamic_update_slice`; each write also returns the block it overwrote, which becomes the
+undo record of the step. This is how a whole decode step (12 layers, KV cache) becomes one
+dispatch instead of ~70 (DESIGN.md, "Pure regions go to XLA").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from openinfer_jax.errors import OpenInferError, SimulationError
+from openinfer_jax.ir.nodes import (
+    Assign,
+    CacheRead,
+    CacheWrite,
+    Dep,
+    Loop,
+    Node,
+    Op,
+    Transfer,
+    VarRef,
+)
+from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.ops import registry
+from openinfer_jax.sim.plan import RegionPlan
+from openinfer_jax.sim.ragged import NeedExact, Rag, apply_op
+from openinfer_jax.sim.regions import NodeFailure, NodeShapes
+from openinfer_jax.sim.values import Ragged, Zeros
+
+if TYPE_CHECKING:
+    from openinfer_jax.sim.executor import Executor
+
+__all__ = ["WideProgram", "WideRunner"]
+
+Key = tuple[str, ...]  # ("v", name) for a variable, ("m", decl, tensor) for a prefix-table entry
+
+
+@dataclass
+class WideProgram:
+    """What the host walk produced for one call of a wide region."""
+
+    steps: list[tuple[Any, ...]] = field(default_factory=list)
+    params: list[dict[str, Any]] = field(default_factory=list)
+    input_keys: list[Key] = field(default_factory=list)
+    inputs: list[Any] = field(default_factory=list)
+    input_rags: list[Rag | None] = field(default_factory=list)
+    tables: list[str] = field(default_factory=list)
+    starts: list[np.ndarray] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    dtypes: dict[Key, DType] = field(default_factory=dict)
+    written: list[Key] = field(default_factory=list)
+    visited: list[tuple[Node, dict[str, int], int | None]] = field(default_factory=list)
+
+    def length_slot(self, length: int) -> int:
+        """The slot of a valid length (equal lengths share one, so masks are shared)."""
+        if length in self.lengths:
+            return self.lengths.index(length)
+        self.lengths.append(length)
+        return len(self.lengths) - 1
+
+
+@dataclass
+class _Compiled:
+    fn: Any
+    out_rags: list[Rag | None]
+    shapes: dict[int, NodeShapes]
+
+
+_NEEDS_EXACT: Any = object()
+
+
+class WideRunner:
+    """Builds, caches and runs wide-region programs for one simulator."""
+
+    def __init__(self) -> None:
+        self.cache: dict[Any, Any] = {}
+        self.compilations = 0
+        self.exact_fallbacks = 0
+
+    # ---- host walk ----------------------------------------------------------------------
+    def walk(
+        self, ex: Executor, region: RegionPlan, scope: dict[str, int], bucket: bool
+    ) -> WideProgram:
+        """Resolve every reference and cache index of the region (loops unrolled)."""
+        prog = WideProgram()
+        written: set[Key] = set()
+        input_index: dict[Key, int] = {}
+        table_index: dict[str, int] = {}
+        undo = ex.persistent.undo
+
+        def key_of(ref: VarRef, sc: dict[str, int]) -> Key:
+            if not ref.indices:
+                return ("v", ref.name)
+            decl = ex._decls.get(ref.name)
+            if decl is None or not decl.is_table:
+                raise SimulationError(f"{ref}: {ref.name!r} is not a prefix table")
+            return ("m", ref.name, ex._model_name(decl, ref, sc))
+
+        def use(ref: VarRef, sc: dict[str, int], node: Node) -> Key:
+            key = key_of(ref, sc)
+            if key in written or key in input_index:
+                return key
+            try:
+                value = ex._read_ref(ref, sc)
+            except SimulationError as err:
+                raise NodeFailure(node, err) from None
+            if isinstance(value, Zeros):
+                value = value.exact()
+            if isinstance(value, Ragged):
+                if bucket:
+                    prog.input_rags.append(Rag(value.axis, prog.length_slot(value.length)))
+                    value = value.data
+                else:
+                    prog.input_rags.append(None)
+                    value = value.exact()
+            else:
+                prog.input_rags.append(None)
+            input_index[key] = len(prog.inputs)
+            prog.input_keys.append(key)
+            prog.inputs.append(value)
+            prog.dtypes[key] = ex._ref_dtype(ref)
+            return key
+
+        def define(key: Key, dtype: DType) -> None:
+            written.add(key)
+            if key not in prog.written:
+                prog.written.append(key)
+            prog.dtypes[key] = dtype
+
+        def table(name: str) -> int:
+            if name not in table_index:
+                table_index[name] = len(prog.tables)
+                prog.tables.append(name)
+            return table_index[name]
+
+        def visit(nodes: tuple[Node, ...], sc: dict[str, int]) -> None:
+            for node in nodes:
+                step_no = len(prog.steps)
+                if isinstance(node, Loop):
+                    prog.visited.append((node, sc, None))  # the Loop event precedes its body
+                try:
+                    self._visit_node(ex, prog, node, sc, use, define, table, visit, bucket, undo)
+                except NodeFailure:
+                    raise
+                except OpenInferError as err:
+                    raise NodeFailure(node, err) from None
+                if not isinstance(node, Loop):
+                    prog.visited.append((node, sc, step_no if len(prog.steps) > step_no else None))
+
+        visit(region.nodes, scope)
+        return prog
+
+    def _visit_node(self, ex, prog, node, sc, use, define, table, visit, bucket, undo) -> None:  # type: ignore[no-untyped-def]
+        if isinstance(node, Op):
+            opdef = registry.get(node.op)
+            if opdef is None:
+                raise SimulationError(f"unknown op {node.op!r}; see `openinfer ops` for the list")
+            ins = tuple(use(r, sc, node) for r in node.inputs)
+            params, out_dtype, _bound = ex._op_setup(node, sc, None, 0)  # type: ignore[arg-type]
+            out = (
+                ("v", node.output.name)
+                if not node.output.indices
+                else (
+                    "m",
+                    node.output.name,
+                    ex._model_name(ex._decls[node.output.name], node.output, sc),
+                )
+            )
+            prog.params.append(params)
+            prog.steps.append(("op", id(node), ins, out, id(params), out_dtype.code))
+            define(out, out_dtype)
+        elif isinstance(node, Assign):
+            if node.name in ex._decls:
+                raise SimulationError(
+                    f"assign {node.name!r} shadows a declared variable; pick another name"
+                )
+            shape = ex.sim.resolve_dims(node.dims, f"assign {node.name!r}")
+            ex._dtypes[node.name] = node.dtype
+            prog.steps.append(("assign", ("v", node.name), shape, node.dtype.code))
+            define(("v", node.name), node.dtype)
+        elif isinstance(node, Transfer):
+            ex._check_transfer(node)
+            src = use(node.src, sc, node)
+            dst: Key = ("v", node.dst.name)
+            prog.steps.append(("transfer", src, dst))
+            define(dst, prog.dtypes[src])
+        elif isinstance(node, Dep):
+            pass
+        elif isinstance(node, CacheRead):
+            decl = ex._persistent_decl(node.src.name)
+            tab = ex.persistent.tables[decl.name]
+            plan = tab.prepare_read(ex._cache_selection(node.src, sc), undo, bucket=bucket)
+            slot = len(prog.starts)
+            prog.starts.append(np.asarray(plan.starts, np.int32))
+            lslot = prog.length_slot(plan.length) if plan.axis is not None else None
+            dst = ("v", node.dst.name)
+            dst_dtype = ex._dtypes.get(node.dst.name)
+            if dst_dtype is not None and dst_dtype is not decl.dtype:
+                raise SimulationError(
+                    f"cache.read {node.src} >> {node.dst}: {node.dst.name!r} is {dst_dtype.short}, the table holds {decl.dtype.short}"
+                )
+            prog.steps.append(
+                (
+                    "read",
+                    id(node),
+                    table(decl.name),
+                    slot,
+                    plan.sizes,
+                    plan.shape,
+                    plan.axis,
+                    lslot,
+                    dst,
+                    decl.dtype.code,
+                )
+            )
+            define(dst, decl.dtype)
+        elif isinstance(node, CacheWrite):
+            decl = ex._persistent_decl(node.dst.name)
+            src = use(node.src, sc, node)
+            tab = ex.persistent.tables[decl.name]
+            starts, sizes, want = tab.prepare_write(ex._cache_selection(node.dst, sc), undo)
+            slot = len(prog.starts)
+            prog.starts.append(np.asarray(starts, np.int32))
+            prog.steps.append(
+                ("write", id(node), table(decl.name), src, slot, sizes, want, decl.dtype.code)
+            )
+        elif isinstance(node, Loop):
+            lo = ex._bound(node.start, sc, node, "start")
+            hi = ex._bound(node.end, sc, node, "end")
+            prog.steps.append(("loop", id(node), lo, hi))
+            for i in range(lo, hi):
+                visit(node.body, {**sc, node.index: i})
+        else:  # pragma: no cover - plan.py only admits the kinds above
+            raise SimulationError(f"{type(node).__name__} cannot run in a wide region")
+
+    # ---- compile and run --------------------------------------------------------------------
+    def run(
+        self, ex: Executor, region: RegionPlan, scope: dict[str, int]
+    ) -> tuple[WideProgram, _Compiled, Any]:
+        """Walk, compile (cached), run; store outputs and undo records. Returns what ran."""
+        bucket = ex.sim.bucketing
+        prog = self.walk(ex, region, scope, bucket)
+        compiled = self._get(ex, region, prog)
+        if compiled is _NEEDS_EXACT:
+            prog = self.walk(ex, region, scope, False)
+            compiled = self._get(ex, region, prog)
+        buffers = tuple(ex.persistent.tables[name].buffer for name in prog.tables)
+        outs, new_buffers, olds = compiled.fn(
+            tuple(prog.inputs),
+            buffers,
+            tuple(prog.starts),
+            tuple(np.asarray(n, np.int32) for n in prog.lengths),
+        )
+        undo = ex.persistent.undo
+        writes = [s for s in prog.steps if s[0] == "write"]
+        for name, buf in zip(prog.tables, new_buffers):
+            ex.persistent.tables[name].buffer = buf
+        for step, old in zip(writes, olds):
+            ex.persistent.tables[prog.tables[step[2]]].record_restore(
+                old, prog.starts[step[4]], undo
+            )
+        for key, out, rag in zip(prog.written, outs, compiled.out_rags):
+            value = Ragged(out, rag.axis, prog.lengths[rag.slot]) if rag is not None else out
+            if key[0] == "v":
+                ex._write_ref(VarRef(key[1]), value, scope)
+            else:
+                ex._indexed[key[2]] = value
+        return prog, compiled, outs
+
+    def _get(self, ex: Executor, region: RegionPlan, prog: WideProgram) -> Any:
+        signature = (
+            region.id,
+            tuple(prog.steps),
+            tuple((x.shape, x.dtype, r) for x, r in zip(prog.inputs, prog.input_rags)),
+            tuple(ex.persistent.tables[t].buffer.shape for t in prog.tables),
+            tuple(prog.written),
+            len(prog.lengths),
+        )
+        compiled = self.cache.get(signature)
+        if compiled is None:
+            try:
+                buffers = [ex.persistent.tables[t].buffer for t in prog.tables]
+                compiled = self._build(prog, buffers)
+                self.compilations += 1
+            except NeedExact:
+                self.exact_fallbacks += 1
+                compiled = _NEEDS_EXACT
+            self.cache[signature] = compiled
+        return compiled
+
+    def _build(self, prog: WideProgram, buffers: list[Any]) -> _Compiled:
+        steps = list(prog.steps)
+        params = {id(p): p for p in prog.params}
+        keys = list(prog.input_keys)
+        rags = list(prog.input_rags)
+        dtypes = dict(prog.dtypes)
+        written = list(prog.written)
+        out_rags: list[Rag | None] = []
+        shapes: dict[int, NodeShapes] = {}
+        nodes = {id(n): n for n, _sc, _i in prog.visited}
+
+        def run(
+            inputs: tuple[Any, ...],
+            buffers: tuple[Any, ...],
+            starts: tuple[Any, ...],
+            lengths: tuple[Any, ...],
+        ) -> Any:
+            out_rags.clear()
+            env: dict[Key, tuple[Any, Rag | None]] = {
+                k: (x, r) for k, x, r in zip(keys, inputs, rags)
+            }
+            bufs = list(buffers)
+            olds = []
+            for pos, step in enumerate(steps):
+                kind = step[0]
+                info = NodeShapes()
+                shapes[pos] = info
+                if kind == "op":
+                    _, node_id, ins, out, pid, out_code = step
+                    node = nodes.get(node_id)
+                    opdef = registry.get(node.op) if node is not None else None
+                    assert opdef is not None
+                    xs = [env[k][0] for k in ins]
+                    rs = [env[k][1] for k in ins]
+                    ds = [dtypes[k] for k in ins]
+                    for x, r, d in zip(xs, rs, ds):
+                        info.input_shapes.append(_shape(x, r))
+                        info.input_dtypes.append(d.short)
+                    try:
+                        y, rag = apply_op(opdef, xs, rs, lengths, ds, params[pid])
+                    except NeedExact:
+                        raise
+                    except (OpenInferError, TypeError, ValueError, IndexError) as err:
+                        raise NodeFailure(node, err) from err
+                    want = DType(out_code).numpy
+                    if y.dtype != want:
+                        y = y.astype(want)
+                    env[out] = (y, rag)
+                    info.output_shapes.append(_shape(y, rag))
+                    info.output_dtypes.append(DType(out_code).short)
+                elif kind == "assign":
+                    _, key, shape, code = step
+                    env[key] = (jnp.zeros(shape, DType(code).numpy), None)
+                    info.output_shapes.append(list(shape))
+                    info.output_dtypes.append(DType(code).short)
+                elif kind == "transfer":
+                    _, src, dst = step
+                    env[dst] = env[src]
+                elif kind == "read":
+                    _, _node_id, t, slot, sizes, shape, axis, lslot, dst, code = step
+                    buf = bufs[t]
+                    idx = tuple(starts[slot][k] for k in range(buf.ndim))
+                    block = jax.lax.dynamic_slice(buf, idx, sizes).reshape(shape)
+                    rag = Rag(axis, lslot) if axis is not None else None
+                    env[dst] = (block, rag)
+                    info.output_shapes.append(_shape(block, rag))
+                    info.output_dtypes.append(DType(code).short)
+                elif kind == "write":
+                    _, node_id, t, src, slot, sizes, want, code = step
+                    value, rag = env[src]
+                    if rag is not None:
+                        raise NeedExact("a padded value is written into a cache table")
+                    if tuple(value.shape) != tuple(want):
+                        raise NodeFailure(
+                            nodes[node_id],
+                            SimulationError(
+                                f"value shape {list(value.shape)} does not match the entry shape {list(want)}"
+                            ),
+                        )
+                    if value.dtype != DType(code).numpy:
+                        raise NodeFailure(
+                            nodes[node_id],
+                            SimulationError(
+                                f"value dtype {value.dtype} does not match the table's {DType(code).short}"
+                            ),
+                        )
+                    buf = bufs[t]
+                    idx = tuple(starts[slot][k] for k in range(buf.ndim))
+                    olds.append(jax.lax.dynamic_slice(buf, idx, sizes))
+                    bufs[t] = jax.lax.dynamic_update_slice(buf, value.reshape(sizes), idx)
+                    info.input_shapes.append(list(value.shape))
+            outs = []
+            for key in written:
+                value, rag = env[key]
+                outs.append(value)
+                out_rags.append(rag)
+            return tuple(outs), tuple(bufs), tuple(olds)
+
+        fn = jax.jit(run, donate_argnums=(1,))
+        lengths0 = tuple(np.zeros((), np.int32) for _ in prog.lengths)
+        buffers0 = tuple(jax.ShapeDtypeStruct(b.shape, b.dtype) for b in buffers)
+        # Trace now so NeedExact and node errors surface before any buffer is donated.
+        fn.trace(tuple(prog.inputs), buffers0, tuple(prog.starts), lengths0)
+        return _Compiled(fn, list(out_rags), shapes)
+
+
+def _shape(x: Any, rag: Rag | None) -> list[int]:
+    shape = [int(d) for d in x.shape]
+    if rag is not None:
+        shape[rag.axis] = -1 - rag.slot  # a padded axis: filled in with its length per call
+    return shape
