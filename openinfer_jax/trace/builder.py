@@ -115,6 +115,13 @@ class Var(_Handle):
         items = key if isinstance(key, tuple) else (key,)
         return Indexed(self, items, caller_loc())
 
+    def __iter__(self) -> Any:
+        # Without this, Python would iterate through __getitem__(0), (1), ... forever.
+        raise builder_error(
+            f"'{self.name}' is a program variable, not a Python sequence; index one entry like "
+            f"{self.name}[l] or unroll with `for i in range(n): ... {self.name}[i]`"
+        )
+
     def __repr__(self) -> str:
         return f"Var({self.name!r})"
 

@@ -302,6 +302,12 @@ def _bad_setting_value() -> None:
         b.op.relu(h, clamp_max={"a": 1}) >> h
 
 
+def _iterate_a_variable() -> None:
+    g = GraphBuilder()
+    W = g.volatile("W", "f32", "D", index="l", pattern="W.{l}")
+    first, second = W
+
+
 def _unknown_acc_dtype() -> None:
     g = GraphBuilder()
     h = g.volatile("h", "f32", "B")
@@ -332,6 +338,7 @@ ERROR_CASES: list[tuple[Callable[[], None], str]] = [
     (_bad_loop_bound, "expected an int, a sizevar name or a scalar variable, got 2.5"),
     (_bad_setting_value, "setting clamp_max={'a': 1} has type dict"),
     (_unknown_acc_dtype, "unknown dtype 'f99'"),
+    (_iterate_a_variable, "'W' is a program variable, not a Python sequence"),
 ]
 
 
