@@ -305,7 +305,7 @@ def _bad_setting_value() -> None:
 def _iterate_a_variable() -> None:
     g = GraphBuilder()
     W = g.volatile("W", "f32", "D", index="l", pattern="W.{l}")
-    first, second = W
+    _first, _second = W
 
 
 def _unknown_acc_dtype() -> None:
