@@ -38,6 +38,7 @@ from openinfer_jax.ops.registry import (
     InputSpec,
     OpCheckError,
     OpDef,
+    OutputRule,
     ParamKind,
     ParamSpec,
     register,
@@ -108,6 +109,7 @@ class NnOp:
     min_inputs: int | None = None  # set for ops with optional trailing inputs
     inplace: bool = False
     broadcast: bool = False
+    output: OutputRule = OutputRule()
     kernel: str | None = None
     check: CheckRule | None = None
     doc: str = ""
@@ -249,7 +251,7 @@ NN_OPS: tuple[NnOp, ...] = (
          check=_check_pad_value,
          doc="ONNX Pad; reflect pads <= dim-1, wrap pads <= dim, negative pads are rejected"),
     NnOp("where", "movement", (InputSpec("cond", BOOL, "C"), *_in("a b", ANY_DTYPE)),
-         nn_jax.where, nn_reference.where, nn_shapes.where_shape, broadcast=True, kernel="a ? b : c",
+         nn_jax.where, nn_reference.where, nn_shapes.where_shape, broadcast=True, output=OutputRule(index=1), kernel="a ? b : c",
          doc="ONNX Where: a where cond else b, NumPy broadcasting over all three"),
     NnOp("rope", "attention", (InputSpec("x", FLOAT), InputSpec("positions", INDEX_DTYPES, "P")),
          nn_jax.rope, nn_reference.rope, nn_shapes.rope_shape, inplace=True,
@@ -270,7 +272,7 @@ NN_OPS: tuple[NnOp, ...] = (
     NnOp("max_pool", "pooling", _in("x", FLOAT | SIGNED | UNSIGNED), nn_jax.max_pool, nn_reference.max_pool,
          nn_shapes.pool_shape,
          params=(_p("kernel_shape", ParamKind.INT_LIST, REQUIRED, "window size per spatial dim"), *_WINDOW),
-         doc="ONNX MaxPool (floor mode), channel-first, any spatial rank; pads never win"),
+         doc="ONNX MaxPool (floor mode), channel-first, any spatial rank; a window over padding only is an error"),
     NnOp("avg_pool", "pooling", _in("x", FLOAT), nn_jax.avg_pool, nn_reference.avg_pool, nn_shapes.pool_shape,
          params=(_p("kernel_shape", ParamKind.INT_LIST, REQUIRED, "window size per spatial dim"), *_WINDOW,
                  _p("count_include_pad", ParamKind.BOOL, False, "divide by the full window, pads included")),
@@ -294,6 +296,7 @@ def _register(row: NnOp) -> OpDef:
             params={spec.name: spec for spec in row.params},
             inplace=row.inplace,
             broadcast=row.broadcast,
+            output=row.output,
             variadic=row.min_inputs is not None,
             min_inputs=row.min_inputs or len(row.inputs),
             shape_rule=_rule(row.name, row.shape_rule, row.inputs, max_inputs),

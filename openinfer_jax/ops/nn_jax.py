@@ -335,7 +335,7 @@ def attention(
         allowed = visible if allowed is None else jnp.logical_and(allowed, visible)
     if allowed is not None:
         scores = jnp.where(allowed, scores, -jnp.inf)
-    peak = jnp.max(scores, axis=-1, keepdims=True)
+    peak = jnp.max(scores, axis=-1, keepdims=True, initial=-jnp.inf)
     # Fully masked rows have peak -inf: shift by 0 there so exp gives 0, not NaN.
     peak = jnp.where(jnp.isneginf(peak), 0.0, peak)
     weights = jnp.exp(scores - peak)

@@ -94,7 +94,7 @@ def softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
     """exp(x - max) / sum(exp(x - max)) along `axis`, in f64."""
     with np.errstate(all="ignore"):
         v = _f64(x)
-        e = np.exp(v - np.max(v, axis=axis, keepdims=True))
+        e = np.exp(v - np.max(v, axis=axis, keepdims=True, initial=-np.inf))
         return (e / np.sum(e, axis=axis, keepdims=True)).astype(x.dtype)
 
 
@@ -102,7 +102,7 @@ def log_softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
     """x - max - log(sum(exp(x - max))) along `axis`, in f64."""
     with np.errstate(all="ignore"):
         v = _f64(x)
-        shifted = v - np.max(v, axis=axis, keepdims=True)
+        shifted = v - np.max(v, axis=axis, keepdims=True, initial=-np.inf)
         return (shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))).astype(x.dtype)
 
 
@@ -327,7 +327,7 @@ def attention(
         visible = visible & allowed.reshape((sq, skv))
     with np.errstate(all="ignore"):
         scores = np.where(visible, scores, -np.inf)
-        peak = np.max(scores, axis=-1, keepdims=True)
+        peak = np.max(scores, axis=-1, keepdims=True, initial=-np.inf)
         weights = np.where(visible, np.exp(scores - np.where(np.isfinite(peak), peak, 0.0)), 0.0)
         total = np.sum(weights, axis=-1, keepdims=True)
         weights = np.divide(weights, total, out=np.zeros_like(weights), where=total > 0)

@@ -451,7 +451,7 @@ def conv_shape(op: str, shapes: Sequence[Shape], params: dict[str, Any], spatial
 
 
 def pool_shape(op: str, shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
-    """max_pool/avg_pool: x [N, C, *S] -> [N, C, *out]; each pad smaller than the window span."""
+    """max_pool/avg_pool: x [N, C, *S] -> [N, C, *out]; every window must touch a real element."""
     x = tuple(shapes[0])
     kernel = tuple(params["kernel_shape"])
     spatial = len(kernel)
@@ -464,13 +464,19 @@ def pool_shape(op: str, shapes: Sequence[Shape], params: dict[str, Any]) -> Shap
     strides, pads, dilations = window_params(
         spatial, params.get("strides"), params.get("pads"), params.get("dilations"), op
     )
+    out = _window_output(x[2:], kernel, strides, pads, dilations, op)
     for i in range(spatial):
-        span = dilations[i] * (kernel[i] - 1) + 1
-        if max(pads[i], pads[i + spatial]) >= span:
-            raise OpCheckError(
-                f"{op}: pads={pads} must be smaller than the window span ({span}) on spatial dim {i}"
-            )
-    return x[:2] + _window_output(x[2:], kernel, strides, pads, dilations, op)
+        # A window over padding only has no defined max or average: reject it here.
+        begin = pads[i]
+        for position in range(out[i]):
+            first = position * strides[i]
+            taps = range(first, first + dilations[i] * kernel[i], dilations[i])
+            if not any(begin <= t < begin + x[2 + i] for t in taps):
+                raise OpCheckError(
+                    f"{op}: on spatial dim {i} the window at output {position} covers padding "
+                    f"only (pads={pads}, dilations={dilations}); use smaller pads"
+                )
+    return (*x[:2], *out)
 
 
 def global_pool_shape(op: str, shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
