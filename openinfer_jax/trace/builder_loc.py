@@ -70,5 +70,5 @@ def builder_error(message: str, loc: SourceLoc | None = None) -> DslSyntaxError:
     """A DslSyntaxError for a builder mistake, located at `loc` (default: the user's call)."""
     where = loc if loc is not None else caller_loc()
     error = DslSyntaxError(format_located(where, message))
-    error.loc = where  # type: ignore[attr-defined]
+    error.loc = where
     return error
