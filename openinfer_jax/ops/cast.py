@@ -76,7 +76,7 @@ def _jax_float_to_int(call: Call, x: Any, dst: DType) -> Any:
 
 
 def _jax_int_to_int(call: Call, x: Any, src: DType, dst: DType) -> Any:
-    values = jax_numeric.widen(x, src) if src.is_packed else jnp.asarray(x)
+    values = jax_numeric.widen(x, src) if src.is_packed or src is DType.BOOL else jnp.asarray(x)
     if call["saturate"]:
         src_low, src_high = src.value_range()
         dst_low, dst_high = dst.value_range()
@@ -95,8 +95,8 @@ def _jax_cast(call: Call, x: Any) -> Any:
     x = jnp.asarray(x)
     if dst is DType.BOOL:
         return x != 0
-    if src is DType.BOOL:
-        return jax_numeric.store(x.astype(jnp.int32), dst) if dst.is_int else x.astype(dst.numpy)
+    if src is DType.BOOL and dst.is_float:
+        return x.astype(dst.numpy)
     if dst.is_float:
         return x.astype(dst.numpy)
     if src.is_float:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
 
 from openinfer_jax.oinf.dtypes import DType
@@ -40,9 +41,12 @@ def params_of(*specs: ParamSpec) -> dict[str, ParamSpec]:
     return {spec.name: spec for spec in specs}
 
 
-def _jax_impl(fn: ValueFn) -> Callable[..., Any]:
+def _jax_impl(fn: ValueFn, broadcast: bool) -> Callable[..., Any]:
     def impl(call: Call, *arrays: Any) -> Any:
         values = [jax_numeric.widen(a, d) for a, d in zip(arrays, call.in_dtypes)]
+        if broadcast and len(values) > 1:
+            # lax-level functions (lax.div, lax.rem) do not broadcast by themselves.
+            values = list(jnp.broadcast_arrays(*values))
         return jax_numeric.store(fn(call, *values), call.out_dtype)
 
     return impl
@@ -86,7 +90,7 @@ def elementwise(
             name=name,
             category=category,
             inputs=input_specs(inputs, dtypes),
-            jax_impl=_jax_impl(jax_fn),
+            jax_impl=_jax_impl(jax_fn, broadcast),
             ref_impl=_ref_impl(ref_fn),
             params=dict(params or {}),
             output=output or OutputRule(),

@@ -221,6 +221,11 @@ def _jax_accumulate(kind: str) -> Any:
     return impl
 
 
+def _py_trunc_div(value: int, count: int) -> int:
+    quotient = abs(value) // count
+    return -quotient if value < 0 else quotient
+
+
 def _ref_accumulate(kind: str) -> Any:
     def impl(call: Call, x: np.ndarray) -> np.ndarray:
         src, out = call.in_dtypes[0], call.out_dtype
@@ -246,7 +251,11 @@ def _ref_accumulate(kind: str) -> Any:
                 return (wrapped.astype(out.numpy) / np.asarray(count, out.numpy)).astype(out.numpy)
             return wrapped.astype(out.numpy)
         if kind == "mean":
-            total = np.frompyfunc(lambda s: -(-s // count) if s < 0 else s // count, 1, 1)(total)
+            # The documented integer mean divides a 64-bit (wrapping) sum.
+            wide = DType.U64 if src.is_unsigned_int else DType.I64
+            total = np.frompyfunc(
+                lambda s: _py_trunc_div(numpy_numeric.wrap_int(s, wide), count), 1, 1
+            )(total)
         return numpy_numeric.store_ref(total, out)
 
     return impl

@@ -10,7 +10,8 @@ call in an op module plus its kernels. The fields, for backend authors:
 ``inputs``: tuple of `InputSpec`
     Positional inputs. Each has a name, an allowed dtype set and a *type group*: inputs that
     share a group letter must have equal dtypes (ONNX-style type constraints). When
-    ``variadic`` is true the last input repeats (at least ``min_inputs`` inputs in total).
+    ``variadic`` is true the last input repeats (``min_inputs`` to ``max_inputs`` inputs in
+    total; ``max_inputs=None`` means no limit).
 ``params``: dict of `ParamSpec`
     Named settings with kind (`ParamKind`), default (`REQUIRED` when mandatory), allowed values
     and aliases (``alpha`` for relu's ``negative_slope``). `OpDef.resolve_params` turns the IR's
@@ -412,6 +413,7 @@ class OpDef:
     inplace: bool = False
     variadic: bool = False
     min_inputs: int = 1
+    max_inputs: int | None = None
     shape_rule: ShapeRule | None = None
     check: CheckRule | None = None
     kernel: str | None = None
@@ -496,9 +498,10 @@ class OpDef:
     def check_arity(self, count: int) -> None:
         """Raise `OpCheckError` unless `count` inputs fit this op."""
         if self.variadic:
-            if count < self.min_inputs:
+            if count < self.min_inputs or (self.max_inputs is not None and count > self.max_inputs):
+                most = f" and at most {self.max_inputs}" if self.max_inputs is not None else ""
                 raise OpCheckError(
-                    f"{self.name} takes at least {self.min_inputs} inputs, got {count}"
+                    f"{self.name} takes at least {self.min_inputs}{most} inputs, got {count}"
                 )
         elif count != len(self.inputs):
             names_ = ", ".join(s.name for s in self.inputs)
