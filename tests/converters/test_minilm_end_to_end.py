@@ -1,0 +1,49 @@
+"""MiniLM end to end: convert, run the DSL encoder (examples/minilm/encoder.py) in the simulator,
+and compare sentence embeddings with sentence-transformers (fixture, and live when installed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from converters import convert
+
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCES = ROOT / "tests" / "fixtures" / "references"
+
+
+def _example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("minilm_encoder", ROOT / "examples" / "minilm" / "encoder.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def dsl_embeddings(minilm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
+    out = tmp_path_factory.mktemp("minilm") / "minilm.oinf"
+    convert(minilm_dir, out, pattern="bert")
+    ref = np.load(REFERENCES / "minilm.npz")
+    return _example().embed(out, ref["input_ids"], ref["token_type_ids"], ref["attention_mask"])
+
+
+@pytest.mark.slow
+def test_dsl_encoder_matches_reference_fixture(dsl_embeddings: np.ndarray) -> None:
+    ref = np.load(REFERENCES / "minilm.npz")["embeddings"]
+    cosine = (dsl_embeddings * ref).sum(-1) / np.linalg.norm(dsl_embeddings, axis=-1) / np.linalg.norm(ref, axis=-1)
+    assert cosine.min() >= 0.9999, cosine
+    np.testing.assert_allclose(np.linalg.norm(dsl_embeddings, axis=-1), 1.0, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_dsl_encoder_matches_live_sentence_transformers(minilm_dir: Path, dsl_embeddings: np.ndarray) -> None:
+    st = pytest.importorskip("sentence_transformers", reason="live reference needs sentence-transformers")
+    sentences = json.loads((REFERENCES / "manifest.json").read_text())["minilm"]["sentences"]
+    live = st.SentenceTransformer(str(minilm_dir), device="cpu").encode(sentences, normalize_embeddings=True)
+    assert ((dsl_embeddings * live).sum(-1)).min() >= 0.9999
