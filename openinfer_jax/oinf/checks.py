@@ -62,7 +62,11 @@ class Checker:
         """
         if self.strict:
             raise OinfFormatError(
-                f"{rule} violated: {message} (rule: {spec.RULES[rule]})", offset=offset, field=field
+                f"{rule} violated: {message} (rule: {spec.RULES[rule]}); "
+                "the file is damaged or was not written by a conforming encoder: regenerate it, "
+                "e.g. with openinfer_jax.oinf.OinfWriter",
+                offset=offset,
+                field=field,
             )
         self.violations.append(Violation(rule, offset, field, message))
         if fatal:
