@@ -75,6 +75,7 @@ class WideProgram:
 @dataclass
 class _Compiled:
     fn: Any
+    olds: Any
     out_rags: list[Rag | None]
     shapes: dict[int, NodeShapes]
 
@@ -258,7 +259,10 @@ class WideRunner:
             prog = self.walk(ex, region, scope, False)
             compiled = self._get(ex, region, prog)
         buffers = tuple(ex.persistent.tables[name].buffer for name in prog.tables)
-        outs, new_buffers, olds = compiled.fn(
+        # Undo records first, in their own call: reading a buffer in the same computation
+        # that updates it in place makes XLA copy the whole buffer.
+        olds = compiled.olds(buffers, tuple(prog.starts)) if compiled.olds is not None else ()
+        outs, new_buffers = compiled.fn(
             tuple(prog.inputs),
             buffers,
             tuple(prog.starts),
@@ -323,7 +327,6 @@ class WideRunner:
                 k: (x, r) for k, x, r in zip(keys, inputs, rags)
             }
             bufs = list(buffers)
-            olds = []
             for pos, step in enumerate(steps):
                 kind = step[0]
                 info = NodeShapes()
@@ -389,7 +392,6 @@ class WideRunner:
                         )
                     buf = bufs[t]
                     idx = tuple(starts[slot][k] for k in range(buf.ndim))
-                    olds.append(jax.lax.dynamic_slice(buf, idx, sizes))
                     bufs[t] = jax.lax.dynamic_update_slice(buf, value.reshape(sizes), idx)
                     info.input_shapes.append(list(value.shape))
             outs = []
@@ -397,14 +399,23 @@ class WideRunner:
                 value, rag = env[key]
                 outs.append(value)
                 out_rags.append(rag)
-            return tuple(outs), tuple(bufs), tuple(olds)
+            return tuple(outs), tuple(bufs)
+
+        writes = [(s[2], s[4], s[5]) for s in steps if s[0] == "write"]
+
+        def read_olds(buffers: tuple[Any, ...], starts: tuple[Any, ...]) -> tuple[Any, ...]:
+            return tuple(
+                jax.lax.dynamic_slice(buffers[t], tuple(starts[slot][k] for k in range(buffers[t].ndim)), sizes)
+                for t, slot, sizes in writes
+            )
 
         fn = jax.jit(run, donate_argnums=(1,))
+        olds_fn = jax.jit(read_olds) if writes else None
         lengths0 = tuple(np.zeros((), np.int32) for _ in prog.lengths)
         buffers0 = tuple(jax.ShapeDtypeStruct(b.shape, b.dtype) for b in buffers)
         # Trace now so NeedExact and node errors surface before any buffer is donated.
         fn.trace(tuple(prog.inputs), buffers0, tuple(prog.starts), lengths0)
-        return _Compiled(fn, list(out_rags), shapes)
+        return _Compiled(fn, olds_fn, list(out_rags), shapes)
 
 
 def _shape(x: Any, rag: Rag | None) -> list[int]:
