@@ -7,8 +7,6 @@ convert to and from the versioned JSON schema of docs/graph-json.md.
 
 from __future__ import annotations
 
-import importlib.util
-
 from openinfer_jax.ir.nodes import (
     Assign,
     Await,
@@ -89,9 +87,13 @@ __all__ = [
     "to_json_text",
 ]
 
-# Validation lives in its own module (openinfer_jax/ir/validate.py, written separately);
-# export `validate` once that module exists.
-if importlib.util.find_spec(f"{__name__}.validate") is not None:
-    from openinfer_jax.ir.validate import validate
+from openinfer_jax.ir.validate import (  # noqa: E402  (after the node classes it checks)
+    Issue,
+    ValidationErrors,
+    VarInfo,
+    check,
+    infer_var_types,
+    validate,
+)
 
-    __all__ += ["validate"]
+__all__ += ["Issue", "ValidationErrors", "VarInfo", "check", "infer_var_types", "validate"]

@@ -1,6 +1,7 @@
-"""The DSL frontends: the `graph{}` text parser (and the Python builder) producing IR.
+"""The DSL frontends: the `graph{}` text parser and the Python builder, both producing IR.
 
-``parse(text)`` / ``parse_file(path)`` read `graph{}` text (docs/dsl.md).
+``parse(text)`` / ``parse_file(path)`` read `graph{}` text (docs/dsl.md); `GraphBuilder`
+builds the same IR from Python (docs/dsl-python.md).
 """
 
 from __future__ import annotations
@@ -9,8 +10,13 @@ from openinfer_jax.trace.parser import parse, parse_file
 
 __all__ = ["parse", "parse_file"]
 
-# ---- Python builder exports (openinfer_jax/trace/builder.py, owned by the builder helper) ----
-# The lead adds the builder's public names here, e.g.:
-#   from openinfer_jax.trace.builder import ...
-#   __all__ += [...]
-# ---- end of builder exports ----
+from openinfer_jax.trace.builder import (  # noqa: E402
+    BlockBuilder,
+    GraphBuilder,
+    Indexed,
+    LoopIndex,
+    Pending,
+    Var,
+)
+
+__all__ += ["BlockBuilder", "GraphBuilder", "Indexed", "LoopIndex", "Pending", "Var"]
