@@ -13,6 +13,8 @@ dispatches recorded into one kp.Sequence would not be ordered on a real GPU.
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -34,6 +36,7 @@ from openinfer_jax.vk.storage import decode_words, encode_words, storage_words
 
 __all__ = ["DeviceTensor", "VulkanBackend", "vulkan_available"]
 
+_SERIALS = itertools.count()
 _FEATURE_NAMES = {"shader_int64": "shaderInt64", "shader_float64": "shaderFloat64"}
 _INSTALL_KP = (
     "install Kompute's Python binding `kp` (see docs/vulkan.md: `make setup` builds it from "
@@ -78,6 +81,9 @@ class DeviceTensor:
     shape: tuple[int, ...]
     handle: Any = field(repr=False)
     words: int = 0
+    serial: int = field(default_factory=lambda: next(_SERIALS), repr=False)
+    # Dispatches whose output is this tensor, kept for reuse (see VulkanBackend._launch).
+    algorithms: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
 
     @property
     def numel(self) -> int:
@@ -133,9 +139,10 @@ class VulkanBackend:
             ) from None
         if matmul_tiles is None:
             matmul_tiles = "small" if self.capabilities.device_type == "cpu" else "large"
-        if matmul_tiles not in kernels.MATMUL_TILES:
+        if matmul_tiles not in (*kernels.MATMUL_TILES, "generic"):
             raise BackendError(
-                f"matmul_tiles={matmul_tiles!r}; use one of {', '.join(kernels.MATMUL_TILES)}"
+                f"matmul_tiles={matmul_tiles!r}; use one of "
+                f"{', '.join(kernels.MATMUL_TILES)}, generic"
             )
         self.matmul_tiles = matmul_tiles
         self._pending: list[tuple[Any, ...]] = []
@@ -414,10 +421,21 @@ class VulkanBackend:
         spirv = compile_glsl(kernel.source, kernel.label)
         self._wait()
         kp = self._kp
+        # A kp.Algorithm owns its pipeline and is bound to its buffers, and creating the
+        # pipeline is the costly part (lavapipe compiles it to machine code). Reusing one
+        # for the same kernel, buffers and grid makes a loop over preallocated outputs
+        # (decode steps, benchmarks) pay it once. Kept on the output tensor, so it goes
+        # away with it; serials, unlike id(), are never reused.
+        key = (hashlib.sha1(spirv).digest(), tuple(t.serial for t in tensors), kernel.grid)
+        owner = tensors[-1]
         try:
-            algo = self._manager.algorithm(
-                [t.handle for t in tensors], spirv, list(kernel.grid), [], kernel.push
-            )
+            algo = owner.algorithms.get(key)
+            if algo is None:
+                algo = self._manager.algorithm(
+                    [t.handle for t in tensors], spirv, list(kernel.grid), [], kernel.push
+                )
+                if len(owner.algorithms) < 32:
+                    owner.algorithms[key] = algo
             seq = self._manager.sequence().record(kp.OpAlgoDispatch(algo, kernel.push))
             seq.eval_async()
         except RuntimeError as exc:

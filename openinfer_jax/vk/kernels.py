@@ -515,7 +515,12 @@ def matmul_kernel(
     acc: tuple[DType, DType] | None,
     tiles: str = "large",
 ) -> Kernel:
-    """matmul with batch broadcasting; f32 x f32 -> f32 takes the tiled shared-memory path."""
+    """matmul with batch broadcasting.
+
+    f32 x f32 -> f32 takes the tiled shared-memory kernel with tile config `tiles` (a key
+    of `MATMUL_TILES`); ``tiles="generic"`` (or any other dtype) takes the one-invocation-
+    per-output kernel, which is faster on CPU devices where work-group barriers are slow.
+    """
     label = f"matmul({a_dtype.short}, {b_dtype.short}) -> {out.short}"
     m, n, k, batch, sa, sb = _matmul_dims(a_shape, b_shape, out_shape, label)
     batch_count = int(np.prod(batch, dtype=np.int64))
@@ -523,7 +528,10 @@ def matmul_kernel(
     total = batch_count * m * n
     words = [total, m, n, k, len(batch), *pad(batch, 1), *pad(sa, 0), *pad(sb, 0)]
     push = _check_words(words, 17, label)
-    if a_dtype is b_dtype is out is DType.F32 and (acc is None or acc[0] is DType.F32):
+    # A tile of BM rows is wasted on a matrix-vector product (decode steps): few rows take
+    # the one-invocation-per-output kernel.
+    tiled = tiles in MATMUL_TILES and a_dtype is b_dtype is out is DType.F32 and m >= 8
+    if tiled and (acc is None or acc[0] is DType.F32):
         bm, bn, bk, tm, tn = MATMUL_TILES[tiles]
         source = render("matmul_tiled.comp", BM=bm, BN=bn, BK=bk, TM=tm, TN=tn)
         if batch_count > 65535:
