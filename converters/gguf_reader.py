@@ -177,6 +177,24 @@ def open_gguf(path: str | Path, *, unpermute: bool = True) -> Checkpoint:
     return checkpoint
 
 
+# Rows dequantized per call: gguf's dequantize makes several temporaries of its input's
+# size, so large tensors (the 49152-row embedding) are done in slices into one output.
+_CHUNK_ELEMENTS = 1 << 22
+
+
+def _dequantize_in_chunks(data: np.ndarray, qtype: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """Dequantize `data` (rows of quantized bytes) to f32 of `shape`, a slice of rows at a time."""
+    import gguf
+
+    rows = data.reshape(-1, data.shape[-1]) if data.ndim > 1 else data.reshape(1, -1)
+    row_elements = int(np.prod(shape, dtype=np.int64)) // rows.shape[0]
+    out = np.empty((rows.shape[0], row_elements), dtype=np.float32)
+    step = max(1, _CHUNK_ELEMENTS // max(1, row_elements))
+    for start in range(0, rows.shape[0], step):
+        out[start : start + step] = gguf.quants.dequantize(rows[start : start + step], qtype)
+    return out.reshape(shape)
+
+
 def _source_tensor(path: Path, tensor: Any, permute_heads: dict[str, int]) -> SourceTensor:
     import gguf
 
@@ -207,7 +225,7 @@ def _source_tensor(path: Path, tensor: Any, permute_heads: dict[str, int]) -> So
         elif qtype.name in _PLAIN:
             array = np.asarray(data)
         else:
-            array = gguf.quants.dequantize(data, qtype)
+            array = _dequantize_in_chunks(data, qtype, shape)
         array = array.reshape(shape)
         if n_head is not None:
             array = unpermute_rows(array, n_head)
