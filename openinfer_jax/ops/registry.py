@@ -219,6 +219,8 @@ class ParamSpec:
         """
         where = f"{op}: param {self.name}"
         kind = self.kind
+        if value is None and self.default is None:
+            return None  # an optional param left absent (resolved output fed back in)
         if _is_varname(value) and value.name.lower() in _SPECIAL_NAMES:
             value = _SPECIAL_NAMES[value.name.lower()]
         if kind in (ParamKind.SCALAR, ParamKind.FLOAT) and _is_varname(value):

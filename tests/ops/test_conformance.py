@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.ops import registry
-from tests.ops.conformance_cases import (
+from conformance_cases import (
     ACCUMULATING,
     CORE_OPS,
     Case,
