@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from openinfer_jax.ir.nodes import VarName
@@ -109,7 +109,7 @@ class NnOp:
     min_inputs: int | None = None  # set for ops with optional trailing inputs
     inplace: bool = False
     broadcast: bool = False
-    output: OutputRule = OutputRule()
+    output: OutputRule = field(default_factory=OutputRule)
     kernel: str | None = None
     check: CheckRule | None = None
     doc: str = ""
@@ -249,7 +249,7 @@ NN_OPS: tuple[NnOp, ...] = (
                  _p("value", ParamKind.SCALAR, 0, "fill value for mode=constant"),
                  _p("axes", ParamKind.INT_LIST, (), "padded axes (default all)")),
          check=_check_pad_value,
-         doc="ONNX Pad; reflect pads <= dim-1, wrap pads <= dim, negative pads are rejected"),
+         doc="ONNX Pad; reflect/wrap repeat periodically past the axis length; negative pads are rejected"),
     NnOp("where", "movement", (InputSpec("cond", BOOL, "C"), *_in("a b", ANY_DTYPE)),
          nn_jax.where, nn_reference.where, nn_shapes.where_shape, broadcast=True, output=OutputRule(index=1), kernel="a ? b : c",
          doc="ONNX Where: a where cond else b, NumPy broadcasting over all three"),
