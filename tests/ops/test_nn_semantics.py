@@ -411,7 +411,7 @@ def test_attention_scale_param() -> None:
 def loop_conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride: tuple[int, int],
                 pads: tuple[int, int, int, int], dil: tuple[int, int], groups: int) -> np.ndarray:  # fmt: skip
     """Direct seven-loop convolution (ONNX Conv semantics)."""
-    n, c, h, wd = x.shape
+    n, _, h, wd = x.shape
     m, cg, kh, kw = w.shape
     oh = (h + pads[0] + pads[2] - dil[0] * (kh - 1) - 1) // stride[0] + 1
     ow = (wd + pads[1] + pads[3] - dil[1] * (kw - 1) - 1) // stride[1] + 1
