@@ -1,8 +1,11 @@
 """OpenInfer-JAX: explicit inference loops for edge devices.
 
-Public API (see README.md and docs/):
-- `.oinf` model packages: `write_oinf`, `OinfWriter`, `ModelLoader`, `DType`
-- errors: `OpenInferError` and its subclasses
+The public API, re-exported here (see README.md and docs/):
+
+- `.oinf` model packages: `OinfWriter`, `write_oinf`, `ModelLoader`, `verify_file`, `DType`, ...
+- the graph DSL: `parse`, `parse_file` (graph{} text), `GraphBuilder` (Python), `Graph`,
+  `format_graph`, `to_json` / `from_json`, `validate`
+- errors: `OpenInferError` and one subclass per layer
 """
 
 from openinfer_jax.errors import (
@@ -16,20 +19,68 @@ from openinfer_jax.errors import (
     SimulationError,
     SynthesisError,
 )
+from openinfer_jax.ir import (
+    Graph,
+    check,
+    format_graph,
+    from_json,
+    from_json_text,
+    infer_var_types,
+    to_json,
+    to_json_text,
+    validate,
+)
+from openinfer_jax.oinf import (
+    Bitset,
+    ModelLoader,
+    OinfWriter,
+    QuantParams,
+    QuantScale,
+    QuantZeroPoint,
+    TensorInfo,
+    TensorSpec,
+    UnknownNameError,
+    verify_file,
+    write_oinf,
+)
 from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.trace import GraphBuilder, parse, parse_file
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BackendError",
+    "Bitset",
     "ConversionError",
     "DType",
     "DslSyntaxError",
+    "Graph",
+    "GraphBuilder",
     "GraphValidationError",
+    "ModelLoader",
     "OinfFormatError",
+    "OinfWriter",
     "OpenInferError",
+    "QuantParams",
+    "QuantScale",
+    "QuantZeroPoint",
     "ShardingError",
     "SimulationError",
     "SynthesisError",
+    "TensorInfo",
+    "TensorSpec",
+    "UnknownNameError",
     "__version__",
+    "check",
+    "format_graph",
+    "from_json",
+    "from_json_text",
+    "infer_var_types",
+    "parse",
+    "parse_file",
+    "to_json",
+    "to_json_text",
+    "validate",
+    "verify_file",
+    "write_oinf",
 ]
