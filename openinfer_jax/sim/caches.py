@@ -58,7 +58,9 @@ class ReadPlan:
 
 
 @partial(jax.jit, donate_argnums=(0,), static_argnums=(3,))
-def _write_block(buf: jax.Array, value: jax.Array, starts: jax.Array, sizes: tuple[int, ...]) -> jax.Array:
+def _write_block(
+    buf: jax.Array, value: jax.Array, starts: jax.Array, sizes: tuple[int, ...]
+) -> jax.Array:
     """Write `value` (reshaped to the block `sizes`) at `starts`, in place (donated buffer).
 
     Nothing else may read `buf` in this computation: XLA CPU then copies the whole buffer
@@ -68,7 +70,9 @@ def _write_block(buf: jax.Array, value: jax.Array, starts: jax.Array, sizes: tup
     return jax.lax.dynamic_update_slice(buf, value.astype(buf.dtype).reshape(sizes), idx)
 
 
-def _update(buf: jax.Array, value: Any, starts: np.ndarray, sizes: tuple[int, ...]) -> tuple[jax.Array, jax.Array]:
+def _update(
+    buf: jax.Array, value: Any, starts: np.ndarray, sizes: tuple[int, ...]
+) -> tuple[jax.Array, jax.Array]:
     """Write a block in place; returns the new buffer and the overwritten block (undo record)."""
     old = _read(buf, starts, sizes, sizes)
     return _write_block(buf, value, starts, sizes), old

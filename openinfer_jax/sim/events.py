@@ -93,6 +93,8 @@ class TraceEvent:
     compiled: bool = False
     start_ns: int = 0
     duration_ns: int = 0
+    # Sharded runs only (docs/sharding.md): mesh, output specs, the region's collectives.
+    sharding: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with every field."""
@@ -143,6 +145,7 @@ def trace_to_chrome(events: list[TraceEvent]) -> dict[str, Any]:
                     "output_dtypes": ev.output_dtypes,
                     "loaded": ev.loaded,
                     "warnings": ev.warnings,
+                    "sharding": ev.sharding,
                 },
             }
         )

@@ -215,7 +215,9 @@ class Executor:
             raise SimulationError(
                 f"set_persistent {name!r}: shape {list(arr.shape)} is not {list(want)}"
             )
-        self.persistent.values[name] = arr if not want else jax.device_put(arr, self.device)
+        self.persistent.values[name] = (
+            arr if not want else jax.device_put(arr, self.sim.placement(name, self.device))
+        )
 
     def step(self) -> TraceEvent | None:
         """Run one step to completion; returns the last trace event (None if not tracing).
@@ -259,7 +261,7 @@ class Executor:
         saved_dtypes = dict(self._dtypes)
         # Dynamic inputs move into the store; volatile values start again from the model.
         for name, value in self._inserted.items():
-            self._store[name] = jax.device_put(value, self.device)
+            self._store[name] = jax.device_put(value, self.sim.placement(name, self.device))
         for decl in self.graph.vars:
             if decl.kind is MemoryKind.VOLATILE:
                 self._store.pop(decl.name, None)
@@ -269,7 +271,13 @@ class Executor:
         ok = False
         try:
             entry = self.sim.entry
-            yield from self._run_list(entry.name, self.plan.block_items(entry, fused), {}, fused)
+            events = self._run_list(entry.name, self.plan.block_items(entry, fused), {}, fused)
+            if self.sim.sharded is None:
+                yield from events
+            else:  # sharded runs (docs/sharding.md): placement and collectives per event
+                for ev in events:
+                    self.sim.sharded.annotate(ev, self)
+                    yield ev
             ok = True
         except SimulationError:
             raise
@@ -493,7 +501,7 @@ class Executor:
                 decl.auto_dim,
                 entry,
                 dict(decl.fixed),
-                self.device,
+                self.sim.placement(decl.name, self.device),
             )
             return
         value = self.sim.initial_value(decl, self.device)

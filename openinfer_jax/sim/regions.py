@@ -81,6 +81,10 @@ class RegionCompiler:
         self.cache: dict[tuple[int, Signature], CompiledRegion] = {}
         self.compilations = 0
         self.exact_fallbacks = 0
+        # Sharding hooks (docs/sharding.md, set by sim/sharding.py): pin a planned
+        # activation's sharding as it is produced; wrap a region's jitted function.
+        self.constrain: Callable[[str, Any], Any] | None = None
+        self.wrap: Callable[[str, Any], Any] | None = None
 
     def get(
         self,
@@ -177,6 +181,8 @@ class RegionCompiler:
         # call and later calls take JAX's C++ fast path (an AOT `Compiled` call is slower).
         lengths0 = tuple(np.zeros((), np.int32) for _ in range(n_lengths))
         fn.trace(tuple(samples), lengths0)
+        if self.wrap is not None:
+            fn = self.wrap(f"region {region.id}", fn)
         return CompiledRegion(fn, list(out_rags), list(shapes), not any(rags))
 
     def _trace_op(
@@ -200,6 +206,8 @@ class RegionCompiler:
         want = out_dtype.numpy
         if out.dtype != want:
             out = out.astype(want)
+        if self.constrain is not None:
+            out = self.constrain(node.output.name, out)
         env[node.output] = (out, rag, out_dtype)
         info.output_shapes.append(_shape_of(out, rag))
         info.output_dtypes.append(out_dtype.short)

@@ -38,6 +38,7 @@ from openinfer_jax.sim.events import env_trace_level
 from openinfer_jax.sim.executor import Executor
 from openinfer_jax.sim.plan import GraphPlan, RegionPlan
 from openinfer_jax.sim.regions import RegionCompiler
+from openinfer_jax.sim.sharding import attach_sharding
 from openinfer_jax.sim.wide import WideRunner
 
 __all__ = ["DEVICES", "Simulator", "load_graph"]
@@ -102,9 +103,12 @@ class Simulator:
             `jax.Device`.
         bucketing: pad growing cache slices to power-of-two buckets (see docs/simulator.md).
         validate: run `openinfer_jax.ir.validate(graph, model)` first.
+        mesh: a `jax.sharding.Mesh` to run sharded over its devices (docs/sharding.md).
+        sharding: the plan: variable names or patterns -> `PartitionSpec` (default replicate).
 
     Raises:
         GraphValidationError: the graph breaks a rule. BackendError: the device is missing.
+        ShardingError: the plan does not fit the mesh or the graph's variables.
     """
 
     def __init__(
@@ -115,6 +119,8 @@ class Simulator:
         *,
         bucketing: bool = True,
         validate: bool = True,
+        mesh: Any = None,
+        sharding: Any = None,
     ) -> None:
         # i64/u64/f64 must be exact; the op library enables x64 too.
         jax.config.update("jax_enable_x64", True)
@@ -134,6 +140,8 @@ class Simulator:
         self.plan = GraphPlan(self.graph)
         self.compiler = RegionCompiler()
         self.wide = WideRunner()
+        # Sharded simulation over a jax Mesh (docs/sharding.md); the logic lives in sharding.py.
+        self.sharded = attach_sharding(self, mesh, sharding)
         self.resolved_regions: dict[int, RegionPlan] = {}
         entry = self.graph.block("entry") or (self.graph.blocks[0] if self.graph.blocks else None)
         if entry is None:
@@ -248,6 +256,10 @@ class Simulator:
             out.append(value)
         return tuple(out)
 
+    def placement(self, name: str, device: Any) -> Any:
+        """Where variable `name` lives: its planned sharding on a mesh, else `device`."""
+        return device if self.sharded is None else self.sharded.sharding_for(name)
+
     def will_load(self, decl: VarDecl) -> bool:
         """True if `decl`'s initial value comes from tensor data in the model (a lazy load)."""
         info = self.model.tensors.get(decl.model_name) if self.model is not None else None
@@ -259,6 +271,7 @@ class Simulator:
         Raises:
             SimulationError: the model lacks it, or its dtype/shape differs from `decl`.
         """
+        device = self.placement(decl.name, device)
         if self.model is None or name not in self.model.tensors:
             raise SimulationError(f"{decl.name}: the model has no tensor {name!r} (from @pattern)")
         info = self.model.tensors[name]
@@ -272,6 +285,8 @@ class Simulator:
             return self._filled(decl, shape, device)
         if self.eager:
             return np.asarray(self.model.tensor(name))
+        if self.sharded is not None:  # shard by shard from the mmap
+            return self.sharded.load_tensor(self.model.tensor(name), decl)
         return jax.device_put(np.asarray(self.model.tensor(name)), device)
 
     def initial_value(self, decl: VarDecl, device: Any) -> Any:
@@ -280,6 +295,7 @@ class Simulator:
         Raises:
             SimulationError: the model tensor's dtype or shape differs from the declaration.
         """
+        device = self.placement(decl.name, device)
         shape = self.resolve_dims(decl.dims, f"variable {decl.name!r}")
         model = self.model
         name = decl.model_name

@@ -63,6 +63,15 @@ class WideProgram:
     dtypes: dict[Key, DType] = field(default_factory=dict)
     written: list[Key] = field(default_factory=list)
     visited: list[tuple[Node, dict[str, int], int | None]] = field(default_factory=list)
+    # Host work in walk order, so a later call can replay it without walking the nodes:
+    # ("in", key, ref, scope, node), ("read"|"write", node, scope, step), ("assign", name, dtype).
+    events: list[tuple[Any, ...]] = field(default_factory=list)
+    replayable: bool = True
+    steps_id: int | None = None
+
+    def write_slots(self) -> list[tuple[int, int]]:
+        """(table number, starts slot) of every cache write, in program order."""
+        return [(s[2], s[4]) for s in self.steps if s[0] == "write"]
 
     def length_slot(self, length: int) -> int:
         """The slot of a valid length (equal lengths share one, so masks are shared)."""
@@ -88,8 +97,15 @@ class WideRunner:
 
     def __init__(self) -> None:
         self.cache: dict[Any, Any] = {}
+        self.templates: dict[tuple[Any, ...], WideProgram] = {}
+        self._bound_names: dict[int, tuple[str, ...]] = {}
+        self._steps_ids: dict[Any, int] = {}
         self.compilations = 0
         self.exact_fallbacks = 0
+        # Sharding hooks (docs/sharding.md, set by sim/sharding.py): pin a planned
+        # activation's sharding as it is produced; wrap a region's jitted function.
+        self.constrain: Any = None
+        self.wrap: Any = None
 
     # ---- host walk ----------------------------------------------------------------------
     def walk(
@@ -130,6 +146,7 @@ class WideRunner:
             else:
                 prog.input_rags.append(None)
             input_index[key] = len(prog.inputs)
+            prog.events.append(("in", key, ref, sc, node))
             prog.input_keys.append(key)
             prog.inputs.append(value)
             prog.dtypes[key] = ex._ref_dtype(ref)
@@ -170,7 +187,9 @@ class WideRunner:
             if opdef is None:
                 raise SimulationError(f"unknown op {node.op!r}; see `openinfer ops` for the list")
             ins = tuple(use(r, sc, node) for r in node.inputs)
-            params, out_dtype, _bound = ex._op_setup(node, sc, None, 0)  # type: ignore[arg-type]
+            params, out_dtype, bound = ex._op_setup(node, sc, None, 0)  # type: ignore[arg-type]
+            if bound:
+                prog.replayable = False  # runtime-scalar params are part of the program
             out = (
                 ("v", node.output.name)
                 if not node.output.indices
@@ -190,6 +209,7 @@ class WideRunner:
                 )
             shape = ex.sim.resolve_dims(node.dims, f"assign {node.name!r}")
             ex._dtypes[node.name] = node.dtype
+            prog.events.append(("assign", node.name, node.dtype))
             prog.steps.append(("assign", ("v", node.name), shape, node.dtype.code))
             define(("v", node.name), node.dtype)
         elif isinstance(node, Transfer):
@@ -204,6 +224,7 @@ class WideRunner:
             decl = ex._persistent_decl(node.src.name)
             tab = ex.persistent.tables[decl.name]
             plan = tab.prepare_read(ex._cache_selection(node.src, sc), undo, bucket=bucket)
+            prog.events.append(("read", node, sc, len(prog.steps)))
             slot = len(prog.starts)
             prog.starts.append(np.asarray(plan.starts, np.int32))
             lslot = prog.length_slot(plan.length) if plan.axis is not None else None
@@ -233,6 +254,7 @@ class WideRunner:
             src = use(node.src, sc, node)
             tab = ex.persistent.tables[decl.name]
             starts, sizes, want = tab.prepare_write(ex._cache_selection(node.dst, sc), undo)
+            prog.events.append(("write", node, sc, len(prog.steps)))
             slot = len(prog.starts)
             prog.starts.append(np.asarray(starts, np.int32))
             prog.steps.append(
@@ -251,11 +273,18 @@ class WideRunner:
     def run(
         self, ex: Executor, region: RegionPlan, scope: dict[str, int]
     ) -> tuple[WideProgram, _Compiled, Any]:
-        """Walk, compile (cached), run; store outputs and undo records. Returns what ran."""
+        """Walk (or replay), compile (cached), run; store outputs and undo records."""
         bucket = ex.sim.bucketing
-        prog = self.walk(ex, region, scope, bucket)
+        tkey = self._template_key(ex, region, scope, bucket)
+        template = self.templates.get(tkey)
+        prog = self.replay(ex, template, bucket) if template is not None else None
+        if prog is None:
+            prog = self.walk(ex, region, scope, bucket)
+            if prog.replayable:
+                self.templates[tkey] = prog
         compiled = self._get(ex, region, prog)
         if compiled is _NEEDS_EXACT:
+            self.templates.pop(tkey, None)
             prog = self.walk(ex, region, scope, False)
             compiled = self._get(ex, region, prog)
         buffers = tuple(ex.persistent.tables[name].buffer for name in prog.tables)
@@ -269,13 +298,10 @@ class WideRunner:
             tuple(np.asarray(n, np.int32) for n in prog.lengths),
         )
         undo = ex.persistent.undo
-        writes = [s for s in prog.steps if s[0] == "write"]
         for name, buf in zip(prog.tables, new_buffers):
             ex.persistent.tables[name].buffer = buf
-        for step, old in zip(writes, olds):
-            ex.persistent.tables[prog.tables[step[2]]].record_restore(
-                old, prog.starts[step[4]], undo
-            )
+        for (table_no, slot), old in zip(prog.write_slots(), olds):
+            ex.persistent.tables[prog.tables[table_no]].record_restore(old, prog.starts[slot], undo)
         for key, out, rag in zip(prog.written, outs, compiled.out_rags):
             value = Ragged(out, rag.axis, prog.lengths[rag.slot]) if rag is not None else out
             if key[0] == "v":
@@ -284,13 +310,103 @@ class WideRunner:
                 ex._indexed[key[2]] = value
         return prog, compiled, outs
 
+    def _template_key(
+        self, ex: Executor, region: RegionPlan, scope: dict[str, int], bucket: bool
+    ) -> tuple[Any, ...]:
+        """What fixes a region's unrolled structure: scope and the loop bounds' values."""
+        names = self._bound_names.get(region.id)
+        if names is None:
+            names = self._bound_names[region.id] = _free_bound_names(region.nodes, set())
+        bounds = tuple(ex._scalar_lookup(n, scope) for n in names)
+        return (region.id, bucket, tuple(scope.items()), bounds)
+
+    def replay(self, ex: Executor, template: WideProgram, bucket: bool) -> WideProgram | None:
+        """Redo only the host work of a previous walk (inputs, cache plans) with fresh values.
+
+        Returns None when a cache plan's static part (bucket size, shape) or the sharing of
+        valid lengths differs from the template: then the caller walks afresh.
+        """
+        prog = WideProgram(
+            steps=template.steps,
+            params=template.params,
+            input_keys=template.input_keys,
+            tables=template.tables,
+            dtypes=template.dtypes,
+            written=template.written,
+            visited=template.visited,
+            events=template.events,
+            steps_id=template.steps_id,
+        )
+        undo = ex.persistent.undo
+        tables = ex.persistent.tables
+        for event in template.events:
+            kind = event[0]
+            if kind == "in":
+                _, key, ref, sc, node = event
+                try:
+                    value = None
+                    if key[0] == "m":  # prefix-table entry: override, else the cached weight
+                        value = ex._indexed.get(key[2])
+                        if value is None:
+                            value = ex._pristine.get(key[2])
+                    if value is None:
+                        value = ex._read_ref(ref, sc)
+                except SimulationError as err:
+                    raise NodeFailure(node, err) from None
+                if isinstance(value, Zeros):
+                    value = value.exact()
+                if isinstance(value, Ragged):
+                    prog.input_rags.append(Rag(value.axis, prog.length_slot(value.length)))
+                    value = value.data
+                else:
+                    prog.input_rags.append(None)
+                prog.inputs.append(value)
+            elif kind == "read":
+                _, node, sc, pos = event
+                try:
+                    decl = ex._persistent_decl(node.src.name)
+                    plan = tables[decl.name].prepare_read(
+                        ex._cache_selection(node.src, sc), undo, bucket=bucket
+                    )
+                except OpenInferError as err:
+                    raise NodeFailure(node, err) from None
+                lslot = prog.length_slot(plan.length) if plan.axis is not None else None
+                step = template.steps[pos]
+                if (plan.sizes, plan.shape, plan.axis, lslot) != (
+                    step[4],
+                    step[5],
+                    step[6],
+                    step[7],
+                ):
+                    return None
+                prog.starts.append(np.asarray(plan.starts, np.int32))
+            elif kind == "write":
+                _, node, sc, pos = event
+                try:
+                    decl = ex._persistent_decl(node.dst.name)
+                    starts, sizes, want = tables[decl.name].prepare_write(
+                        ex._cache_selection(node.dst, sc), undo
+                    )
+                except OpenInferError as err:
+                    raise NodeFailure(node, err) from None
+                step = template.steps[pos]
+                if (sizes, want) != (step[5], step[6]):
+                    return None
+                prog.starts.append(np.asarray(starts, np.int32))
+            else:
+                _, name, dtype = event
+                ex._dtypes[name] = dtype
+        return prog
+
     def _get(self, ex: Executor, region: RegionPlan, prog: WideProgram) -> Any:
+        if prog.steps_id is None:
+            # Number distinct step lists once; the signature then carries a small int.
+            steps_key = (region.id, tuple(prog.steps), tuple(prog.written))
+            prog.steps_id = self._steps_ids.setdefault(steps_key, len(self._steps_ids))
         signature = (
-            region.id,
-            tuple(prog.steps),
+            prog.steps_id,
             tuple((x.shape, x.dtype, r) for x, r in zip(prog.inputs, prog.input_rags)),
             tuple(ex.persistent.tables[t].buffer.shape for t in prog.tables),
-            tuple(prog.written),
             len(prog.lengths),
         )
         compiled = self.cache.get(signature)
@@ -298,6 +414,8 @@ class WideRunner:
             try:
                 buffers = [ex.persistent.tables[t].buffer for t in prog.tables]
                 compiled = self._build(prog, buffers)
+                if self.wrap is not None:
+                    compiled.fn = self.wrap(f"region {region.id}", compiled.fn)
                 self.compilations += 1
             except NeedExact:
                 self.exact_fallbacks += 1
@@ -351,6 +469,8 @@ class WideRunner:
                     want = DType(out_code).numpy
                     if y.dtype != want:
                         y = y.astype(want)
+                    if self.constrain is not None:
+                        y = self.constrain(out[1], y)
                     env[out] = (y, rag)
                     info.output_shapes.append(_shape(y, rag))
                     info.output_dtypes.append(DType(out_code).short)
@@ -405,7 +525,9 @@ class WideRunner:
 
         def read_olds(buffers: tuple[Any, ...], starts: tuple[Any, ...]) -> tuple[Any, ...]:
             return tuple(
-                jax.lax.dynamic_slice(buffers[t], tuple(starts[slot][k] for k in range(buffers[t].ndim)), sizes)
+                jax.lax.dynamic_slice(
+                    buffers[t], tuple(starts[slot][k] for k in range(buffers[t].ndim)), sizes
+                )
                 for t, slot, sizes in writes
             )
 
@@ -423,3 +545,17 @@ def _shape(x: Any, rag: Rag | None) -> list[int]:
     if rag is not None:
         shape[rag.axis] = -1 - rag.slot  # a padded axis: filled in with its length per call
     return shape
+
+
+def _free_bound_names(nodes: tuple[Node, ...], inner: set[str]) -> tuple[str, ...]:
+    """Loop-bound names of a region that are not indices of loops inside it (host scalars)."""
+    out: list[str] = []
+    for node in nodes:
+        if isinstance(node, Loop):
+            for bound in (node.start, node.end):
+                if isinstance(bound, str) and bound not in inner and bound not in out:
+                    out.append(bound)
+            for name in _free_bound_names(node.body, inner | {node.index}):
+                if name not in out:
+                    out.append(name)
+    return tuple(out)
