@@ -17,7 +17,9 @@ __all__ = ["register", "run_ops"]
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `ops` subcommand."""
-    parser = subparsers.add_parser("ops", help="list the ops with their dtypes, params and policies")
+    parser = subparsers.add_parser(
+        "ops", help="list the ops with their dtypes, params and policies"
+    )
     parser.add_argument("names", nargs="*", metavar="NAME", help="show only these ops")
     parser.add_argument("--category", help="show only ops of this category (arith, reduction, ...)")
     parser.add_argument(
@@ -60,7 +62,16 @@ def run_ops(args: argparse.Namespace) -> int:
         return 0
     ops = _selected(list(args.names), args.category)
     table = Table(title=f"{len(ops)} ops", show_lines=False)
-    for column in ("op", "category", "inputs", "dtypes", "params (! = required)", "out", "bcast", "inplace"):
+    for column in (
+        "op",
+        "category",
+        "inputs",
+        "dtypes",
+        "params (! = required)",
+        "out",
+        "bcast",
+        "inplace",
+    ):
         table.add_column(column, overflow="fold")
     for op in ops:
         inputs = ", ".join(spec.name for spec in op.inputs) + ("..." if op.variadic else "")

@@ -12,9 +12,6 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from openinfer_jax.ops import registry  # noqa: E402
-from openinfer_jax.ops.registry import OpCheckError, OpDef, ParamKind, ParamSpec  # noqa: E402
-
 # Op modules register on import (the registry sorts by name, so the order fixes nothing).
 from openinfer_jax.ops import (  # noqa: E402, F401
     arith,
@@ -24,9 +21,11 @@ from openinfer_jax.ops import (  # noqa: E402, F401
     filtering,
     numerical,
     reduce,
+    registry,
     rounding,
     statistics,
 )
+from openinfer_jax.ops.registry import OpCheckError, OpDef, ParamKind, ParamSpec  # noqa: E402
 
 # The model-building ops live in nn.py, written by another helper; import it once it exists.
 if importlib.util.find_spec(f"{__name__}.nn") is not None:

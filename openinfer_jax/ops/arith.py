@@ -66,7 +66,7 @@ def check_mask(
     if value is None or not dtype.is_int or not isinstance(value, (int, float)):
         return
     low, high = dtype.value_range()
-    if isinstance(value, float) and not value.is_integer() or not low <= value <= high:
+    if (isinstance(value, float) and not value.is_integer()) or not low <= value <= high:
         raise OpCheckError(
             f"div_by_zero_mask={value!r} is not a {dtype.short} value; use an integer in "
             f"[{low}, {high}]"

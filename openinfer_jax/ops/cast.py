@@ -65,7 +65,9 @@ def _jax_float_to_int(call: Call, x: Any, dst: DType) -> Any:
         fits = (rounded >= below) & (rounded < above)
         inside = jnp.where(fits, rounded, 0.0).astype(_int_container(dst))
         bounded = jnp.where(rounded >= above, jnp.asarray(high, inside.dtype), inside)
-        return jax_numeric.store(jnp.where(rounded < below, jnp.asarray(low, inside.dtype), bounded), dst)
+        return jax_numeric.store(
+            jnp.where(rounded < below, jnp.asarray(low, inside.dtype), bounded), dst
+        )
     # Wrap modulo 2**64 exactly: split the (integral) value into two 32-bit halves in f64.
     finite = jnp.where(jnp.isfinite(rounded), rounded, 0.0)
     reduced = jnp.fmod(finite, 2.0**64)

@@ -27,7 +27,7 @@ from openinfer_jax.ops.registry import (
     format_dtypes,
 )
 
-__all__ = ["compact_dtypes", "render_markdown", "main"]
+__all__ = ["compact_dtypes", "main", "render_markdown"]
 
 # Modules whose docstrings state semantics, in the order the page shows them.
 SEMANTICS_MODULES = (
@@ -135,9 +135,55 @@ def _output_text(op: OpDef) -> str:
 
 
 CORE_47 = frozenset(
-    "add mul sub div floor_div rem fma abs neg recip and or xor not shl shr popcount cast eq ne "
-    "lt le gt ge filter is_finite is_nan is_inf is_neg fill matmul relu argmax_axis argmin_axis "
-    "max_axis min_axis sum_axis prod_axis mean_axis floor ceil round trunc clamp min max sign".split()
+    [
+        "add",
+        "mul",
+        "sub",
+        "div",
+        "floor_div",
+        "rem",
+        "fma",
+        "abs",
+        "neg",
+        "recip",
+        "and",
+        "or",
+        "xor",
+        "not",
+        "shl",
+        "shr",
+        "popcount",
+        "cast",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "filter",
+        "is_finite",
+        "is_nan",
+        "is_inf",
+        "is_neg",
+        "fill",
+        "matmul",
+        "relu",
+        "argmax_axis",
+        "argmin_axis",
+        "max_axis",
+        "min_axis",
+        "sum_axis",
+        "prod_axis",
+        "mean_axis",
+        "floor",
+        "ceil",
+        "round",
+        "trunc",
+        "clamp",
+        "min",
+        "max",
+        "sign",
+    ]
 )
 
 
@@ -159,7 +205,13 @@ def render_markdown() -> str:
                 _output_text(op), "✓" if op.broadcast else "–", "✓" if op.inplace else "–", op.doc,
             )) + " |"
         )  # fmt: skip
-    lines += ["", "## Accumulation rules", "", "| op | acc rules ([accumulator, output]) |", "|---|---|"]
+    lines += [
+        "",
+        "## Accumulation rules",
+        "",
+        "| op | acc rules ([accumulator, output]) |",
+        "|---|---|",
+    ]
     for op in registry.all_ops():
         if op.acc_rules:
             rules = ", ".join(f"[{a.short},{o.short}]" for a, o in op.acc_rules)

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.ops.registry import compute_dtype
 
-__all__ = ["store", "wrap_packed", "widen", "wide_int_dtype"]
+__all__ = ["store", "wide_int_dtype", "widen", "wrap_packed"]
 
 
 def widen(x: Any, dtype: DType) -> Any:

@@ -82,7 +82,9 @@ def _jax_matmul(call: Call, a: Any, b: Any) -> Any:
     if src.is_float:
         work = acc[0].numpy if acc else compute_dtype(src).numpy
         product = jnp.matmul(
-            jnp.asarray(a).astype(work), jnp.asarray(b).astype(work), precision=lax.Precision.HIGHEST
+            jnp.asarray(a).astype(work),
+            jnp.asarray(b).astype(work),
+            precision=lax.Precision.HIGHEST,
         )
         return jax_numeric.store(product, out)
     wide = jax_numeric.wide_int_dtype(src)
@@ -142,13 +144,23 @@ def require_bound(op: str, name: str, value: Any) -> float | None:
 def int_bounds(dtype: DType, low: float | None, high: float | None) -> tuple[int, int]:
     """Float clamp bounds rounded inward to integers and limited to `dtype`'s range."""
     type_low, type_high = dtype.value_range()
-    lo = type_low if low is None or math.isinf(low) and low < 0 else max(type_low, math.ceil(min(low, 2.0**65)))
-    hi = type_high if high is None or math.isinf(high) and high > 0 else min(type_high, math.floor(max(high, -(2.0**65))))
+    lo = (
+        type_low
+        if low is None or (math.isinf(low) and low < 0)
+        else max(type_low, math.ceil(min(low, 2.0**65)))
+    )
+    hi = (
+        type_high
+        if high is None or (math.isinf(high) and high > 0)
+        else min(type_high, math.floor(max(high, -(2.0**65))))
+    )
     return int(lo), int(hi)
 
 
 # ---- relu ---------------------------------------------------------------------------------------------
-def _relu_check(in_dtypes: Sequence[DType], shapes: Sequence[tuple[int, ...]], params: Mapping[str, Any]) -> None:
+def _relu_check(
+    in_dtypes: Sequence[DType], shapes: Sequence[tuple[int, ...]], params: Mapping[str, Any]
+) -> None:
     slope = params.get("negative_slope")
     if in_dtypes[0].is_int and isinstance(slope, float) and not 0.0 <= slope <= 1.0:
         raise OpCheckError(
@@ -199,7 +211,9 @@ elementwise(
 
 
 # ---- fill ------------------------------------------------------------------------------------------------
-def _fill_check(in_dtypes: Sequence[DType], shapes: Sequence[tuple[int, ...]], params: Mapping[str, Any]) -> None:
+def _fill_check(
+    in_dtypes: Sequence[DType], shapes: Sequence[tuple[int, ...]], params: Mapping[str, Any]
+) -> None:
     value, dtype = params.get("value"), in_dtypes[0]
     if not isinstance(value, (bool, int, float)) or dtype.is_float:
         return
@@ -242,7 +256,9 @@ register(
     OpDef(
         name="fill",
         category="mutation",
-        inputs=input_specs("x", FLOAT | SIGNED | UNSIGNED | BOOL | PACKED_SIGNED | PACKED_UNSIGNED | TERNARY),
+        inputs=input_specs(
+            "x", FLOAT | SIGNED | UNSIGNED | BOOL | PACKED_SIGNED | PACKED_UNSIGNED | TERNARY
+        ),
         jax_impl=_jax_fill,
         ref_impl=_ref_fill,
         params=params_of(ParamSpec("value", ParamKind.SCALAR, REQUIRED, doc="the fill value")),

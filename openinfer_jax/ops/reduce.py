@@ -67,7 +67,9 @@ def normalize_axes(op: str, axes: Sequence[int], ndim: int) -> tuple[int, ...]:
     out = []
     for axis in axes:
         if not -ndim <= axis < ndim:
-            raise OpCheckError(f"{op}: axis {axis} is out of range for rank {ndim} (use -{ndim}..{ndim - 1})")
+            raise OpCheckError(
+                f"{op}: axis {axis} is out of range for rank {ndim} (use -{ndim}..{ndim - 1})"
+            )
         out.append(axis % ndim)
     if len(set(out)) != len(out):
         raise OpCheckError(f"{op}: axes {list(axes)} name an axis twice")
@@ -147,7 +149,9 @@ for _name, _find_max in (("argmax_axis", True), ("argmin_axis", False)):
             params=params_of(
                 ParamSpec("axis", ParamKind.INT, 0, doc="axis to search"),
                 KEEPDIMS,
-                ParamSpec("select_first", ParamKind.BOOL, True, doc="ties: first index (else last)"),
+                ParamSpec(
+                    "select_first", ParamKind.BOOL, True, doc="ties: first index (else last)"
+                ),
             ),
             output=OutputRule("fixed", dtype=DType.I64),
             shape_rule=_reduce_shape(_name, allow_empty=False),
@@ -205,7 +209,9 @@ def _jax_accumulate(kind: str) -> Any:
             values = jnp.asarray(x).astype(work)
             total = (jnp.prod if kind == "prod" else jnp.sum)(values, axis=axes, keepdims=keep)
             if kind == "mean":
-                total = total.astype(out.numpy if acc else work) / jnp.asarray(count, out.numpy if acc else work)
+                total = total.astype(out.numpy if acc else work) / jnp.asarray(
+                    count, out.numpy if acc else work
+                )
             return jax_numeric.store(total, out)
         wide = jnp.asarray(x).astype(jax_numeric.wide_int_dtype(src))
         total = (jnp.prod if kind == "prod" else jnp.sum)(wide, axis=axes, keepdims=keep)

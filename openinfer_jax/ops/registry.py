@@ -269,7 +269,11 @@ class ParamSpec:
                 raise OpCheckError(f"{where} must be a list of integers, got {value!r}")
             return tuple(int(v) for v in items)
         if kind is ParamKind.FLOAT_LIST:
-            items = (value,) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+            items = (
+                (value,)
+                if isinstance(value, (int, float)) and not isinstance(value, bool)
+                else value
+            )
             if not isinstance(items, (tuple, list)) or not all(
                 isinstance(v, (int, float)) and not isinstance(v, bool) for v in items
             ):
@@ -614,7 +618,9 @@ class OpDef:
             )
 
     # ---- implementations -------------------------------------------------------------------
-    def bind(self, arrays: Sequence[Any], dtypes: Sequence[DType] | None, params: Mapping[str, Any]) -> Call:
+    def bind(
+        self, arrays: Sequence[Any], dtypes: Sequence[DType] | None, params: Mapping[str, Any]
+    ) -> Call:
         """Resolve params and dtypes for one call of an implementation."""
         resolved = self.resolve_params(params)
         if dtypes is None:
@@ -639,7 +645,9 @@ class OpDef:
             self.output_shape([tuple(np.shape(a)) for a in arrays], call.params)
         return self.jax_impl(call, *arrays)
 
-    def reference(self, *arrays: Any, dtypes: Sequence[DType] | None = None, **params: Any) -> np.ndarray:
+    def reference(
+        self, *arrays: Any, dtypes: Sequence[DType] | None = None, **params: Any
+    ) -> np.ndarray:
         """The independent NumPy reference; same arguments as `lower_jax`.
 
         Raises:

@@ -73,7 +73,9 @@ def _ref_clamp(call: Call, x: np.ndarray) -> np.ndarray:
     if dtype.is_float:
         y = x if low is None else np.maximum(x, x.dtype.type(low))
         return y if high is None else np.minimum(y, x.dtype.type(high))
-    lo, hi = int_bounds(dtype, None if low is None else float(low), None if high is None else float(high))
+    lo, hi = int_bounds(
+        dtype, None if low is None else float(low), None if high is None else float(high)
+    )
     return np.frompyfunc(lambda v: min(max(v, lo), hi), 1, 1)(x)
 
 
