@@ -179,6 +179,9 @@ def gather(data: Array, indices: Array, *, axis: int = 0) -> Array:
     Output shape `data.shape[:axis] + indices.shape + data.shape[axis+1:]`.
     """
     ax = axis % data.ndim
+    if data.shape[ax] == 0:
+        # Empty indices on an empty axis; jnp.take drops the index dims in this case.
+        return jnp.zeros(data.shape[:ax] + indices.shape + data.shape[ax + 1 :], data.dtype)
     idx = _normalize_indices(indices, data.shape[ax])
     return jnp.take(data, idx, axis=ax, mode="clip")
 

@@ -151,6 +151,8 @@ def batch_norm(
 def _clamp_indices(indices: np.ndarray, size: int) -> np.ndarray:
     """Negative indices count from the end; anything still outside [0, size) is clamped."""
     idx = np.asarray(indices)
+    if size == 0:
+        return idx.astype(np.int64)  # empty indices on an empty axis
     if idx.dtype.kind == "u":
         return np.minimum(idx, np.uint64(size - 1)).astype(np.int64)
     wide = idx.astype(np.int64)

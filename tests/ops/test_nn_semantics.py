@@ -165,6 +165,12 @@ def test_gather_wraps_negative_and_clamps_out_of_range() -> None:
         np.testing.assert_array_equal(got, [40, 10])
 
 
+@pytest.mark.parametrize("index_dtype", [np.uint8, np.uint64, np.int8, np.int64])
+def test_gather_empty_indices_on_an_empty_axis(index_dtype: Any) -> None:
+    for got in both("gather", np.zeros((0, 2), np.float32), np.zeros((0, 3), index_dtype)):
+        assert got.shape == (0, 3, 2)
+
+
 def test_gather_onnx_example_axis1() -> None:
     data = np.array([[1.0, 1.2, 1.9], [2.3, 3.4, 3.9], [4.5, 5.7, 5.9]])
     indices = np.array([[0, 2]])
