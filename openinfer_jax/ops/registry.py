@@ -609,6 +609,29 @@ class OpDef:
             self.check(list(in_dtypes), [tuple(s) for s in in_shapes], resolved)
         return out_dtype, out_shape
 
+    def bind_variables(
+        self, params: Mapping[str, Any], values: Mapping[str, bool | int | float]
+    ) -> dict[str, Any]:
+        """Resolved params with every `VarName` value replaced by ``values[name]``.
+
+        The simulator calls this before lowering, with the current scalar values of the
+        variables that params name (``fill(x, value=alpha)``).
+
+        Raises:
+            OpCheckError: a named variable has no value in `values`, or its value does not
+                suit the param (the same checks as a literal).
+        """
+        resolved = self.resolve_params(params)
+        for name, value in resolved.items():
+            if _is_varname(value):
+                if value.name not in values:
+                    raise OpCheckError(
+                        f"{self.name}: param {name}={value.name} names a variable with no "
+                        "scalar value; declare it as a scalar variable or use a literal"
+                    )
+                resolved[name] = self.params[name].coerce(self.name, values[value.name])
+        return resolved
+
     def check_inplace(self, output: str, inputs: Sequence[str]) -> None:
         """Raise `OpCheckError` if `output` names an input and the op denies in-place writes."""
         if output in inputs and not self.inplace:
@@ -641,8 +664,7 @@ class OpDef:
             OpCheckError: the dtypes or params break the declaration.
         """
         call = self.bind(arrays, dtypes, params)
-        if not self.broadcast or self.shape_rule is not None:
-            self.output_shape([tuple(np.shape(a)) for a in arrays], call.params)
+        self.output_shape([tuple(np.shape(a)) for a in arrays], call.params)
         return self.jax_impl(call, *arrays)
 
     def reference(
@@ -694,6 +716,8 @@ def register(opdef: OpDef) -> OpDef:
         raise ValueError(f"op {opdef.name!r} has acc_rules but no acc param")
     if opdef.output.kind == "attr" and opdef.output.attr not in opdef.params:
         raise ValueError(f"op {opdef.name!r} takes its output dtype from a missing param")
+    if "dtypes" in opdef.params:
+        raise ValueError(f"op {opdef.name!r}: 'dtypes' is reserved for lower_jax/reference")
     _REGISTRY[opdef.name] = opdef
     return opdef
 

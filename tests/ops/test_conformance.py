@@ -125,3 +125,39 @@ def test_matrix_covers_every_core_op_and_dtype() -> None:
         assert op is not None
         covered = {c.dtypes[-1] for c in CASES if c.op == name}
         assert covered == set(op.input_spec(len(op.inputs) - 1).dtypes), name
+
+
+def _inplace_cases() -> list[Case]:
+    """One case per in-place op whose output can reuse input 0's buffer (same dtype/shape)."""
+    chosen = []
+    for name in CORE_OPS:
+        op = registry.get(name)
+        assert op is not None
+        if not op.inplace_ok:
+            continue
+        for case in CASES:
+            if case.op != name or case.variant != "plain" or case.dtypes[0] not in (DType.F32, DType.I32):
+                continue
+            inputs = edge_inputs(case)
+            out_dtype, out_shape = op.infer(case.dtypes, [x.shape for x in inputs], case.params)
+            if out_dtype is case.dtypes[0] and out_shape == inputs[0].shape:
+                chosen.append(case)
+                break
+    return chosen
+
+
+INPLACE = _inplace_cases()
+
+
+@pytest.mark.parametrize("case", INPLACE, ids=[c.id for c in INPLACE])
+def test_inplace_lowering_with_donated_input(case: Case) -> None:
+    """In-place ops lower correctly when XLA may write the output into input 0's buffer."""
+    op = registry.get(case.op)
+    assert op is not None
+    inputs = edge_inputs(case)
+    want = op.reference(*inputs, dtypes=case.dtypes, **case.params)
+    donated = jax.jit(lambda *xs: op.lower_jax(*xs, dtypes=case.dtypes, **case.params), donate_argnums=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a backend that cannot donate says so and copies
+        got = donated(*[jax.numpy.array(x) for x in inputs])
+    assert_conforms(case, inputs, got, want)

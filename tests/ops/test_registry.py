@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from openinfer_jax.errors import GraphValidationError
 from openinfer_jax.ir.nodes import VarName
@@ -181,3 +183,48 @@ def test_registry_lookup_and_registration_errors() -> None:
     with pytest.raises(ValueError, match="registered twice"):
         registry.register(op("add"))
     assert op("add").dtypes >= FLOAT
+
+
+def test_bind_variables_substitutes_runtime_scalars() -> None:
+    fill = op("fill")
+    params = fill.bind_variables({"value": VarName("alpha")}, {"alpha": 2})
+    assert params["value"] == 2
+    out = fill.lower_jax(np.zeros(3, np.int8), dtypes=[I4], **params)
+    assert np.asarray(out).tolist() == [2, 2, 2]
+    with pytest.raises(OpCheckError, match="names a variable with no scalar value"):
+        fill.bind_variables({"value": VarName("beta")}, {})
+    with pytest.raises(OpCheckError, match="must be a number"):
+        op("relu").bind_variables({"negative_slope": VarName("s")}, {"s": "x"})  # type: ignore[dict-item]
+
+
+def test_broadcast_errors_are_op_check_errors_in_lowering_too() -> None:
+    with pytest.raises(OpCheckError, match="do not broadcast"):
+        op("add").lower_jax(np.ones((3, 4), np.float32), np.ones(5, np.float32))
+
+
+shape_st = st.lists(st.integers(1, 4), min_size=0, max_size=4).map(tuple)
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(a=shape_st, b=shape_st, ones=st.lists(st.booleans(), min_size=4, max_size=4))
+def test_broadcast_shapes_agree_with_numpy(a: tuple[int, ...], b: tuple[int, ...], ones: list[bool]) -> None:
+    # Put 1s into b where asked, so compatible pairs are common, not just rare accidents.
+    b = tuple(1 if ones[i] else d for i, d in enumerate(b))
+    try:
+        want = np.broadcast_shapes(a, b)
+    except ValueError:
+        with pytest.raises(OpCheckError):
+            registry.broadcast_shapes("add", [a, b])
+        return
+    assert registry.broadcast_shapes("add", [a, b]) == want
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple), data=st.data())
+def test_reduction_shapes_agree_with_numpy(shape: tuple[int, ...], data: st.DataObject) -> None:
+    distinct = st.sets(st.integers(-len(shape), len(shape) - 1), max_size=len(shape))
+    axes = tuple(data.draw(distinct.filter(lambda s: len({a % len(shape) for a in s}) == len(s))))
+    keepdims = data.draw(st.booleans())
+    got = op("sum_axis").infer([F32], [shape], {"axes": axes, "keepdims": keepdims})[1]
+    want = np.sum(np.zeros(shape), axis=axes or None, keepdims=keepdims).shape
+    assert got == want
