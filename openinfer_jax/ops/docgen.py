@@ -191,6 +191,23 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def _definitions_to_markdown(text: str) -> str:
+    """Docstring definition lists (a term line, then indented lines) as markdown bullets."""
+    out: list[str] = []
+    term_open = 0  # 0: prose, 1: just after a term line, 2: inside its definition
+    for line in text.splitlines():
+        if line.startswith("    ") and out and term_open:
+            out[-1] += (": " if term_open == 1 else " ") + line.strip()
+            term_open = 2
+        elif line.startswith("``") and not line.startswith("```"):
+            out.append("- " + line)
+            term_open = 1
+        else:
+            out.append(line)
+            term_open = 0
+    return "\n".join(out)
+
+
 def render_markdown() -> str:
     """The complete docs/ops.md text."""
     lines = [HEADER, f"## Op table ({len(registry.names())} ops)", ""]
@@ -216,6 +233,8 @@ def render_markdown() -> str:
         if op.acc_rules:
             rules = ", ".join(f"[{a.short},{o.short}]" for a, o in op.acc_rules)
             lines.append(f"| `{op.name}` | {rules} |")
+    lines += ["", "## Declaration fields (for backend authors)", ""]
+    lines += [_definitions_to_markdown((registry.__doc__ or "").strip()), ""]
     lines += ["", "## Semantics by module", ""]
     for name in SEMANTICS_MODULES:
         module_name = f"openinfer_jax.ops.{name}"

@@ -59,7 +59,7 @@ register(
         jax_impl=_jax_filter,
         ref_impl=_ref_filter,
         output=OutputRule("same", index=1),
-        kernel="c_cond != 0 ? a : b",
+        kernel="a != 0 ? b : c",
         doc="a where cond is non-zero, else b (no broadcasting)",
     )
 )

@@ -36,8 +36,9 @@ call in an op module plus its kernels. The fields, for backend authors:
     Optional extra validation ``f(in_dtypes, in_shapes, params)`` raising `OpCheckError`
     (for rules a dtype set cannot express, such as cast's source/target combinations).
 ``kernel``
-    For elementwise ops, a C-like expression template over ``a``, ``b``, ``c`` (the inputs
-    already converted to the op's compute type, see `compute_dtype`) and ``{param}`` slots,
+    For elementwise ops, a C-like expression template over ``a``, ``b``, ``c`` (the first,
+    second and third positional inputs, whatever their declared names, already converted to
+    the op's compute type, see `compute_dtype`) and ``{param}`` slots,
     e.g. ``"a + b"``. Backends apply the storage rules themselves: integer results wrap to the
     storage type (packed types to their bit width), low-precision floats round to nearest even.
     None for ops whose kernel is not a single expression (reductions, matmul, cast).
