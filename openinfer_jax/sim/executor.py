@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from openinfer_jax.errors import OpenInferError, SimulationError
+from openinfer_jax.errors import BackendError, OpenInferError, SimulationError
 from openinfer_jax.ir.nodes import (
     Assign,
     Await,
@@ -104,6 +104,8 @@ class Executor:
         self._pristine: dict[str, Any] = {}
         self._var_initial: dict[str, Any] = {}
         self._params_cache: dict[tuple[int, tuple[Any, ...]], dict[str, Any]] = {}
+        self._vk_weights: dict[int, tuple[Any, Any]] = {}
+        self._pending_warnings: list[str] = []
         self._emit = False
         self._loaded_now: list[str] = []
         self._events: list[TraceEvent] = []
@@ -255,7 +257,8 @@ class Executor:
         self, fused: bool, force_events: bool = False
     ) -> Generator[TraceEvent, None, None]:
         self._check_inputs()
-        fused = fused and not self.sim.eager  # the NumPy interpreter runs node by node
+        # The NumPy interpreter and the Vulkan device run node by node.
+        fused = fused and not self.sim.eager and self.sim.vulkan is None
         emit = force_events or self.sim.tracing or self.sim.env_trace > 0
         saved_store = dict(self._store)
         saved_dtypes = dict(self._dtypes)
@@ -753,11 +756,82 @@ class Executor:
                 ev.params = [str(node.start), str(node.end)]
             yield ev
 
-    def _run_region(
+    def _vk_upload(self, value: Any, dtype: DType) -> Any:
+        """A device tensor for `value`; model weights are uploaded once per executor."""
+        backend = self.sim.vulkan
+        cached = self._vk_weights.get(id(value))
+        if cached is not None and cached[0] is value:
+            return cached[1]
+        tensor = backend.upload(np.asarray(to_host(value)), dtype)
+        if any(value is w for w in self._pristine.values()) or any(
+            value is w for w in self._var_initial.values()
+        ):
+            self._vk_weights[id(value)] = (value, tensor)
+        return tensor
+
+    def _run_op_vulkan(
         self, region: RegionPlan, scope: dict[str, int]
+    ) -> Generator[TraceEvent, None, None]:
+        """One op on the Vulkan backend, or on XLA CPU with a warning when it is unsupported."""
+        node = region.nodes[0]
+        assert isinstance(node, Op)
+        start = time.perf_counter_ns()
+        backend = self.sim.vulkan
+        warning = ""
+        out = None
+        try:
+            params, out_dtype, _bound = self._op_setup(node, scope, region, 0)
+            values = [materialize(self._read_ref(r, scope)) for r in node.inputs]
+            dtypes = [self._ref_dtype(r) for r in node.inputs]
+            verdict = backend.supports(node.op, dtypes, params)
+            if verdict is True:
+                opdef = registry.get(node.op)
+                assert opdef is not None
+                shape = opdef.output_shape([tuple(v.shape) for v in values], params)
+                try:
+                    tensors = [self._vk_upload(v, d) for v, d in zip(values, dtypes)]
+                    result = backend.run(node.op, tensors, params, out_dtype, shape)
+                    out = backend.download(result)
+                except BackendError as err:
+                    warning = f"vulkan: {err}; ran on XLA CPU instead"
+            else:
+                warning = f"vulkan: {verdict}"
+        except NodeFailure as err:
+            raise self._node_error(err.node, err.cause) from err.cause
+        except OpenInferError as err:
+            if getattr(err, "located", False):
+                raise
+            raise self._node_error(node, err) from err
+        if out is None:
+            self._pending_warnings.append(warning)
+            yield from self._run_region(region, scope, allow_vulkan=False)
+            self._pending_warnings.clear()
+            return
+        try:
+            self._write_ref(node.output, jax.device_put(out, self.device), scope)
+        except OpenInferError as err:
+            raise self._node_error(node, err) from err
+        if self._emit:
+            ev = self._event(
+                node,
+                scope,
+                start,
+                params=[str(r) for r in node.inputs],
+                output=[str(node.output)],
+                output_shapes=[list(out.shape)],
+                output_dtypes=[out_dtype.short],
+            )
+            ev.op_name = node.op
+            yield ev
+
+    def _run_region(
+        self, region: RegionPlan, scope: dict[str, int], allow_vulkan: bool = True
     ) -> Generator[TraceEvent, None, None]:
         if self.sim.eager:
             yield from self._run_region_eager(region, scope)
+            return
+        if allow_vulkan and self.sim.vulkan is not None and isinstance(region.nodes[0], Op):
+            yield from self._run_op_vulkan(region, scope)
             return
         if region.wide:
             yield from self._run_region_wide(region, scope)
@@ -1039,6 +1113,7 @@ class Executor:
             loaded=list(loaded),
             start_ns=start - self._t0,
             duration_ns=duration if self.sim.timing else 0,
+            warnings=list(self._pending_warnings),
         )
         if self.sim.tracing:
             self._events.append(ev)

@@ -248,7 +248,7 @@ class ShardedPlacement:
         spec = sharding.spec
         if len(spec) > len(value.shape):
             return value
-        sizes = dict(zip(self.mesh.axis_names, self.mesh.devices.shape))
+        sizes = dict(self.mesh.shape)
         for dim, item in enumerate(spec):
             if item is None:
                 continue

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jax.sharding import Mesh, PartitionSpec
+from jax.sharding import AbstractMesh, Mesh, PartitionSpec
 
 from openinfer_jax.errors import ShardingError
 from openinfer_jax.ir.nodes import Graph, MemoryKind, VarDecl
@@ -40,6 +40,8 @@ __all__ = [
     "parse_spec",
     "resolve_plan",
     "spec_text",
+    "variable_layouts",
+    "check_spec",
 ]
 
 PlanKey = str | re.Pattern[str]
@@ -81,7 +83,10 @@ def parse_spec(value: PlanValue, where: str) -> PartitionSpec:
     if isinstance(value, PartitionSpec):
         return value
     if isinstance(value, str):
-        return PartitionSpec(*_parse_spec_text(value, where))
+        text = value.strip()
+        if text.startswith("[") and text.endswith("]"):  # the form spec_text writes
+            text = text[1:-1]
+        return PartitionSpec(*_parse_spec_text(text, where))
     if isinstance(value, (tuple, list)):
         items: list[Any] = []
         for item in value:
@@ -142,7 +147,10 @@ def _check_axis_word(word: str, text: str, where: str) -> None:
 
 
 def spec_text(spec: PartitionSpec) -> str:
-    """A short readable form of a spec: ``P(None, 'model')`` -> ``"(None, model)"``."""
+    """A short readable form of a spec: ``P(None, ('data', 'model'))`` -> ``"[None, (data, model)]"``.
+
+    `parse_spec` reads it back.
+    """
     parts = []
     for item in spec:
         if item is None:
@@ -151,7 +159,7 @@ def spec_text(spec: PartitionSpec) -> str:
             parts.append("(" + ", ".join(item) + ")")
         else:
             parts.append(str(item))
-    return "(" + ", ".join(parts) + ")"
+    return "[" + ", ".join(parts) + "]"
 
 
 def _matcher(key: PlanKey, where: str) -> Callable[[str], bool]:
@@ -176,7 +184,7 @@ def _is_exact(key: PlanKey) -> bool:
 def resolve_plan(
     plan: Mapping[PlanKey, PlanValue] | None,
     layouts: Iterable[VariableLayout],
-    mesh: Mesh,
+    mesh: Mesh | AbstractMesh,
 ) -> dict[str, PartitionSpec]:
     """The spec of every variable a plan key matches, checked against the mesh and shapes.
 
@@ -191,17 +199,16 @@ def resolve_plan(
         label = f"sharding plan entry {key.pattern if isinstance(key, re.Pattern) else key!r}"
         entries.append((key, _matcher(key, label), parse_spec(value, label), label))
     chosen: dict[str, tuple[PartitionSpec, str]] = {}
-    used: set[int] = set()
     # Exact names first, then patterns in plan order: the first match wins.
     order = sorted(range(len(entries)), key=lambda i: (not _is_exact(entries[i][0]), i))
+    used: set[int] = set()
     for layout in layout_list:
         names = (layout.name, *layout.tensors)
-        for i in order:
-            _key, match, spec, label = entries[i]
-            if any(match(n) for n in names):
-                chosen[layout.name] = (spec, label)
-                used.add(i)
-                break
+        hits = [i for i in order if any(entries[i][1](n) for n in names)]
+        used.update(hits)  # an overridden entry still matches: it is not a typo
+        if hits:
+            _key, _match, spec, label = entries[hits[0]]
+            chosen[layout.name] = (spec, label)
     unused = [entries[i][3] for i in range(len(entries)) if i not in used]
     if unused:
         known = ", ".join(sorted(lay.name for lay in layout_list)) or "none"
@@ -215,13 +222,15 @@ def resolve_plan(
     return {name: spec for name, (spec, _label) in chosen.items()}
 
 
-def check_spec(layout: VariableLayout, spec: PartitionSpec, mesh: Mesh, label: str) -> None:
+def check_spec(
+    layout: VariableLayout, spec: PartitionSpec, mesh: Mesh | AbstractMesh, label: str
+) -> None:
     """Check one variable's spec against the mesh and its shape.
 
     Raises:
         ShardingError: naming the variable, the dim and what to change.
     """
-    sizes = dict(zip(mesh.axis_names, mesh.devices.shape))
+    sizes = dict(mesh.shape)
     what = f"{label}: variable {layout.name!r} {list(layout.shape)}"
     if len(spec) > len(layout.shape):
         raise ShardingError(
@@ -261,7 +270,9 @@ def check_spec(layout: VariableLayout, spec: PartitionSpec, mesh: Mesh, label: s
             )
 
 
-def auto_plan(layouts: Iterable[VariableLayout], mesh: Mesh, axis: str) -> dict[str, PartitionSpec]:
+def auto_plan(
+    layouts: Iterable[VariableLayout], mesh: Mesh | AbstractMesh, axis: str
+) -> dict[str, PartitionSpec]:
     """A tensor-parallel plan by shape alone: split one dim of every weight and cache over `axis`.
 
     For each model-backed or persistent variable of rank >= 1, the LAST dim that is fixed
@@ -272,7 +283,7 @@ def auto_plan(layouts: Iterable[VariableLayout], mesh: Mesh, axis: str) -> dict[
     Raises:
         ShardingError: `axis` is not an axis of the mesh.
     """
-    sizes = dict(zip(mesh.axis_names, mesh.devices.shape))
+    sizes = dict(mesh.shape)
     if axis not in sizes:
         raise ShardingError(
             f"auto plan: mesh axis {axis!r} does not exist; the mesh has {', '.join(sizes)}"
