@@ -1,0 +1,12 @@
+"""Synthesis: a graph and its model become plain C source for a device (docs/synthesis.md).
+
+`Synthesizer(device)` / `Synthesizer.from_arch(json)` -> `synthesize(model, graph)` -> `Plan`
+-> `plan.emit(dir)`.
+"""
+
+from openinfer_jax.emit.device import DeviceArch, load_arch
+from openinfer_jax.emit.memory import MemoryPlan
+from openinfer_jax.emit.plan import Plan
+from openinfer_jax.emit.synthesizer import TARGETS, Synthesizer
+
+__all__ = ["TARGETS", "DeviceArch", "MemoryPlan", "Plan", "Synthesizer", "load_arch"]

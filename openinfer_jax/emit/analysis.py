@@ -1,0 +1,389 @@
+"""Static analysis for synthesis: every variable's dtype, declared shape and BOUNDED shape.
+
+The emitted code has no allocator, so every buffer needs a size known at synthesis time.
+Most shapes are fixed by the declarations and the model's sizevars; the exception is a
+cache read of a slice (`K[l, ..]`), whose length grows step by step. Those are bounded by
+the table's capacity (``@fixed`` or the device JSON's ``cache_capacity``), and the bound is
+propagated through the ops that consume them with the registry's own shape rules. A table
+axis with neither is a `SynthesisError` naming the table and the axis.
+
+The walk visits nodes in execution order (branch targets inline at the branch, consumers
+at entry's yield, loop bodies twice so bounds reach a fixed point).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from openinfer_jax.emit.device import DeviceArch
+from openinfer_jax.errors import OpenInferError, SynthesisError
+from openinfer_jax.ir.nodes import (
+    Assign,
+    Await,
+    Block,
+    Branch,
+    CacheAccess,
+    CacheIndex,
+    CacheRead,
+    CacheSlice,
+    CacheWrite,
+    Graph,
+    Loop,
+    MemoryKind,
+    Node,
+    Op,
+    Transfer,
+    VarDecl,
+    VarRef,
+    Yield,
+)
+from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.ops import registry
+
+__all__ = ["Analysis", "OpInfo", "TableInfo", "VarInfo", "analyze", "resolve_dims", "walk_nodes"]
+
+
+@dataclass
+class VarInfo:
+    """One buffer the program needs: a declared variable or an `assign`ed temporary.
+
+    `kind` is the memory kind's name or ``"temp"``. `source` says where the value of a
+    volatile/constant/persistent variable starts each step (or once): ``"tensor"`` (model
+    tensor `model_name`), ``"scalar"`` (`scalar` from metadata or a sizevar), ``"fill"``
+    (`init` or zero). `bound` is the largest element count the buffer must hold.
+    """
+
+    name: str
+    dtype: DType
+    kind: str
+    shape: tuple[int, ...]
+    bound: int
+    source: str = "fill"
+    model_name: str = ""
+    init: bool | int | float | None = None
+    scalar: bool | int | float | None = None
+    decl: VarDecl | None = None
+
+    @property
+    def numel(self) -> int:
+        """Element count of the declared shape."""
+        return math.prod(self.shape)
+
+
+@dataclass
+class TableInfo:
+    """A persistent cache table: index names, capacity per index, entry shape."""
+
+    name: str
+    dtype: DType
+    indices: tuple[str, ...]
+    caps: tuple[int, ...]
+    entry: tuple[int, ...]
+
+    @property
+    def numel(self) -> int:
+        """Elements of the whole preallocated table."""
+        return math.prod(self.caps) * math.prod(self.entry)
+
+
+@dataclass
+class OpInfo:
+    """A resolved op node: its declaration, resolved params and dtypes."""
+
+    opdef: registry.OpDef
+    params: dict[str, Any]
+    in_dtypes: tuple[DType, ...]
+    out_dtype: DType
+    in_shapes: tuple[tuple[int, ...], ...] = ()
+    out_shape: tuple[int, ...] = ()
+
+
+@dataclass
+class Analysis:
+    """Everything the emitters need to know about a graph bound to a model."""
+
+    graph: Graph
+    sizevars: dict[str, int]
+    vars: dict[str, VarInfo]
+    tables: dict[str, TableInfo]
+    prefixes: dict[str, VarDecl]
+    ops: dict[int, OpInfo]
+    entry: Block
+    branch_targets: set[str]
+    consumers: list[Block]
+    consumer_writes: dict[str, set[str]] = field(default_factory=dict)
+
+    def where(self, node: Node, block: str) -> str:
+        """`block B node <text>` (with line:column when known) for error messages."""
+        loc = getattr(node, "loc", None)
+        at = f" at {loc}" if loc is not None else ""
+        return f"block {block} node `{_node_text(node)}`{at}"
+
+
+def _node_text(node: Node) -> str:
+    if isinstance(node, Op):
+        ins = ", ".join(str(i) for i in node.inputs)
+        return f"op {node.op}({ins}) >> {node.output}"
+    return type(node).__name__.lower()
+
+
+def walk_nodes(nodes: tuple[Node, ...]) -> Iterator[Node]:
+    """Every node, loop bodies included, in textual order."""
+    for node in nodes:
+        yield node
+        if isinstance(node, Loop):
+            yield from walk_nodes(node.body)
+
+
+def resolve_dims(dims: tuple[Any, ...], sizevars: Mapping[str, int], what: str) -> tuple[int, ...]:
+    """Dims (ints, sizevars, products like ``3*D``) as ints.
+
+    Raises:
+        SynthesisError: a size that is not a sizevar of the model, naming `what`.
+    """
+    out = []
+    for dim in dims:
+        if isinstance(dim, int):
+            out.append(dim)
+            continue
+        value = 1
+        for term in str(dim).split("*"):
+            term = term.strip()
+            if term.lstrip("-").isdigit():
+                value *= int(term)
+            elif term in sizevars:
+                value *= sizevars[term]
+            else:
+                raise SynthesisError(
+                    f"{what}: size {term!r} is not a sizevar of the model; the C target needs "
+                    f"every dimension fixed at synthesis (model sizevars: {', '.join(sorted(sizevars)) or 'none'})"
+                )
+        out.append(value)
+    return tuple(out)
+
+
+class _Analyzer:
+    """Builds an `Analysis`: declarations first, then a bounded-shape walk of the program."""
+
+    def __init__(self, graph: Graph, model: Any, arch: DeviceArch) -> None:
+        self.graph = graph
+        self.model = model
+        self.arch = arch
+        self.sizevars: dict[str, int] = dict(model.sizevars)
+        self.vars: dict[str, VarInfo] = {}
+        self.tables: dict[str, TableInfo] = {}
+        self.prefixes: dict[str, VarDecl] = {}
+        self.ops: dict[int, OpInfo] = {}
+        self.shapes: dict[str, tuple[int, ...]] = {}
+
+    # ---- declarations -------------------------------------------------------------------
+    def declare(self) -> None:
+        for decl in self.graph.vars:
+            shape = resolve_dims(decl.dims, self.sizevars, f"variable {decl.name!r}")
+            if decl.auto_dim:
+                raise SynthesisError(
+                    f"variable {decl.name!r}: @auto_dim tables grow their entry shape; the C target "
+                    "needs fixed entry shapes (declare the full size instead)"
+                )
+            if decl.is_table and decl.kind is MemoryKind.PERSISTENT:
+                self.tables[decl.name] = self._table(decl, shape)
+                continue
+            if decl.is_table:
+                self.prefixes[decl.name] = decl
+                continue
+            info = VarInfo(decl.name, decl.dtype, decl.kind.value, shape, math.prod(shape), decl=decl)
+            info.init = decl.init
+            self._bind_source(info, decl, shape)
+            self.vars[decl.name] = info
+            self.shapes[decl.name] = shape
+        for blk in self.graph.blocks:
+            for node in walk_nodes(blk.nodes):
+                if isinstance(node, Assign):
+                    shape = resolve_dims(node.dims, self.sizevars, f"assign {node.name!r}")
+                    if node.name in self.vars and self.vars[node.name].kind != "temp":
+                        raise SynthesisError(
+                            f"{self.where(node, blk.name)}: assign shadows the declared variable {node.name!r}"
+                        )
+                    self.vars[node.name] = VarInfo(node.name, node.dtype, "temp", shape, math.prod(shape))
+                    self.shapes[node.name] = shape
+
+    def _table(self, decl: VarDecl, entry: tuple[int, ...]) -> TableInfo:
+        fixed = dict(decl.fixed)
+        caps = []
+        for axis in decl.table_indices:
+            cap = fixed.get(axis) or self.arch.capacity_for(decl.name, axis)
+            if cap is None:
+                raise SynthesisError(
+                    f"cache table {decl.name!r}: index {axis!r} is unbounded; the C target preallocates "
+                    f"tables, so give it a capacity with @fixed({axis}=N) or \"cache_capacity\" in the "
+                    "device JSON"
+                )
+            caps.append(cap)
+        if decl.dtype.is_packed:
+            raise SynthesisError(f"cache table {decl.name!r}: packed dtype {decl.dtype.short} is not allowed in tables")
+        return TableInfo(decl.name, decl.dtype, decl.table_indices, tuple(caps), entry)
+
+    def _bind_source(self, info: VarInfo, decl: VarDecl, shape: tuple[int, ...]) -> None:
+        if decl.kind is MemoryKind.DYNAMIC:
+            info.source = "input"
+            return
+        name = decl.model_name
+        tensors = self.model.tensors
+        if name in tensors:
+            t = tensors[name]
+            if t.dtype is not decl.dtype or tuple(t.shape) != shape:
+                raise SynthesisError(
+                    f"variable {decl.name!r}: model tensor {name!r} is {t.dtype.short}{list(t.shape)}, "
+                    f"the declaration says {decl.dtype.short}{list(shape)}"
+                )
+            if t.has_data:
+                info.source, info.model_name = "tensor", name
+            return
+        if not shape:
+            meta = self.model.metadata
+            if name in meta and isinstance(meta[name], (bool, int, float)):
+                info.source, info.scalar = "scalar", meta[name]
+            elif name in self.sizevars:
+                info.source, info.scalar = "scalar", self.sizevars[name]
+
+    def where(self, node: Node, block: str) -> str:
+        loc = getattr(node, "loc", None)
+        return f"block {block} node `{_node_text(node)}`" + (f" at {loc}" if loc is not None else "")
+
+    # ---- bounded shapes -------------------------------------------------------------------
+    def ref_info(self, ref: VarRef, where: str) -> tuple[DType, tuple[int, ...]]:
+        if ref.indices:
+            decl = self.prefixes.get(ref.name)
+            if decl is None:
+                raise SynthesisError(f"{where}: {ref} indexes {ref.name!r}, which is not a prefix table")
+            return decl.dtype, resolve_dims(decl.dims, self.sizevars, f"variable {decl.name!r}")
+        info = self.vars.get(ref.name)
+        if info is None:
+            if ref.name in self.tables:
+                raise SynthesisError(f"{where}: cache table {ref.name!r} must be read with cache.read")
+            raise SynthesisError(f"{where}: {ref.name!r} is neither declared nor assigned")
+        return info.dtype, self.shapes[ref.name]
+
+    def set_shape(self, name: str, shape: tuple[int, ...]) -> None:
+        self.shapes[name] = shape
+        info = self.vars[name]
+        info.bound = max(info.bound, math.prod(shape))
+
+    def read_shape(self, access: CacheAccess) -> tuple[int, ...]:
+        table = self.tables.get(access.name)
+        if table is None:
+            info = self.vars[access.name]
+            return info.shape
+        out: list[int] = []
+        for idx, cap in zip(access.indices, table.caps):
+            if isinstance(idx, CacheSlice):
+                out.append(cap)
+        return (*out, *table.entry)
+
+    def run(self, blocks: dict[str, Block], entry: Block, consumers: list[Block]) -> None:
+        self._walk(entry.nodes, entry.name, blocks, consumers, depth=0)
+
+    def _walk(
+        self, nodes: tuple[Node, ...], block: str, blocks: dict[str, Block], consumers: list[Block], depth: int
+    ) -> None:
+        if depth > 32:
+            raise SynthesisError(f"block {block}: branches nest more than 32 deep (recursive blocks?)")
+        for node in nodes:
+            where = self.where(node, block)
+            if isinstance(node, Op):
+                self._op(node, where)
+            elif isinstance(node, Transfer):
+                _dtype, shape = self.ref_info(node.src, where)
+                self.set_shape(node.dst.name, shape)
+            elif isinstance(node, CacheRead):
+                if node.src.name not in self.tables and node.src.name not in self.vars:
+                    raise SynthesisError(f"{where}: {node.src.name!r} is not a persistent variable")
+                self.set_shape(node.dst.name, self.read_shape(node.src))
+            elif isinstance(node, CacheWrite):
+                self.ref_info(node.src, where)
+            elif isinstance(node, Loop):
+                for _ in range(2):
+                    self._walk(node.body, block, blocks, consumers, depth)
+            elif isinstance(node, Branch):
+                for target in (node.then_block, node.else_block):
+                    if target is not None:
+                        self._walk(blocks[target].nodes, target, blocks, consumers, depth + 1)
+            elif isinstance(node, Yield) and block == self.graph.blocks[0].name:
+                for blk in consumers:
+                    self._walk(blk.nodes, blk.name, blocks, consumers, depth + 1)
+
+    def _op(self, node: Op, where: str) -> None:
+        opdef = registry.get(node.op)
+        if opdef is None:
+            raise SynthesisError(f"{where}: unknown op {node.op!r}")
+        ins = [self.ref_info(ref, where) for ref in node.inputs]
+        if node.output.name not in self.vars:
+            raise SynthesisError(f"{where}: output {node.output.name!r} is neither declared nor assigned")
+        try:
+            params = opdef.resolve_params(dict(node.params))
+            out_dtype, out_shape = opdef.infer([d for d, _ in ins], [s for _, s in ins], params)
+        except OpenInferError as err:
+            raise SynthesisError(
+                f"{where}: with every cache slice at its capacity the op does not type-check: {err}"
+            ) from None
+        out_info = self.vars[node.output.name]
+        if out_dtype is not out_info.dtype:
+            raise SynthesisError(
+                f"{where}: the op produces {out_dtype.short} but {node.output.name!r} is {out_info.dtype.short}"
+            )
+        self.ops[id(node)] = OpInfo(
+            opdef, params, tuple(d for d, _ in ins), out_dtype, tuple(s for _, s in ins), out_shape
+        )
+        self.set_shape(node.output.name, out_shape)
+
+
+def analyze(graph: Graph, model: Any, arch: DeviceArch) -> Analysis:
+    """Bind `graph` to `model` and bound every buffer (see the module docstring).
+
+    Raises:
+        SynthesisError: an unknown size, an unbounded cache axis, an op that does not
+            type-check at the bounded shapes, a model tensor that differs from its declaration.
+    """
+    if not graph.blocks:
+        raise SynthesisError("the graph has no blocks; add `block entry { ... }`")
+    an = _Analyzer(graph, model, arch)
+    an.declare()
+    blocks = {b.name: b for b in graph.blocks}
+    entry = blocks.get("entry", graph.blocks[0])
+    targets = {
+        name
+        for blk in graph.blocks
+        for node in walk_nodes(blk.nodes)
+        if isinstance(node, Branch)
+        for name in (node.then_block, node.else_block)
+        if name
+    }
+    for name in sorted(targets):
+        if name not in blocks:
+            raise SynthesisError(f"branch target block {name!r} does not exist")
+    consumers = [b for b in graph.blocks if b is not entry and b.name not in targets]
+    an.run(blocks, entry, consumers)
+    writes = {b.name: _written(b.nodes) for b in consumers}
+    for blk in consumers:
+        if any(isinstance(n, Await) for n in walk_nodes(blk.nodes)) is False:
+            raise SynthesisError(f"block {blk.name}: a consumer block must start with await")
+    return Analysis(graph, an.sizevars, an.vars, an.tables, an.prefixes, an.ops, entry, targets, consumers, writes)
+
+
+def _written(nodes: tuple[Node, ...]) -> set[str]:
+    out: set[str] = set()
+    for node in walk_nodes(nodes):
+        if isinstance(node, Op):
+            out.add(node.output.name)
+        elif isinstance(node, (Transfer, CacheRead)):
+            out.add(node.dst.name)
+        elif isinstance(node, Assign):
+            out.add(node.name)
+    return out
+
+
+# Kept for the emitters: index parts of a cache access in one place.
+CacheIndexPart = CacheIndex | CacheSlice

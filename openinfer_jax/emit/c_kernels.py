@@ -1,0 +1,740 @@
+"""C kernels rendered from the op registry's declarations, one function per (op, dtypes, params).
+
+Table-driven: `ELEMENTWISE` maps an op to a C expression per compute family (the same
+semantics the registry's references define: integers wrap, a zero divisor gives
+``div_by_zero_mask``, NaN propagates through min/max/clamp, `round` is half away from zero);
+`STRUCTURED` maps the remaining ops to renderers that share helpers for loading and
+storing elements (`openinfer_jax.emit.c_types`). Params are baked into the function as
+literals, so two calls with the same dtypes and params share one function.
+
+Every kernel has the signature ``static int NAME(oi_tensor *o, const oi_tensor *x0, ...)``:
+it computes the output shape at run time (a cache slice may be shorter than its bound),
+checks it against the output's static bound, and returns an ``OI_ERR_*`` code.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from openinfer_jax.emit.analysis import OpInfo
+from openinfer_jax.emit.c_types import CType, ctype, family
+from openinfer_jax.errors import SynthesisError
+from openinfer_jax.oinf.dtypes import DType
+
+__all__ = ["ELEMENTWISE", "STRUCTURED", "KernelRequest", "render_kernel", "supported_ops", "c_literal"]
+
+
+@dataclass(frozen=True)
+class KernelRequest:
+    """What a kernel is generated for: the op info and the place (for error messages)."""
+
+    name: str
+    info: OpInfo
+    where: str
+
+
+def c_literal(value: Any, ct: CType | str) -> str:
+    """A C literal of `value` in compute type `ct` (inf/nan through math.h macros)."""
+    compute = ct if isinstance(ct, str) else ct.compute
+    if isinstance(value, bool):
+        value = int(value)
+    if compute in ("float", "double"):
+        v = float(value)
+        if math.isnan(v):
+            return f"(({compute})NAN)"
+        if math.isinf(v):
+            return f"(({compute})INFINITY)" if v > 0 else f"(-({compute})INFINITY)"
+        text = repr(v)
+        return f"{text}f" if compute == "float" else text
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise SynthesisError(f"param value {value!r} is not an integer for an integer op")
+        value = int(value)
+    if compute == "uint64_t":
+        return f"UINT64_C({int(value) % (1 << 64)})"
+    if compute == "int":
+        return str(int(value))
+    v = int(value)
+    if v == -(1 << 63):
+        return "INT64_MIN"
+    return f"INT64_C({v})"
+
+
+# ---- elementwise ops -------------------------------------------------------------------------
+# Operands x0, x1, x2 are in their compute types; `{name}` slots are params; OT is the
+# output's compute type; W the storage bits of input 0. Integers compute in 64 bits through
+# unsigned arithmetic where signed overflow would be undefined in C.
+_MINMAX_REAL = "((x0 != x0) || x0 {op} x1) ? x0 : x1"
+_NAN_CLAMP = "oi_nan_clamp_{ct}({y}, {lo}, {hi})"
+
+ELEMENTWISE: dict[str, dict[str, str]] = {
+    "add": {"real": "x0 + x1", "sint": "(int64_t)((uint64_t)x0 + (uint64_t)x1)", "uint": "x0 + x1", "bool": "x0 | x1"},
+    "mul": {"real": "x0 * x1", "sint": "(int64_t)((uint64_t)x0 * (uint64_t)x1)", "uint": "x0 * x1", "bool": "x0 & x1"},
+    "sub": {"real": "x0 - x1", "sint": "(int64_t)((uint64_t)x0 - (uint64_t)x1)", "uint": "x0 - x1"},
+    "div": {"real": "(x1 == 0) ? {div_by_zero_mask} : x0 / x1", "sint": "oi_tdiv(x0, x1, {div_by_zero_mask})",
+            "uint": "(x1 == 0) ? {div_by_zero_mask} : x0 / x1"},
+    "floor_div": {"sint": "oi_floordiv(x0, x1, {div_by_zero_mask})", "uint": "(x1 == 0) ? {div_by_zero_mask} : x0 / x1"},
+    "rem": {"sint": "oi_trem(x0, x1)", "uint": "(x1 == 0) ? 0 : x0 % x1"},
+    "fma": {"real": "x0 * x1 + x2"},
+    "abs": {"real": "(x0 < 0) ? -x0 : ((x0 == 0) ? (OT)0 : x0)", "sint": "(x0 < 0) ? (int64_t)(0 - (uint64_t)x0) : x0"},
+    "neg": {"real": "-x0", "sint": "(int64_t)(0 - (uint64_t)x0)"},
+    "recip": {"real": "(x0 == 0) ? {div_by_zero_mask} : (OT)1 / x0"},
+    "and": {"sint": "x0 & x1", "uint": "x0 & x1", "bool": "x0 & x1"},
+    "or": {"sint": "x0 | x1", "uint": "x0 | x1", "bool": "x0 | x1"},
+    "xor": {"sint": "x0 ^ x1", "uint": "x0 ^ x1", "bool": "x0 ^ x1"},
+    "not": {"sint": "~x0", "uint": "~x0", "bool": "!x0"},
+    "shl": {"sint": "({bits} >= W) ? 0 : (int64_t)((uint64_t)x0 << {bits})", "uint": "({bits} >= W) ? 0 : (x0 << {bits})"},
+    "shr": {"sint": "x0 >> ({bits} < W ? {bits} : W - 1)", "uint": "({bits} >= W) ? 0 : (x0 >> {bits})"},
+    "popcount": {"sint": "oi_popcount((uint64_t)x0 & WMASK)", "uint": "oi_popcount((uint64_t)x0 & WMASK)"},
+    "eq": {"*": "x0 == x1"},
+    "ne": {"*": "x0 != x1"},
+    "lt": {"*": "x0 < x1"},
+    "le": {"*": "x0 <= x1"},
+    "gt": {"*": "x0 > x1"},
+    "ge": {"*": "x0 >= x1"},
+    "filter": {"*": "x0 ? x1 : x2"},
+    "where": {"*": "x0 ? x1 : x2"},
+    "is_finite": {"real": "isfinite(x0)"},
+    "is_nan": {"real": "isnan(x0)"},
+    "is_inf": {"real": "isinf(x0)"},
+    "is_neg": {"real": "x0 < 0", "sint": "x0 < 0", "uint": "0"},
+    "min": {"real": _MINMAX_REAL.format(op="<"), "sint": "(x0 < x1) ? x0 : x1", "uint": "(x0 < x1) ? x0 : x1"},
+    "max": {"real": _MINMAX_REAL.format(op=">"), "sint": "(x0 > x1) ? x0 : x1", "uint": "(x0 > x1) ? x0 : x1"},
+    "floor": {"real": "FN(floor)(x0)"},
+    "ceil": {"real": "FN(ceil)(x0)"},
+    "trunc": {"real": "FN(trunc)(x0)"},
+    "round": {"real": "FN(round)(x0)"},
+    "sign": {"real": "(x0 > 0) - (x0 < 0)", "sint": "(x0 > 0) - (x0 < 0)"},
+    "clamp": {"real": "CLAMP(x0, {min}, {max})", "sint": "CLAMP(x0, {min}, {max})", "uint": "CLAMP(x0, {min}, {max})"},
+    "relu": {"real": "CLAMP((x0 < 0) ? x0 * {negative_slope} : x0, {clamp_min}, {clamp_max})",
+             "sint": "CLAMP((x0 < 0) ? (int64_t)trunc((double)x0 * {negative_slope}) : x0, {clamp_min}, {clamp_max})"},
+    "exp": {"real": "FN(exp)(x0)"},
+    "log": {"real": "FN(log)(x0)"},
+    "sqrt": {"real": "FN(sqrt)(x0)"},
+    "rsqrt": {"real": "(OT)1 / FN(sqrt)(x0)"},
+    "tanh": {"real": "FN(tanh)(x0)"},
+    "sigmoid": {"real": "(OT)1 / ((OT)1 + FN(exp)(-x0))"},
+    "silu": {"real": "x0 / ((OT)1 + FN(exp)(-x0))"},
+    "gelu": {"real": "GELU"},
+    "fill": {"*": "{value}"},
+}
+
+_GELU = {
+    "none": "x0 * (OT)0.5 * ((OT)1 + FN(erf)(x0 * (OT)0.7071067811865476))",
+    "tanh": "(OT)0.5 * x0 * ((OT)1 + FN(tanh)((OT)0.7978845608028654 * (x0 + (OT)0.044715 * x0 * x0 * x0)))",
+}
+
+
+def _fn(compute: str, name: str) -> str:
+    return f"{name}f" if compute == "float" else name
+
+
+def _clamp_expr(y: str, lo: Any, hi: Any, ct: str) -> str:
+    """A clamp that skips infinite/absent bounds (integer paths) and lets NaN through (floats)."""
+    out = y
+    if ct in ("float", "double"):
+        lo_l = c_literal(-math.inf if lo is None else lo, ct)
+        hi_l = c_literal(math.inf if hi is None else hi, ct)
+        return f"oi_nan_clamp_{ct}({y}, {lo_l}, {hi_l})"
+    if lo is not None and not (isinstance(lo, float) and math.isinf(lo)):
+        lit = c_literal(math.ceil(lo) if isinstance(lo, float) else lo, ct)
+        out = f"oi_max_{ct}({out}, {lit})"
+    if hi is not None and not (isinstance(hi, float) and math.isinf(hi)):
+        lit = c_literal(math.floor(hi) if isinstance(hi, float) else hi, ct)
+        out = f"oi_min_{ct}({out}, {lit})"
+    return out
+
+
+def _split_clamp(expr: str) -> tuple[str, str, str, str] | None:
+    """Find ``CLAMP(y, lo, hi)`` at the top level of `expr` (params already substituted)."""
+    if not expr.startswith("CLAMP("):
+        return None
+    depth, parts, cur = 0, [], ""
+    for ch in expr[len("CLAMP(") : -1]:
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+            continue
+        depth += ch in "("
+        depth -= ch in ")"
+        cur += ch
+    parts.append(cur.strip())
+    return ("CLAMP", *parts)  # type: ignore[return-value]
+
+
+def _elementwise(req: KernelRequest) -> str:
+    info = req.info
+    op = info.opdef.name
+    table = ELEMENTWISE[op]
+    in_cts = [ctype(d, req.where) for d in info.in_dtypes]
+    out_ct = ctype(info.out_dtype, req.where)
+    # The family that picks the expression: the value inputs' (filter/where: input 1).
+    key_ct = in_cts[1] if op in ("filter", "where") else in_cts[0]
+    fam = key_ct.family
+    expr = table.get(fam, table.get("*"))
+    if expr is None:
+        raise SynthesisError(f"{req.where}: op {op} has no C kernel for dtype {info.in_dtypes[0].short}")
+    ct = key_ct.compute
+    params = dict(info.params)
+    if op == "gelu":
+        expr = _GELU[str(params.get("approximate", "none"))]
+    slot_ct = out_ct.compute if op == "fill" else ct
+    clamp_bounds: dict[str, Any] = {}
+    for name, value in params.items():
+        if f"{{{name}}}" not in expr:
+            continue
+        if type(value).__name__ == "VarName":
+            raise SynthesisError(f"{req.where}: param {name}={value} names a variable; the C target needs literals")
+        if name == "div_by_zero_mask" and value is None:
+            value = math.nan if fam == "real" else 0
+        if name in ("min", "max", "clamp_min", "clamp_max"):
+            clamp_bounds[name] = value
+            expr = expr.replace(f"{{{name}}}", f"@{name}@")
+            continue
+        if name == "negative_slope" and fam != "real":
+            lit = c_literal(value, "double")
+        elif name == "bits":
+            lit = str(int(value))
+        else:
+            lit = c_literal(value, slot_ct)
+        expr = expr.replace(f"{{{name}}}", lit)
+    clamp = _split_clamp(expr)
+    if clamp is not None:
+        _tag, y, lo, hi = clamp
+        expr = _clamp_expr(y, clamp_bounds.get(lo.strip("@")), clamp_bounds.get(hi.strip("@")), ct)
+    bits = info.in_dtypes[0].bits
+    expr = (
+        expr.replace("FN(", "(")
+        .replace("(floor)", _fn(ct, "floor"))
+        .replace("(ceil)", _fn(ct, "ceil"))
+        .replace("(trunc)", _fn(ct, "trunc"))
+        .replace("(round)", _fn(ct, "round"))
+        .replace("(exp)", _fn(ct, "exp"))
+        .replace("(log)", _fn(ct, "log"))
+        .replace("(sqrt)", _fn(ct, "sqrt"))
+        .replace("(tanh)", _fn(ct, "tanh"))
+        .replace("(erf)", _fn(ct, "erf"))
+        .replace("OT", ct)
+        .replace("WMASK", f"UINT64_C({(1 << bits) - 1})")
+        .replace("W", str(bits))
+    )
+    n = len(info.in_dtypes)
+    args = "".join(f", const oi_tensor *x{k}_t" for k in range(n))
+    ptrs = "".join(f"    const {in_cts[k].storage} *X{k} = (const {in_cts[k].storage} *){f'x{k}_t'}->data;\n" for k in range(n))
+    flat_loads = " ".join(f"{in_cts[k].compute} x{k} = {in_cts[k].load.format(f'X{k}[i]')};" for k in range(n))
+    iter_loads = " ".join(f"{in_cts[k].compute} x{k} = {in_cts[k].load.format(f'X{k}[it.off[{k}]]')};" for k in range(n))
+    unused = " ".join(f"(void)x{k};" for k in range(n))
+    store = out_ct.store.format(f"({out_ct.compute})({expr})")
+    inputs = ", ".join(f"x{k}_t" for k in range(n))
+    return f"""static int {req.name}(oi_tensor *o{args}) {{
+    const oi_tensor *in[{n}] = {{{inputs}}};
+    oi_iter it;
+    int64_t i;
+    {out_ct.storage} *O = ({out_ct.storage} *)o->data;
+{ptrs}    int rc = oi_iter_init(&it, o, {n}, in, {int(info.opdef.broadcast)});
+    if (rc) return rc;
+    if (it.flat) {{
+        for (i = 0; i < it.numel; i++) {{ {flat_loads} {unused} O[i] = {store}; }}
+    }} else {{
+        for (i = 0; i < it.numel; i++) {{ {iter_loads} {unused} O[i] = {store}; oi_iter_next(&it); }}
+    }}
+    return OI_OK;
+}}
+"""
+
+
+# ---- structured ops ----------------------------------------------------------------------------
+def _cast(req: KernelRequest) -> str:
+    info = req.info
+    src, dst = ctype(info.in_dtypes[0], req.where), ctype(info.out_dtype, req.where)
+    params = info.params
+    mode = str(params.get("rounding_mode", "trunc"))
+    saturate = bool(params.get("saturate", True))
+    sdt, ddt = info.in_dtypes[0], info.out_dtype
+    if ddt is DType.BOOL:
+        body = "(uint8_t)(x != 0)"
+    elif ddt.is_float:
+        body = dst.store.format(f"({dst.compute})x")
+    elif sdt.is_float:
+        fn = {"trunc": "trunc", "floor": "floor", "ceil": "ceil", "nearest": "nearbyint"}.get(mode)
+        if fn is None:
+            raise SynthesisError(f"{req.where}: cast rounding_mode={mode!r} is not supported by the C target")
+        lo, hi = _int_range(ddt)
+        if saturate:
+            body = (
+                f"(x != x) ? 0 : (((double)x <= {lo!r}.0) ? ({dst.storage}){_int_lit(lo, ddt)} : "
+                f"(((double)x >= {hi!r}.0) ? ({dst.storage}){_int_lit(hi, ddt)} : ({dst.storage}){fn}((double)x)))"
+            )
+        else:
+            body = f"({dst.storage})(int64_t){fn}((double)x)"
+        body = dst.store.format(body) if ddt.is_packed else body
+    else:
+        lo, hi = _int_range(ddt)
+        if saturate and (ddt.bits < sdt.bits or family(sdt) != family(ddt)):
+            clampv = (
+                f"((x < 0 && {int(family(sdt) == 'sint')}) ? ({lo} < 0 && (int64_t)x < INT64_C({lo}) ? INT64_C({lo}) : (int64_t)x) : "
+                f"((uint64_t)x > UINT64_C({hi}) ? UINT64_C({hi}) : (uint64_t)x))"
+            )
+            body = dst.store.format(f"({dst.compute})({clampv})")
+        else:
+            body = dst.store.format(f"({dst.compute})x")
+    return f"""static int {req.name}(oi_tensor *o, const oi_tensor *x0) {{
+    const {src.storage} *X = (const {src.storage} *)x0->data;
+    {dst.storage} *O = ({dst.storage} *)o->data;
+    int64_t i, n;
+    int rc = oi_set_shape(o, x0->ndim, x0->dims);
+    if (rc) return rc;
+    n = oi_numel(o);
+    for (i = 0; i < n; i++) {{ {src.compute} x = {src.load.format("X[i]")}; O[i] = {body}; }}
+    return OI_OK;
+}}
+"""
+
+
+def _int_range(dtype: DType) -> tuple[int, int]:
+    if dtype.is_signed_int:
+        return -(1 << (dtype.bits - 1)), (1 << (dtype.bits - 1)) - 1
+    return 0, (1 << dtype.bits) - 1
+
+
+def _int_lit(value: int, dtype: DType) -> str:
+    if dtype.is_signed_int:
+        return "INT64_MIN" if value == -(1 << 63) else f"INT64_C({value})"
+    return f"UINT64_C({value})"
+
+
+def _matmul(req: KernelRequest) -> str:
+    info = req.info
+    a, b = (ctype(d, req.where) for d in info.in_dtypes)
+    out = ctype(info.out_dtype, req.where)
+    acc = info.params.get("acc")
+    a_shape, b_shape = info.in_shapes
+    if len(a_shape) < 2 or len(b_shape) < 2:
+        raise SynthesisError(f"{req.where}: the C target's matmul needs inputs of rank >= 2")
+    fast = a.storage == b.storage == out.storage and a.storage in ("float", "double") and acc is None
+    if acc is not None:
+        acc_ct = ctype(acc[0], req.where)
+        accum = "double" if acc_ct.family == "real" and acc_ct.compute == "double" else acc_ct.compute
+        if acc_ct.family != "real":
+            accum = "uint64_t"
+        finish = out.store.format(f"({out.compute})({acc_ct.storage})s")
+    else:
+        accum = a.compute if a.family == "real" else "uint64_t"
+        finish = out.store.format(f"({out.compute})s")
+    if fast:
+        # i-k-j order: the inner loop runs over contiguous rows of B and O and vectorizes.
+        inner = f"""            for (i = 0; i < M; i++) {{
+                {out.storage} *Or = O + ob + i * N;
+                for (j = 0; j < N; j++) Or[j] = 0;
+                for (k = 0; k < K; k++) {{
+                    const {a.storage} av = A[ab + i * K + k];
+                    const {b.storage} *Br = B + bb + k * N;
+                    for (j = 0; j < N; j++) Or[j] += av * Br[j];
+                }}
+            }}"""
+    else:
+        mul = "(uint64_t)(av) * (uint64_t)(bv)" if accum == "uint64_t" else f"({accum})av * ({accum})bv"
+        inner = f"""            for (i = 0; i < M; i++)
+                for (j = 0; j < N; j++) {{
+                    {accum} s = 0;
+                    for (k = 0; k < K; k++) {{
+                        {a.compute} av = {a.load.format("A[ab + i * K + k]")};
+                        {b.compute} bv = {b.load.format("B[bb + k * N + j]")};
+                        s += {mul};
+                    }}
+                    O[ob + i * N + j] = {finish};
+                }}"""
+    return f"""static int {req.name}(oi_tensor *o, const oi_tensor *x0, const oi_tensor *x1) {{
+    const {a.storage} *A = (const {a.storage} *)x0->data;
+    const {b.storage} *B = (const {b.storage} *)x1->data;
+    {out.storage} *O = ({out.storage} *)o->data;
+    oi_tensor ba, bb_, bo;
+    const oi_tensor *bin[2];
+    oi_iter it;
+    int64_t M, K, N, i, j, k, n, t;
+    int rc, d;
+    if (x0->ndim < 2 || x1->ndim < 2) {{ oi_set_error("matmul: inputs must have rank >= 2"); return OI_ERR_SHAPE; }}
+    M = x0->dims[x0->ndim - 2]; K = x0->dims[x0->ndim - 1]; N = x1->dims[x1->ndim - 1];
+    if (x1->dims[x1->ndim - 2] != K) {{ oi_set_error("matmul: inner dims %lld and %lld differ", (long long)K, (long long)x1->dims[x1->ndim - 2]); return OI_ERR_SHAPE; }}
+    ba.ndim = x0->ndim - 2; bb_.ndim = x1->ndim - 2;
+    for (d = 0; d < ba.ndim; d++) ba.dims[d] = x0->dims[d];
+    for (d = 0; d < bb_.ndim; d++) bb_.dims[d] = x1->dims[d];
+    bo.cap = INT64_MAX; bo.data = 0;
+    bin[0] = &ba; bin[1] = &bb_;
+    rc = oi_iter_init(&it, &bo, 2, bin, 1);
+    if (rc) return rc;
+    {{
+        int64_t dims[OI_MAX_DIMS];
+        for (d = 0; d < bo.ndim; d++) dims[d] = bo.dims[d];
+        dims[bo.ndim] = M; dims[bo.ndim + 1] = N;
+        rc = oi_set_shape(o, bo.ndim + 2, dims);
+        if (rc) return rc;
+    }}
+    n = it.numel;
+    for (t = 0; t < n; t++) {{
+        {{
+            const int64_t ab = it.off[0] * M * K, bb = it.off[1] * K * N, ob = t * M * N;
+{inner}
+        }}
+        oi_iter_next(&it);
+    }}
+    return OI_OK;
+}}
+"""
+
+
+def _axes(params: dict[str, Any], ndim: int, key: str = "axes") -> list[int]:
+    raw = params.get(key) or ()
+    if isinstance(raw, int):
+        raw = (raw,)
+    axes = sorted({a % ndim for a in raw}) if ndim else []
+    return axes if raw else list(range(ndim))
+
+
+def _reduce(req: KernelRequest) -> str:
+    info = req.info
+    op = info.opdef.name
+    src = ctype(info.in_dtypes[0], req.where)
+    out = ctype(info.out_dtype, req.where)
+    (shape,) = info.in_shapes
+    ndim = len(shape)
+    axes = _axes(info.params, ndim, "axis" if op.startswith("arg") else "axes")
+    keep = bool(info.params.get("keepdims", False))
+    acc = info.params.get("acc")
+    mask = " | ".join(f"(1u << {a})" for a in axes) or "0u"
+    fam = src.family
+    if op in ("sum_axis", "prod_axis", "mean_axis"):
+        if acc is not None:
+            acc_ct = ctype(acc[0], req.where)
+            accum = acc_ct.compute if acc_ct.family == "real" else "uint64_t"
+            conv = f"({accum})x" if acc_ct.family == "real" else f"(uint64_t)({acc_ct.storage})x"
+            fin = f"({out.compute})({acc_ct.storage})s"
+            mean_div = f"({out.compute})({fin}) / ({out.compute})cnt"
+        else:
+            accum = "double" if src.compute == "float" and False else (src.compute if fam == "real" else "uint64_t")
+            conv = f"({accum})x"
+            fin = f"({out.compute})s" if fam == "real" else f"({out.compute})({src.storage if not info.in_dtypes[0].is_packed else 'int64_t'})s"
+            if fam == "real":
+                mean_div = f"({out.compute})s / ({out.compute})cnt"
+            elif fam == "sint":
+                mean_div = f"({out.compute})((int64_t)s / (int64_t)cnt)"
+            else:
+                mean_div = f"({out.compute})(s / (uint64_t)cnt)"
+        init = "1" if op == "prod_axis" else "0"
+        step = "s *= v;" if op == "prod_axis" else "s += v;"
+        if accum == "uint64_t":
+            step = "s = (uint64_t)s * (uint64_t)v;" if op == "prod_axis" else "s = (uint64_t)s + (uint64_t)v;"
+        result = mean_div if op == "mean_axis" else fin
+        body = f"""        {accum} s = {init};
+        for (r = 0; r < rn; r++) {{ {src.compute} x = {src.load.format("X[base + oi_red_offset(&rp, r)]")}; {accum} v = {conv}; {step} }}
+        O[q] = {out.store.format(f"({out.compute})({result})")};"""
+    elif op in ("max_axis", "min_axis"):
+        cmp = ">" if op == "max_axis" else "<"
+        nan = "if (x != x) { best = x; break; }" if fam == "real" else ""
+        body = f"""        {src.compute} best = {src.load.format("X[base]")};
+        for (r = 0; r < rn; r++) {{ {src.compute} x = {src.load.format("X[base + oi_red_offset(&rp, r)]")}; {nan} if (r == 0 || x {cmp} best) best = x; }}
+        O[q] = {out.store.format(f"({out.compute})best")};"""
+    else:  # argmax_axis / argmin_axis
+        cmp = ">" if op == "argmax_axis" else "<"
+        first = bool(info.params.get("select_first", True))
+        tie = "" if first else "="
+        nan = "if (x != x) { if (!seen_nan || !" + str(int(first)) + ") { bi = r; seen_nan = 1; } continue; } if (seen_nan) continue;" if fam == "real" else ""
+        body = f"""        {src.compute} best = 0; int64_t bi = 0; int seen_nan = 0;
+        for (r = 0; r < rn; r++) {{ {src.compute} x = {src.load.format("X[base + oi_red_offset(&rp, r)]")}; {nan} if (r == 0 || x {cmp}{tie} best) {{ best = x; bi = r; }} }}
+        (void)seen_nan; O[q] = (int64_t)bi;"""
+    return f"""static int {req.name}(oi_tensor *o, const oi_tensor *x0) {{
+    const {src.storage} *X = (const {src.storage} *)x0->data;
+    {out.storage} *O = ({out.storage} *)o->data;
+    oi_red_plan rp;
+    int64_t q, r, rn, cnt, base;
+    int rc = oi_red_init(&rp, o, x0, {mask}, {int(keep)});
+    if (rc) return rc;
+    rn = rp.red_n; cnt = rn;
+    (void)cnt;
+    if (rn == 0 && {int(op not in ("sum_axis", "prod_axis"))}) {{ oi_set_error("reduction over an empty axis"); return OI_ERR_SHAPE; }}
+    for (q = 0; q < rp.out_n; q++) {{
+        base = oi_keep_offset(&rp, q);
+{body}
+    }}
+    return OI_OK;
+}}
+"""
+
+
+def _copy_like(req: KernelRequest) -> str:
+    """reshape: the same elements under a new shape (0 copies a dim, -1 is inferred)."""
+    info = req.info
+    ct = ctype(info.in_dtypes[0], req.where)
+    shape = [int(d) for d in info.params["shape"]]
+    dims = ", ".join(f"INT64_C({d})" for d in shape) or "0"
+    return f"""static int {req.name}(oi_tensor *o, const oi_tensor *x0) {{
+    static const int64_t want[{max(len(shape), 1)}] = {{{dims}}};
+    int64_t dims[OI_MAX_DIMS], n = oi_numel(x0), known = 1;
+    int d, infer = -1, rc;
+    for (d = 0; d < {len(shape)}; d++) {{
+        dims[d] = want[d] == 0 ? x0->dims[d] : want[d];
+        if (want[d] == -1) infer = d; else known *= dims[d];
+    }}
+    if (infer >= 0) dims[infer] = known ? n / known : 0;
+    for (d = 0, known = 1; d < {len(shape)}; d++) known *= dims[d];
+    if (known != n) {{ oi_set_error("reshape: %lld elements cannot take the requested shape", (long long)n); return OI_ERR_SHAPE; }}
+    if (o != x0) memmove(o->data, x0->data, (size_t)n * sizeof({ct.storage}));
+    rc = oi_set_shape(o, {len(shape)}, dims);
+    return rc;
+}}
+"""
+
+
+def _permute(req: KernelRequest) -> str:
+    info = req.info
+    ct = ctype(info.in_dtypes[0], req.where)
+    (shape,) = info.in_shapes
+    perm = list(info.params.get("perm") or ())
+    if not perm:
+        perm = list(range(len(shape)))[::-1]
+    perm = [p % len(shape) for p in perm] if shape else []
+    lits = ", ".join(str(p) for p in perm) or "0"
+    return f"""static int {req.name}(oi_tensor *o, const oi_tensor *x0) {{
+    static const int perm[{max(len(perm), 1)}] = {{{lits}}};
+    const {ct.storage} *X = (const {ct.storage} *)x0->data;
+    {ct.storage} *O = ({ct.storage} *)o->data;
+    int64_t dims[OI_MAX_DIMS], stride[OI_MAX_DIMS], pstride[OI_MAX_DIMS], idx[OI_MAX_DIMS], n, i, off = 0, s = 1;
+    int d, nd = {len(perm)}, rc;
+    for (d = nd - 1; d >= 0; d--) {{ stride[d] = s; s *= x0->dims[d]; }}
+    for (d = 0; d < nd; d++) {{ dims[d] = x0->dims[perm[d]]; pstride[d] = stride[perm[d]]; idx[d] = 0; }}
+    rc = oi_set_shape(o, nd, dims);
+    if (rc) return rc;
+    n = oi_numel(o);
+    for (i = 0; i < n; i++) {{
+        O[i] = X[off];
+        for (d = nd - 1; d >= 0; d--) {{
+            idx[d]++; off += pstride[d];
+            if (idx[d] < dims[d]) break;
+            off -= pstride[d] * dims[d]; idx[d] = 0;
+        }}
+    }}
+    return OI_OK;
+}}
+"""
+
+
+def _slice(req: KernelRequest) -> str:
+    info = req.info
+    ct = ctype(info.in_dtypes[0], req.where)
+    (shape,) = info.in_shapes
+    nd = len(shape)
+    p = info.params
+    starts = list(p["starts"])
+    ends = list(p["ends"])
+    axes = list(p.get("axes") or range(len(starts)))
+    steps = list(p.get("steps") or [1] * len(starts))
+    rows = []
+    for a, s, e, st in zip(axes, starts, ends, steps):
+        rows.append(f"{{{a % nd}, INT64_C({max(min(s, 2**62), -(2**62))}), INT64_C({max(min(e, 2**62), -(2**62))}), INT64_C({st})}}")
+    return f"""static int {req.name}(oi_tensor *o, const oi_tensor *x0) {{
+    static const int64_t spec[{max(len(rows), 1)}][4] = {{{", ".join(rows) or "{0, 0, 0, 1}"}}};
+    const {ct.storage} *X = (const {ct.storage} *)x0->data;
+    {ct.storage} *O = ({ct.storage} *)o->data;
+    int64_t lo[OI_MAX_DIMS], st[OI_MAX_DIMS], dims[OI_MAX_DIMS], stride[OI_MAX_DIMS], idx[OI_MAX_DIMS], n, i, s = 1;
+    int d, k, rc;
+    for (d = {nd} - 1; d >= 0; d--) {{ stride[d] = s; s *= x0->dims[d]; lo[d] = 0; st[d] = 1; dims[d] = x0->dims[d]; idx[d] = 0; }}
+    for (k = 0; k < {len(rows)}; k++) {{
+        int64_t a = spec[k][0], dim = x0->dims[a], b = spec[k][1], e = spec[k][2], step = spec[k][3];
+        if (b < 0) b += dim;
+        if (e < 0) e += dim;
+        if (step > 0) {{ b = b < 0 ? 0 : (b > dim ? dim : b); e = e < 0 ? 0 : (e > dim ? dim : e); dims[a] = e > b ? (e - b + step - 1) / step : 0; }}
+        else {{ b = b < 0 ? 0 : (b > dim - 1 ? dim - 1 : b); e = e < -1 ? -1 : (e > dim - 1 ? dim - 1 : e); dims[a] = b > e ? (b - e - step - 1) / (-step) : 0; }}
+        lo[a] = b; st[a] = step;
+    }}
+    rc = oi_set_shape(o, {nd}, dims);
+    if (rc) return rc;
+    n = oi_numel(o);
+    for (i = 0; i < n; i++) {{
+        int64_t off = 0;
+        for (d = 0; d < {nd}; d++) off += (lo[d] + idx[d] * st[d]) * stride[d];
+        O[i] = X[off];
+        for (d = {nd} - 1; d >= 0; d--) {{ if (++idx[d] < dims[d]) break; idx[d] = 0; }}
+    }}
+    return OI_OK;
+}}
+"""
+
+
+def _norm(req: KernelRequest) -> str:
+    """layer_norm / rms_norm / softmax / log_softmax over rows, computed in double."""
+    info = req.info
+    op = info.opdef.name
+    cts = [ctype(d, req.where) for d in info.in_dtypes]
+    x = cts[0]
+    (shape, *_rest) = info.in_shapes
+    nd = len(shape)
+    axis = int(info.params.get("axis", -1)) % max(nd, 1)
+    eps = float(info.params.get("epsilon", 0.0))
+    n_in = len(info.in_dtypes)
+    args = "".join(f", const oi_tensor *x{k}" for k in range(n_in))
+    ptrs = "".join(f"    const {cts[k].storage} *X{k} = (const {cts[k].storage} *)x{k}->data;\n" for k in range(n_in))
+    load = x.load.format("X0[b + j * inner]")
+    if op in ("layer_norm", "rms_norm"):
+        # Normalized over axes axis..rank-1: a contiguous row of `len` elements.
+        scale = f" * (double){cts[1].load.format('X1[j]')}" if n_in > 1 else ""
+        bias = f" + (double){cts[2].load.format('X2[j]')}" if n_in > 2 else ""
+        if op == "layer_norm":
+            stats = f"""        double mean = 0, var = 0;
+        for (j = 0; j < len; j++) mean += (double){x.load.format("X0[r * len + j]")};
+        mean /= (double)len;
+        for (j = 0; j < len; j++) {{ double t = (double){x.load.format("X0[r * len + j]")} - mean; var += t * t; }}
+        var /= (double)len;
+        inv = 1.0 / sqrt(var + {eps!r});"""
+            value = f"((double){x.load.format('X0[r * len + j]')} - mean) * inv"
+        else:
+            stats = f"""        double ms = 0;
+        for (j = 0; j < len; j++) {{ double t = (double){x.load.format("X0[r * len + j]")}; ms += t * t; }}
+        inv = 1.0 / sqrt(ms / (double)len + {eps!r});"""
+            value = f"(double){x.load.format('X0[r * len + j]')} * inv"
+        return f"""static int {req.name}(oi_tensor *o{args}) {{
+{ptrs}    {x.storage} *O = ({x.storage} *)o->data;
+    int64_t rows = 1, len = 1, r, j;
+    int d, rc = oi_set_shape(o, x0->ndim, x0->dims);
+    if (rc) return rc;
+    for (d = 0; d < x0->ndim; d++) {{ if (d < {axis}) rows *= x0->dims[d]; else len *= x0->dims[d]; }}
+    for (r = 0; r < rows; r++) {{
+        double inv;
+{stats}
+        for (j = 0; j < len; j++) O[r * len + j] = {x.store.format(f"({x.compute})(({value}){scale}{bias})")};
+    }}
+    return OI_OK;
+}}
+"""
+    log = op == "log_softmax"
+    final = "(v - m) - log(s)" if log else "exp(v - m) / s"
+    return f"""static int {req.name}(oi_tensor *o{args}) {{
+{ptrs}    {x.storage} *O = ({x.storage} *)o->data;
+    int64_t outer = 1, len, inner = 1, p, q, j;
+    int d, rc = oi_set_shape(o, x0->ndim, x0->dims);
+    if (rc) return rc;
+    len = x0->ndim ? x0->dims[{axis}] : 1;
+    for (d = 0; d < x0->ndim; d++) {{ if (d < {axis}) outer *= x0->dims[d]; else if (d > {axis}) inner *= x0->dims[d]; }}
+    for (p = 0; p < outer; p++)
+        for (q = 0; q < inner; q++) {{
+            const int64_t b = p * len * inner + q;
+            double m = -INFINITY, s = 0;
+            for (j = 0; j < len; j++) {{ double v = (double){load}; if (v > m || v != v) m = v; }}
+            for (j = 0; j < len; j++) s += exp((double){load} - m);
+            for (j = 0; j < len; j++) {{ double v = (double){load}; O[b + j * inner] = {x.store.format(f"({x.compute})({final})")}; }}
+        }}
+    return OI_OK;
+}}
+"""
+
+
+def _attention(req: KernelRequest) -> str:
+    info = req.info
+    if len(info.in_dtypes) > 3:
+        raise SynthesisError(f"{req.where}: attention with a mask is not supported by the C target")
+    q, k, v = (ctype(d, req.where) for d in info.in_dtypes)
+    causal = bool(info.params.get("causal", False))
+    scale = info.params.get("scale")
+    scale_expr = repr(float(scale)) if scale is not None else "1.0 / sqrt((double)D)"
+    if any(len(s) < 3 for s in info.in_shapes):
+        raise SynthesisError(f"{req.where}: the C target's attention needs q, k, v of rank >= 3")
+    return f"""static int {req.name}(oi_tensor *o, const oi_tensor *x0, const oi_tensor *x1, const oi_tensor *x2) {{
+    const {q.storage} *Q = (const {q.storage} *)x0->data;
+    const {k.storage} *K = (const {k.storage} *)x1->data;
+    const {v.storage} *V = (const {v.storage} *)x2->data;
+    {q.storage} *O = ({q.storage} *)o->data;
+    int nd = x0->ndim, d;
+    int64_t B = 1, Hq = x0->dims[nd - 3], Sq = x0->dims[nd - 2], D = x0->dims[nd - 1];
+    int64_t Hk = x1->dims[nd - 3], Sk = x1->dims[nd - 2], Dv = x2->dims[nd - 1];
+    int64_t dims[OI_MAX_DIMS], bb, h, i, j, e;
+    int rc;
+    double scale;
+    for (d = 0; d < nd - 3; d++) B *= x0->dims[d];
+    if (x1->ndim != nd || x2->ndim != nd || x1->dims[nd - 1] != D || x2->dims[nd - 2] != Sk || Hk == 0 || Hq % Hk) {{
+        oi_set_error("attention: q, k, v shapes do not fit"); return OI_ERR_SHAPE;
+    }}
+    for (d = 0; d < nd; d++) dims[d] = x0->dims[d];
+    dims[nd - 1] = Dv;
+    rc = oi_set_shape(o, nd, dims);
+    if (rc) return rc;
+    scale = {scale_expr};
+    {{
+    double w[Sk > 0 ? Sk : 1], acc[Dv > 0 ? Dv : 1];
+    for (bb = 0; bb < B; bb++)
+        for (h = 0; h < Hq; h++) {{
+            const int64_t hk = h / (Hq / Hk);
+            for (i = 0; i < Sq; i++) {{
+                double m = -INFINITY, total = 0;
+                const int64_t qo = ((bb * Hq + h) * Sq + i) * D, oo = ((bb * Hq + h) * Sq + i) * Dv;
+                for (j = 0; j < Sk; j++) {{
+                    double s = 0;
+                    const int64_t ko = ((bb * Hk + hk) * Sk + j) * D;
+                    if ({int(causal)} && j > i + (Sk - Sq)) {{ w[j] = -INFINITY; continue; }}
+                    for (e = 0; e < D; e++) s += (double){q.load.format("Q[qo + e]")} * (double){k.load.format("K[ko + e]")};
+                    w[j] = s * scale;
+                    if (w[j] > m) m = w[j];
+                }}
+                for (j = 0; j < Sk; j++) {{ w[j] = w[j] == -INFINITY ? 0.0 : exp(w[j] - m); total += w[j]; }}
+                for (e = 0; e < Dv; e++) acc[e] = 0;
+                for (j = 0; j < Sk; j++) {{
+                    const int64_t vo = ((bb * Hk + hk) * Sk + j) * Dv;
+                    for (e = 0; e < Dv; e++) acc[e] += w[j] * (double){v.load.format("V[vo + e]")};
+                }}
+                for (e = 0; e < Dv; e++) O[oo + e] = {q.store.format(f"({q.compute})(total > 0 ? acc[e] / total : 0.0)")};
+            }}
+        }}
+    }}
+    return OI_OK;
+}}
+"""
+
+
+Renderer = Callable[[KernelRequest], str]
+
+STRUCTURED: dict[str, Renderer] = {
+    "cast": _cast,
+    "matmul": _matmul,
+    "sum_axis": _reduce,
+    "prod_axis": _reduce,
+    "mean_axis": _reduce,
+    "max_axis": _reduce,
+    "min_axis": _reduce,
+    "argmax_axis": _reduce,
+    "argmin_axis": _reduce,
+    "reshape": _copy_like,
+    "transpose": _permute,
+    "permute": _permute,
+    "slice": _slice,
+    "layer_norm": _norm,
+    "rms_norm": _norm,
+    "softmax": _norm,
+    "log_softmax": _norm,
+    "attention": _attention,
+}
+
+#: Ops whose kernel writes each output element only after reading the same input element,
+#: so the output may alias an input of the same shape.
+ALIAS_SAFE: frozenset[str] = frozenset(ELEMENTWISE) | {"cast", "reshape", "layer_norm", "rms_norm", "softmax", "log_softmax"}
+
+
+def supported_ops() -> list[str]:
+    """Names of the ops the C target can express, sorted."""
+    return sorted(set(ELEMENTWISE) | set(STRUCTURED))
+
+
+def render_kernel(req: KernelRequest) -> str:
+    """The C function for one kernel request.
+
+    Raises:
+        SynthesisError: the op or one of its dtypes has no C kernel, naming the node.
+    """
+    op = req.info.opdef.name
+    if op in STRUCTURED:
+        return STRUCTURED[op](req)
+    if op in ELEMENTWISE:
+        return _elementwise(req)
+    raise SynthesisError(
+        f"{req.where}: op {op} is not supported by the C target (supported: {', '.join(supported_ops())})"
+    )

@@ -1,0 +1,961 @@
+"""The C target: a graph + its analysis become `<name>.h`, `<name>.c` and a test driver.
+
+Node kinds map to C as follows (semantics: the simulator, docs/semantics.md):
+
+* ``op``: a call of a generated kernel (`openinfer_jax.emit.c_kernels`); an output that
+  aliases an input of a kernel that is not alias-safe goes through the scratch buffer.
+* ``assign``: reset the temporary's shape and zero it. ``transfer``: a copy.
+* ``loop``: a C ``for`` over int64; ``branch``: the target block inlined in an ``if``
+  (a branch is a call, so execution resumes after it); ``return``: a ``goto`` to the end
+  of the block being run.
+* ``yield``/``await``: consumers run sequentially at entry's yield, each on snapshot copies
+  of the variables it writes; at entry's await the one consumer that yields and writes a
+  variable copies it back (the simulator's schedule, without threads).
+* ``cache.*``: the runtime's `oi_table_*` functions on tables preallocated to capacity;
+  overflow returns ``OI_ERR_CACHE_FULL``.
+* ``barrier``/``dep``: nothing (the program runs nodes in order).
+
+Every C statement that can fail is wrapped in ``OI_TRY`` which records the block/node.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from openinfer_jax.emit.analysis import Analysis, VarInfo, resolve_dims
+from openinfer_jax.emit.c_kernels import ALIAS_SAFE, KernelRequest, c_literal, render_kernel
+from openinfer_jax.emit.c_types import ctype
+from openinfer_jax.emit.memory import Buffer, MemoryPlan, plan_memory
+from openinfer_jax.errors import SynthesisError
+from openinfer_jax.ir.nodes import (
+    Assign,
+    Await,
+    Barrier,
+    Branch,
+    CacheAccess,
+    CacheDecrement,
+    CacheIncrement,
+    CacheIndex,
+    CacheRead,
+    CacheReset,
+    CacheSlice,
+    CacheWrite,
+    Dep,
+    Loop,
+    Node,
+    Op,
+    Return,
+    Transfer,
+    VarRef,
+    Yield,
+)
+from openinfer_jax.oinf.dtypes import DType
+
+__all__ = ["CProgram", "generate_c"]
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass
+class CProgram:
+    """The generated sources (file name -> text) and the memory plan behind them."""
+
+    files: dict[str, str]
+    memory: MemoryPlan
+    kernels: int
+    outputs: tuple[str, ...]
+
+
+@dataclass
+class _Scope:
+    """Names visible while generating a node list: loop indices and consumer shadows."""
+
+    loops: dict[str, str] = field(default_factory=dict)
+    shadows: dict[str, str] = field(default_factory=dict)
+    end_label: str = ""
+
+
+class _Gen:
+    """One generation run: kernels, statements, live positions, labels."""
+
+    def __init__(self, an: Analysis, name: str, outputs: tuple[str, ...]) -> None:
+        self.an = an
+        self.name = name
+        self.outputs = outputs
+        self.kernels: dict[str, str] = {}  # signature -> function name
+        self.kernel_code: list[str] = []
+        self.pos = 0
+        self.first: dict[str, int] = {}
+        self.last: dict[str, int] = {}
+        self.used_labels: set[str] = set()
+        self.label_count = 0
+        self.tmp_count = 0
+        self.scratch_elems: dict[DType, int] = {}
+        self.shadows: dict[str, tuple[str, str]] = {}  # C name -> (consumer, var)
+        self.yielded: set[str] = set()
+        self.ran: set[str] = set()
+
+    # ---- bookkeeping ------------------------------------------------------------------
+    def touch(self, name: str, scope: _Scope) -> None:
+        key = scope.shadows.get(name, name)
+        self.first.setdefault(key, self.pos)
+        self.last[key] = self.pos
+
+    def var(self, name: str, scope: _Scope) -> str:
+        """The C tensor (an lvalue) of variable `name` in `scope`."""
+        if name in scope.shadows:
+            return scope.shadows[name]
+        if name not in self.an.vars and name not in self.an.tables:
+            raise SynthesisError(f"{name!r} is neither declared nor assigned")
+        return f"V_{name}"
+
+    def label(self, stem: str) -> str:
+        self.label_count += 1
+        return f"{stem}_{self.label_count}"
+
+    def scalar(self, raw: int | str, scope: _Scope, where: str, as_int: bool = True) -> str:
+        """A C expression for an index/bound/condition: literal, loop index, variable, sizevar."""
+        if isinstance(raw, int):
+            return f"INT64_C({raw})"
+        if raw in scope.loops:
+            return scope.loops[raw]
+        info = self.an.vars.get(raw)
+        if info is not None:
+            if as_int and info.dtype.is_float:
+                raise SynthesisError(f"{where}: {raw!r} is {info.dtype.short}; an index or bound must be an integer")
+            self.touch(raw, scope)
+            fn = "oi_get_i64" if as_int else "oi_get_f64"
+            return f"{fn}({self.var(raw, scope)}.data, {info.dtype.code}u)"
+        if raw in self.an.sizevars:
+            return f"INT64_C({self.an.sizevars[raw]})"
+        raise SynthesisError(f"{where}: {raw!r} is not a loop index, variable or sizevar")
+
+    # ---- references -------------------------------------------------------------------
+    def ref(self, ref: VarRef, scope: _Scope, where: str, pre: list[str]) -> str:
+        """A C expression (address of an oi_tensor) for a use of `ref`; may add setup lines."""
+        if ref.indices:
+            decl = self.an.prefixes.get(ref.name)
+            if decl is None:
+                raise SynthesisError(f"{where}: {ref} indexes {ref.name!r}, which is not a prefix table")
+            self.tmp_count += 1
+            tmp = f"P{self.tmp_count}"
+            args = ", ".join(self.scalar(i, scope, where) for i in ref.indices)
+            pre.append(f"oi_tensor {tmp};")
+            pre.append(f'OI_TRY(oi_prefix_{ref.name}(&{tmp}, {args}), "{where}");')
+            return f"&{tmp}"
+        self.touch(ref.name, scope)
+        return f"&{self.var(ref.name, scope)}"
+
+    # ---- nodes ------------------------------------------------------------------------
+    def nodes(self, nodes: tuple[Node, ...], block: str, scope: _Scope, out: list[str], depth: int) -> None:
+        for node in nodes:
+            self.pos += 1
+            where = _c_string(self.an.where(node, block))
+            self.node(node, block, scope, out, depth, where)
+
+    def node(self, node: Node, block: str, scope: _Scope, out: list[str], depth: int, where: str) -> None:
+        ind = "    " * depth
+        if isinstance(node, Op):
+            self.op(node, scope, out, ind, where)
+        elif isinstance(node, Assign):
+            v = self.var(node.name, scope)
+            self.touch(node.name, scope)
+            info = self.an.vars[node.name]
+            out.append(
+                f'{ind}OI_TRY(oi_zero(&{v}, {len(info.shape)}, {_dims_name(node.name)}, {ctype(info.dtype).size}), "{where}");'
+            )
+        elif isinstance(node, Transfer):
+            pre: list[str] = []
+            src = self.ref(node.src, scope, where, pre)
+            if node.dst.indices:
+                raise SynthesisError(f"{where}: transfer into a prefix-table entry is not supported by the C target")
+            dst = self.ref(node.dst, scope, where, pre)
+            elem = ctype(self.an.vars[node.dst.name].dtype).size
+            out.extend(f"{ind}{line}" for line in ["{", *pre])
+            out.append(f'{ind}OI_TRY(oi_copy({dst}, {src}, {elem}), "{where}");')
+            out.append(f"{ind}}}")
+        elif isinstance(node, Loop):
+            lo = self.scalar(node.start, scope, where)
+            hi = self.scalar(node.end, scope, where)
+            var = f"L_{node.index}_{depth}"
+            start = self.pos
+            inner = _Scope(dict(scope.loops), dict(scope.shadows), scope.end_label)
+            inner.loops[node.index] = var
+            body: list[str] = []
+            self.nodes(node.body, block, inner, body, depth + 1)
+            # Everything touched inside the loop lives for the whole loop.
+            for key in list(self.last):
+                if self.last[key] >= start and self.first[key] <= self.pos:
+                    self.first[key] = min(self.first[key], start)
+                    self.last[key] = self.pos
+            out.append(f"{ind}{{")
+            out.append(f"{ind}    int64_t {var};")
+            out.append(f"{ind}    const int64_t {var}_hi = {hi};")
+            out.append(f"{ind}    for ({var} = {lo}; {var} < {var}_hi; {var}++) {{")
+            out.extend(body)
+            out.append(f"{ind}    }}")
+            out.append(f"{ind}}}")
+        elif isinstance(node, Branch):
+            self.branch(node, block, scope, out, depth, where)
+        elif isinstance(node, Return):
+            self.used_labels.add(scope.end_label)
+            out.append(f"{ind}goto {scope.end_label};")
+        elif isinstance(node, Yield):
+            self.on_yield(node, block, scope, out, depth, where)
+        elif isinstance(node, Await):
+            self.on_await(node, block, scope, out, ind)
+        elif isinstance(node, CacheRead):
+            self.cache_read(node, scope, out, ind, where)
+        elif isinstance(node, CacheWrite):
+            self.cache_write(node, scope, out, ind, where)
+        elif isinstance(node, (CacheIncrement, CacheDecrement)):
+            info = self.an.vars.get(node.name)
+            if info is None or info.kind != "persistent" or info.shape:
+                raise SynthesisError(f"{where}: {node.name!r} is not a persistent scalar")
+            delta = node.amount if isinstance(node, CacheIncrement) else -node.amount
+            self.touch(node.name, scope)
+            out.append(f"{ind}oi_add_scalar(V_{node.name}.data, {info.dtype.code}u, INT64_C({delta}));")
+        elif isinstance(node, CacheReset):
+            self.cache_reset(node, scope, out, ind, where)
+        elif isinstance(node, (Barrier, Dep)):
+            out.append(f"{ind}/* {type(node).__name__.lower()}: nodes already run in program order */")
+        else:  # pragma: no cover - every IR node kind is listed above
+            raise SynthesisError(f"{where}: node kind {type(node).__name__} is not supported by the C target")
+
+    def op(self, node: Op, scope: _Scope, out: list[str], ind: str, where: str) -> None:
+        info = self.an.ops[id(node)]
+        key = repr((info.opdef.name, info.in_dtypes, info.out_dtype, sorted(info.params.items(), key=str),
+                    info.in_shapes if info.opdef.name in ("matmul", "slice", "transpose", "permute", "sum_axis",
+                                                            "prod_axis", "mean_axis", "max_axis", "min_axis",
+                                                            "argmax_axis", "argmin_axis", "layer_norm", "rms_norm",
+                                                            "softmax", "log_softmax", "attention") else ()))
+        fn = self.kernels.get(key)
+        if fn is None:
+            fn = f"k{len(self.kernels)}_{info.opdef.name}_{info.in_dtypes[0].short if info.in_dtypes else 'x'}"
+            self.kernels[key] = fn
+            self.kernel_code.append(render_kernel(KernelRequest(fn, info, where)))
+        pre: list[str] = []
+        args = [self.ref(r, scope, where, pre) for r in node.inputs]
+        if node.output.indices:
+            raise SynthesisError(f"{where}: writing a prefix-table entry is not supported by the C target")
+        dst = self.ref(node.output, scope, where, pre)
+        out_name = node.output.name
+        aliased = any(r.name == out_name and not r.indices for r in node.inputs)
+        same_shape = all(s == info.out_shape for r, s in zip(node.inputs, info.in_shapes) if r.name == out_name)
+        if aliased and not (info.opdef.name in ALIAS_SAFE and same_shape):
+            elems = self.an.vars[out_name].bound
+            self.scratch_elems[info.out_dtype] = max(self.scratch_elems.get(info.out_dtype, 0), elems)
+            size = ctype(info.out_dtype).size
+            out.extend(f"{ind}{line}" for line in ["{", *pre])
+            out.append(f"{ind}    oi_tensor T = oi_scratch_tensor({elems});")
+            out.append(f'{ind}    OI_TRY({fn}(&T, {", ".join(args)}), "{where}");')
+            out.append(f'{ind}    OI_TRY(oi_copy({dst}, &T, {size}), "{where}");')
+            out.append(f"{ind}}}")
+            return
+        if pre:
+            out.extend(f"{ind}{line}" for line in ["{", *pre])
+            out.append(f'{ind}    OI_TRY({fn}({dst}, {", ".join(args)}), "{where}");')
+            out.append(f"{ind}}}")
+        else:
+            out.append(f'{ind}OI_TRY({fn}({dst}, {", ".join(args)}), "{where}");')
+
+    def branch(self, node: Branch, block: str, scope: _Scope, out: list[str], depth: int, where: str) -> None:
+        ind = "    " * depth
+        if depth > 40:
+            raise SynthesisError(f"{where}: branches nest too deep (a block that branches to itself?)")
+        arms = [(node.then_block, None)] if node.cond is None else [(node.then_block, True), (node.else_block, False)]
+        if node.cond is not None:
+            info = self.an.vars.get(node.cond)
+            if info is not None and info.dtype.is_packed:
+                raise SynthesisError(f"{where}: branch condition {node.cond!r} is packed; use a non-packed scalar")
+            cond = self.scalar(node.cond, scope, where, as_int=False)
+            out.append(f"{ind}if (({cond}) != 0) {{")
+        else:
+            out.append(f"{ind}{{")
+        for k, (target, _arm) in enumerate(arms):
+            assert target is not None
+            if k == 1:
+                out.append(f"{ind}}} else {{")
+            blk = self.an.graph.block(target)
+            assert blk is not None
+            end = self.label(f"end_{target}")
+            inner = _Scope(dict(scope.loops), dict(scope.shadows), end)
+            self.nodes(blk.nodes, target, inner, out, depth + 1)
+            if end in self.used_labels:
+                out.append(f"{ind}    {end}:;")
+        out.append(f"{ind}}}")
+
+    def on_yield(self, node: Yield, block: str, scope: _Scope, out: list[str], depth: int, where: str) -> None:
+        ind = "    " * depth
+        if block != self.an.entry.name:
+            self.used_labels.add(scope.end_label)
+            out.append(f"{ind}goto {scope.end_label}; /* a consumer's yield ends it */")
+            return
+        if depth != 1:
+            raise SynthesisError(f"{where}: the C target runs consumers at a yield of the entry block's top level only")
+        self.yielded |= set(node.vars)
+        for blk in self.an.consumers:
+            awaits = {v for n in blk.nodes if isinstance(n, Await) for v in n.vars}
+            if blk.name in self.ran or not awaits <= self.yielded:
+                continue
+            self.ran.add(blk.name)
+            out.append(f"{ind}/* consumer {blk.name}: runs here on snapshots of what it writes */")
+            inner = _Scope(dict(scope.loops), {}, self.label(f"end_{blk.name}"))
+            for var in sorted(self.an.consumer_writes[blk.name]):
+                if var not in self.an.vars:
+                    continue
+                cname = f"S_{blk.name}_{var}"
+                self.shadows[cname] = (blk.name, var)
+                inner.shadows[var] = cname
+                self.touch(var, scope)
+                out.append(f'{ind}OI_TRY(oi_copy(&{cname}, &V_{var}, {ctype(self.an.vars[var].dtype).size}), "{where}");')
+            self.nodes(blk.nodes, blk.name, inner, out, depth)
+            if inner.end_label in self.used_labels:
+                out.append(f"{ind}{inner.end_label}:;")
+
+    def on_await(self, node: Await, block: str, scope: _Scope, out: list[str], ind: str) -> None:
+        if block != self.an.entry.name:
+            return
+        for var in node.vars:
+            writers = [
+                blk.name for blk in self.an.consumers
+                if blk.name in self.ran and var in self.an.consumer_writes[blk.name]
+                and any(isinstance(n, Yield) and var in n.vars for n in blk.nodes)
+            ]
+            if len(writers) > 1:
+                raise SynthesisError(f"await {var}: consumers {', '.join(writers)} both mutate {var!r}; only one may")
+            if writers:
+                self.touch(var, scope)
+                size = ctype(self.an.vars[var].dtype).size
+                out.append(f'{ind}OI_TRY(oi_copy(&V_{var}, &S_{writers[0]}_{var}, {size}), "await {var}");')
+
+    # ---- caches -------------------------------------------------------------------------
+    def selection(self, access: CacheAccess, scope: _Scope, where: str, out: list[str], ind: str) -> tuple[str, int]:
+        sels = []
+        for idx in access.indices:
+            if isinstance(idx, CacheIndex):
+                sels.append(f"{{0, 0, 0, {self.scalar(idx.value, scope, where)}, 0}}")
+            else:
+                assert isinstance(idx, CacheSlice)
+                lo = "0" if idx.start is None else self.scalar(idx.start, scope, where)
+                hi = "0" if idx.end is None else self.scalar(idx.end, scope, where)
+                sels.append(f"{{1, {int(idx.start is not None)}, {int(idx.end is not None)}, {lo}, {hi}}}")
+        if not sels:
+            return "NULL", 0
+        self.tmp_count += 1
+        name = f"sel{self.tmp_count}"
+        out.append(f"{ind}oi_sel {name}[{len(sels)}] = {{{', '.join(sels)}}};")
+        return name, len(sels)
+
+    def cache_read(self, node: CacheRead, scope: _Scope, out: list[str], ind: str, where: str) -> None:
+        pre: list[str] = []
+        dst = self.ref(node.dst, scope, where, pre)
+        name = node.src.name
+        out.append(f"{ind}{{")
+        if name in self.an.tables:
+            sel, n = self.selection(node.src, scope, where, out, ind + "    ")
+            self.touch(name, scope)
+            out.append(f'{ind}    OI_TRY(oi_table_read(&TB_{name}, {sel}, {n}, {dst}), "{where}");')
+        else:
+            info = self.an.vars.get(name)
+            if info is None or info.kind != "persistent":
+                raise SynthesisError(f"{where}: {name!r} is not a persistent variable")
+            if node.src.indices:
+                raise SynthesisError(f"{where}: {name!r} is not a table; read it without indices")
+            self._check_dtype(info.dtype, self.an.vars[node.dst.name].dtype, where)
+            self.touch(name, scope)
+            out.append(f'{ind}    OI_TRY(oi_copy({dst}, &V_{name}, {ctype(info.dtype).size}), "{where}");')
+        out.append(f"{ind}}}")
+
+    def cache_write(self, node: CacheWrite, scope: _Scope, out: list[str], ind: str, where: str) -> None:
+        pre: list[str] = []
+        src = self.ref(node.src, scope, where, pre)
+        name = node.dst.name
+        src_dtype = self.an.vars[node.src.name].dtype if not node.src.indices else self.an.prefixes[node.src.name].dtype
+        out.append(f"{ind}{{")
+        out.extend(f"{ind}    {line}" for line in pre)
+        if name in self.an.tables:
+            self._check_dtype(self.an.tables[name].dtype, src_dtype, where)
+            sel, n = self.selection(node.dst, scope, where, out, ind + "    ")
+            self.touch(name, scope)
+            out.append(f'{ind}    OI_TRY(oi_table_write(&TB_{name}, {sel}, {n}, {src}), "{where}");')
+        else:
+            info = self.an.vars.get(name)
+            if info is None or info.kind != "persistent":
+                raise SynthesisError(f"{where}: {name!r} is not a persistent variable")
+            self._check_dtype(info.dtype, src_dtype, where)
+            self.touch(name, scope)
+            out.append(f'{ind}    OI_TRY(oi_write_whole(&V_{name}, {src}, {len(info.shape)}, {_dims_name(name)}, '
+                       f'{ctype(info.dtype).size}), "{where}");')
+        out.append(f"{ind}}}")
+
+    def cache_reset(self, node: CacheReset, scope: _Scope, out: list[str], ind: str, where: str) -> None:
+        name = node.target.name
+        out.append(f"{ind}{{")
+        if name in self.an.tables:
+            sel, n = self.selection(node.target, scope, where, out, ind + "    ")
+            self.touch(name, scope)
+            out.append(f'{ind}    OI_TRY(oi_table_reset(&TB_{name}, {sel}, {n}), "{where}");')
+        else:
+            if name not in self.an.vars or self.an.vars[name].kind != "persistent":
+                raise SynthesisError(f"{where}: {name!r} is not a persistent variable")
+            self.touch(name, scope)
+            out.append(f'{ind}    OI_TRY(oi_init_{name}(), "{where}");')
+        out.append(f"{ind}}}")
+
+    @staticmethod
+    def _check_dtype(want: DType, got: DType, where: str) -> None:
+        if want is not got:
+            raise SynthesisError(f"{where}: dtype {got.short} does not match the persistent variable's {want.short}")
+
+
+def _c_string(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', "'")
+
+
+def _dims_name(var: str) -> str:
+    return f"D_{var}"
+
+
+def _dims_init(shape: tuple[int, ...]) -> str:
+    return "{" + (", ".join(f"INT64_C({d})" for d in shape) or "0") + "}"
+
+
+def _c_ident_check(names: list[str]) -> None:
+    for name in names:
+        if not _IDENT.match(name):
+            raise SynthesisError(f"variable {name!r} is not a valid C identifier; rename it")
+
+
+def _pattern_format(decl_name: str, pattern: str | None, model_name: str, indices: tuple[str, ...]) -> tuple[str, list[int]]:
+    """A printf format for a prefix table's model names and the order of indices in it."""
+    pat = pattern or model_name + "".join(f".{{{i}}}" for i in indices)
+    fmt, order = "", []
+    for piece in re.split(r"(\{[A-Za-z_][A-Za-z0-9_]*\})", pat):
+        if piece.startswith("{") and piece.endswith("}"):
+            name = piece[1:-1]
+            if name not in indices:
+                raise SynthesisError(f"@pattern({pat!r}) of {decl_name!r} names {name!r}, which is not one of its indices")
+            fmt += "%lld"
+            order.append(indices.index(name))
+        else:
+            fmt += piece.replace("%", "%%").replace("\\", "\\\\").replace('"', '\\"')
+    return fmt, order
+
+
+def generate_c(an: Analysis, name: str, outputs: tuple[str, ...], embed: bytes | None, device: str) -> CProgram:
+    """Generate the C program for `an` (see the module docstring).
+
+    Raises:
+        SynthesisError: a node the C target cannot express, naming the node and the limit.
+    """
+    _c_ident_check(sorted(an.vars) + sorted(an.tables) + sorted(an.prefixes))
+    gen = _Gen(an, name, outputs)
+    body: list[str] = []
+    scope = _Scope(end_label="step_end")
+    gen.nodes(an.entry.nodes, an.entry.name, scope, body, 1)
+    for blk in an.consumers:
+        if blk.name not in gen.ran:
+            raise SynthesisError(f"block {blk.name}: consumer never runs (entry never yields all of what it awaits)")
+    mem = _plan(an, gen, outputs)
+    files = {
+        f"{name}.h": _header(an, name, outputs, embed is not None),
+        f"{name}.c": _source(an, gen, name, outputs, mem, body, embed is not None, device),
+        f"{name}_driver.c": _driver(an, name, outputs),
+    }
+    if embed is not None:
+        files[f"{name}_weights.c"] = _weights(name, embed)
+    return CProgram(files, mem, len(gen.kernels), outputs)
+
+
+# ---- memory --------------------------------------------------------------------------------
+def _needs_arena(info: VarInfo, an: Analysis) -> bool:
+    # Constants with model data are read in place from the loaded model.
+    return not (info.kind == "constant" and info.source == "tensor")
+
+
+def _plan(an: Analysis, gen: _Gen, outputs: tuple[str, ...]) -> MemoryPlan:
+    bufs: list[Buffer] = []
+    for vname in sorted(an.vars):
+        info = an.vars[vname]
+        if not _needs_arena(info, an):
+            continue
+        nbytes = info.bound * ctype(info.dtype).size
+        pinned = info.kind in ("persistent", "dynamic", "constant") or vname in outputs or vname not in gen.first
+        if info.kind == "volatile" and info.source != "fill" or info.kind == "volatile" and info.init is not None:
+            # Reset at the start of every step: live from position 0.
+            first = 0
+        else:
+            first = gen.first.get(vname, 0)
+        bufs.append(Buffer(vname, nbytes, None if pinned else first, None if pinned else gen.last.get(vname, 0)))
+    for tname in sorted(an.tables):
+        t = an.tables[tname]
+        bufs.append(Buffer(f"table:{tname}", t.numel * ctype(t.dtype).size))
+    for cname in sorted(gen.shadows):
+        _blk, var = gen.shadows[cname]
+        info = an.vars[var]
+        bufs.append(Buffer(f"shadow:{cname}", info.bound * ctype(info.dtype).size))
+    scratch = max((n * ctype(d).size for d, n in gen.scratch_elems.items()), default=0)
+    if scratch:
+        bufs.append(Buffer("scratch", scratch))
+    return plan_memory(bufs)
+
+
+# ---- files ---------------------------------------------------------------------------------
+def _fetchable(an: Analysis, outputs: tuple[str, ...]) -> list[str]:
+    return [n for n in outputs if n in an.vars or n in an.tables]
+
+
+def _header(an: Analysis, name: str, outputs: tuple[str, ...], embedded: bool) -> str:
+    guard = re.sub(r"[^A-Za-z0-9]", "_", name).upper() + "_H"
+    lines = [
+        f"/* {name}.h: API of the program synthesized by OpenInfer-JAX. Generated; do not edit. */",
+        f"#ifndef {guard}",
+        f"#define {guard}",
+        "",
+        '#include "oi_runtime.h"',
+        "",
+        "/* Load and check the model (docs/oinf.md rules), bind weights, initialize persistent state." if not embedded else
+        "/* Load the model (NULL: the weights embedded at synthesis) and initialize persistent state.",
+        " * Returns OI_OK or an OI_ERR_* code; oi_last_error() says why. */",
+        "int oi_init(const char *oinf_path);",
+        "/* Run one step; dynamic inputs must be inserted before every step. */",
+        "int oi_step(void);",
+        "/* Release the model; oi_init may be called again. */",
+        "void oi_free(void);",
+        "/* A short text for an error code (oi_last_error() has the details). */",
+        "const char *oi_error_string(int code);",
+        "",
+    ]
+    for vname in sorted(n for n, v in an.vars.items() if v.kind == "dynamic"):
+        info = an.vars[vname]
+        ct = ctype(info.dtype)
+        lines.append(f"/* {vname}: {info.dtype.short}{list(info.shape)} */")
+        lines.append(f"int oi_insert_{vname}(const {ct.storage} *data, int ndim, const int64_t *dims);")
+    lines.append("")
+    lines.append("/* Fetch after a step: `capacity` elements at `out`; `dims` receives up to OI_MAX_DIMS sizes. */")
+    for vname in _fetchable(an, outputs):
+        if vname in an.tables:
+            t = an.tables[vname]
+            ct, bound = ctype(t.dtype), t.numel
+        else:
+            info = an.vars[vname]
+            ct, bound = ctype(info.dtype), info.bound
+        lines.append(f"#define OI_BOUND_{vname} {bound}")
+        lines.append(f"int oi_fetch_{vname}({ct.storage} *out, int64_t capacity, int *ndim, int64_t *dims);")
+    lines += ["", "#endif", ""]
+    return "\n".join(lines)
+
+
+def _source(
+    an: Analysis, gen: _Gen, name: str, outputs: tuple[str, ...], mem: MemoryPlan, body: list[str],
+    embedded: bool, device: str,
+) -> str:
+    out: list[str] = []
+    out.append(f"/* {name}.c: generated by OpenInfer-JAX for {device}. Do not edit.")
+    out.append(f" * Memory plan: {mem.summary()}.")
+    out.append(" * buffer                              offset      bytes  live")
+    for bname, buf in mem.buffers.items():
+        live = "pinned" if buf.pinned else f"{buf.first}..{buf.last}"
+        out.append(f" *   {bname:<32} {buf.offset:>9} {buf.nbytes:>10}  {live}")
+    out.append(" */")
+    out += [f'#include "{name}.h"', "", "#include <math.h>", "#include <stdio.h>", "#include <string.h>", ""]
+    out.append(f"#define OI_ARENA_BYTES {mem.arena_bytes}")
+    out.append("/* one arena, 8-byte aligned; every buffer offset is a multiple of 64 */")
+    out.append(f"static uint64_t oi_arena[{max(mem.arena_bytes // 8, 1)}];")
+    out.append("static unsigned char *const A = (unsigned char *)oi_arena;")
+    out.append("static oi_model oi_m;")
+    out.append("static int oi_ready;")
+    if embedded:
+        out.append(f"extern const unsigned char oi_{name}_weights[];")
+        out.append(f"extern const uint64_t oi_{name}_weights_size;")
+    out.append("")
+    out.append("#define OI_TRY(expr, where) do { rc = (expr); if (rc) { oi_where(where); goto fail; } } while (0)")
+    out.append("")
+    out.append("static void oi_where(const char *where) {")
+    out.append("    char msg[512];")
+    out.append('    snprintf(msg, sizeof msg, "%s: %s", where, oi_last_error());')
+    out.append('    oi_set_error("%s", msg);')
+    out.append("}")
+    out.append("")
+    # Tensors, dims, tables.
+    for vname in sorted(an.vars):
+        info = an.vars[vname]
+        out.append(f"static const int64_t {_dims_name(vname)}[{max(len(info.shape), 1)}] = {_dims_init(info.shape)};")
+        out.append(f"static oi_tensor V_{vname};")
+    for cname in sorted(gen.shadows):
+        out.append(f"static oi_tensor {cname};")
+    for tname in sorted(an.tables):
+        t = an.tables[tname]
+        out.append(f"static const int64_t TC_{tname}[{len(t.caps)}] = {_dims_init(t.caps)};")
+        out.append(f"static const int64_t TE_{tname}[{max(len(t.entry), 1)}] = {_dims_init(t.entry)};")
+        out.append(f"static int64_t TN_{tname}[{len(t.caps)}];")
+        out.append(f"static oi_table TB_{tname};")
+    dynamic = sorted(n for n, v in an.vars.items() if v.kind == "dynamic")
+    for vname in dynamic:
+        out.append(f"static int oi_have_{vname};")
+    scratch = mem.buffers.get("scratch")
+    out.append("")
+    if scratch is not None:
+        out.append("static oi_tensor oi_scratch_tensor(int64_t cap) {")
+        out.append("    oi_tensor t;")
+        out.append(f"    t.data = A + {scratch.offset};")
+        out.append("    t.ndim = 0;")
+        out.append("    t.cap = cap;")
+        out.append("    return t;")
+        out.append("}")
+        out.append("")
+    # Prefix tables: model tensors looked up by their pattern name.
+    for pname in sorted(an.prefixes):
+        decl = an.prefixes[pname]
+        fmt, order = _pattern_format(pname, decl.pattern, decl.model_name, decl.table_indices)
+        shape = resolve_dims(decl.dims, an.sizevars, f"variable {pname!r}")
+        ctype(decl.dtype, f"prefix table {pname!r}")
+        params = ", ".join(f"int64_t i{k}" for k in range(len(decl.table_indices)))
+        args = ", ".join(f"(long long)i{k}" for k in order)
+        out.append(f"static int oi_prefix_{pname}(oi_tensor *t, {params}) {{")
+        out.append(f"    static const int64_t dims[{max(len(shape), 1)}] = {_dims_init(shape)};")
+        out.append("    char nm[256];")
+        out.append("    const void *p;")
+        out.append("    int d, rc;")
+        out.append(f'    snprintf(nm, sizeof nm, "{fmt}"{", " + args if args else ""});')
+        out.append(f"    rc = oi_model_get(&oi_m, nm, {decl.dtype.code}u, {len(shape)}, dims, &p);")
+        out.append("    if (rc) return rc;")
+        out.append('    if (!p) { oi_set_error("model tensor %s has no data", nm); return OI_ERR_MODEL; }')
+        out.append("    t->data = (void *)p;")
+        out.append(f"    t->ndim = {len(shape)};")
+        out.append(f"    for (d = 0; d < {len(shape)}; d++) t->dims[d] = dims[d];")
+        out.append(f"    t->cap = {math.prod(shape)};")
+        out.append("    return OI_OK;")
+        out.append("}")
+        out.append("")
+    out.append("/* ---- kernels (rendered from the op registry) ---- */")
+    out.extend(gen.kernel_code)
+    # Initial values.
+    source_vars = [n for n in sorted(an.vars) if an.vars[n].kind in ("volatile", "constant", "persistent")]
+    for vname in source_vars:
+        out.extend(_init_function(an.vars[vname]))
+    # Binding the arena.
+    out.append("static void oi_bind(void) {")
+    for vname in sorted(an.vars):
+        info = an.vars[vname]
+        buf = mem.buffers.get(vname)
+        data = f"A + {buf.offset}" if buf is not None else "NULL"
+        out.append(f"    V_{vname}.data = {data};")
+        out.append(f"    V_{vname}.cap = {info.bound};")
+        out.append(f"    oi_set_shape(&V_{vname}, {len(info.shape)}, {_dims_name(vname)});")
+    for cname in sorted(gen.shadows):
+        _blk, var = gen.shadows[cname]
+        buf = mem.buffers[f"shadow:{cname}"]
+        out.append(f"    {cname}.data = A + {buf.offset};")
+        out.append(f"    {cname}.cap = {an.vars[var].bound};")
+        out.append(f"    {cname}.ndim = 0;")
+    for tname in sorted(an.tables):
+        t = an.tables[tname]
+        buf = mem.buffers[f"table:{tname}"]
+        out.append(f"    TB_{tname}.n_idx = {len(t.caps)};")
+        out.append(f"    TB_{tname}.caps = TC_{tname};")
+        out.append(f"    TB_{tname}.counts = TN_{tname};")
+        out.append(f"    TB_{tname}.entry_nd = {len(t.entry)};")
+        out.append(f"    TB_{tname}.entry = TE_{tname};")
+        out.append(f"    TB_{tname}.elem = {ctype(t.dtype).size};")
+        out.append(f"    TB_{tname}.data = A + {buf.offset};")
+        out.append(f'    TB_{tname}.name = "{tname}";')
+        out.append(f"    memset(A + {buf.offset}, 0, {buf.nbytes});")
+        out.append(f"    memset(TN_{tname}, 0, sizeof TN_{tname});")
+    out.append("}")
+    out.append("")
+    # oi_init
+    out.append("int oi_init(const char *oinf_path) {")
+    out.append("    int rc;")
+    out.append("    uint64_t sv;")
+    out.append("    oi_free();")
+    if embedded:
+        out.append(f"    rc = oinf_path ? oi_model_open_file(&oi_m, oinf_path) : oi_model_open_buffer(&oi_m, oi_{name}_weights, oi_{name}_weights_size);")
+    else:
+        out.append('    if (!oinf_path) { oi_set_error("oi_init: no model path"); return OI_ERR_ARGUMENT; }')
+        out.append("    rc = oi_model_open_file(&oi_m, oinf_path);")
+    out.append("    if (rc) return rc;")
+    for sname in sorted(an.sizevars):
+        out.append(f'    if (!oi_model_sizevar(&oi_m, "{sname}", &sv) || sv != UINT64_C({an.sizevars[sname]})) {{')
+        out.append(f'        oi_set_error("model sizevar {sname} differs from the synthesized value {an.sizevars[sname]}");')
+        out.append("        rc = OI_ERR_MODEL;")
+        out.append("        goto fail;")
+        out.append("    }")
+    out.append("    oi_bind();")
+    for vname in source_vars:
+        info = an.vars[vname]
+        if info.kind in ("constant", "persistent"):
+            out.append(f'    OI_TRY(oi_init_{vname}(), "init {vname}");')
+    out.append("    oi_ready = 1;")
+    out.append("    return OI_OK;")
+    out.append("fail:")
+    out.append("    oi_model_close(&oi_m);")
+    out.append("    return rc;")
+    out.append("}")
+    out.append("")
+    out.append("void oi_free(void) {")
+    out.append("    if (oi_ready || oi_m.bytes) oi_model_close(&oi_m);")
+    out.append("    oi_ready = 0;")
+    for vname in dynamic:
+        out.append(f"    oi_have_{vname} = 0;")
+    out.append("}")
+    out.append("")
+    out.append("const char *oi_error_string(int code) { return oi_status_string(code); }")
+    out.append("")
+    for vname in dynamic:
+        info = an.vars[vname]
+        ct = ctype(info.dtype)
+        out.append(f"int oi_insert_{vname}(const {ct.storage} *data, int ndim, const int64_t *dims) {{")
+        out.append("    int rc, d;")
+        out.append('    if (!oi_ready) { oi_set_error("insert before oi_init"); return OI_ERR_STATE; }')
+        out.append('    if (!data || (ndim && !dims)) { oi_set_error("insert: NULL argument"); return OI_ERR_ARGUMENT; }')
+        out.append(f"    if (ndim != {len(info.shape)}) {{ oi_set_error(\"insert {vname}: rank %d, expected {len(info.shape)}\", ndim); return OI_ERR_SHAPE; }}")
+        out.append(f"    for (d = 0; d < ndim; d++) if (dims[d] != {_dims_name(vname)}[d]) {{ oi_set_error(\"insert {vname}: dim %d is %lld, expected %lld\", d, (long long)dims[d], (long long){_dims_name(vname)}[d]); return OI_ERR_SHAPE; }}")
+        out.append(f"    rc = oi_set_shape(&V_{vname}, ndim, dims);")
+        out.append("    if (rc) return rc;")
+        out.append(f"    memcpy(V_{vname}.data, data, (size_t)oi_numel(&V_{vname}) * {ct.size});")
+        out.append(f"    oi_have_{vname} = 1;")
+        out.append("    return OI_OK;")
+        out.append("}")
+        out.append("")
+    for vname in _fetchable(an, outputs):
+        if vname in an.tables:
+            t = an.tables[vname]
+            ct = ctype(t.dtype)
+            out.append(f"int oi_fetch_{vname}({ct.storage} *out, int64_t capacity, int *ndim, int64_t *dims) {{")
+            out.append("    int rc, d;")
+            out.append("    oi_tensor t;")
+            out.append("    int64_t saved[OI_MAX_DIMS];")
+            out.append('    if (!oi_ready || !out || !ndim || !dims) { oi_set_error("fetch: not initialized or NULL argument"); return OI_ERR_STATE; }')
+            out.append(f"    for (d = 0; d < {len(t.caps)}; d++) saved[d] = TN_{vname}[d];")
+            out.append("    t.data = out; t.cap = capacity; t.ndim = 0;")
+            out.append(f"    rc = oi_table_read(&TB_{vname}, NULL, 0, &t);")
+            out.append(f"    for (d = 0; d < {len(t.caps)}; d++) TN_{vname}[d] = saved[d];")
+            out.append("    if (rc) return rc;")
+        else:
+            info = an.vars[vname]
+            ct = ctype(info.dtype)
+            out.append(f"int oi_fetch_{vname}({ct.storage} *out, int64_t capacity, int *ndim, int64_t *dims) {{")
+            out.append("    int d;")
+            out.append("    oi_tensor t;")
+            out.append('    if (!oi_ready || !out || !ndim || !dims) { oi_set_error("fetch: not initialized or NULL argument"); return OI_ERR_STATE; }')
+            out.append(f"    t = V_{vname};")
+            out.append(f'    if (oi_numel(&t) > capacity) {{ oi_set_error("fetch {vname}: %lld elements do not fit in %lld", (long long)oi_numel(&t), (long long)capacity); return OI_ERR_STATE; }}')
+            out.append(f"    memcpy(out, t.data, (size_t)oi_numel(&t) * {ct.size});")
+        out.append("    *ndim = t.ndim;")
+        out.append("    for (d = 0; d < t.ndim; d++) dims[d] = t.dims[d];")
+        out.append("    return OI_OK;")
+        out.append("}")
+        out.append("")
+    # oi_step
+    out.append("int oi_step(void) {")
+    out.append("    int rc = OI_OK;")
+    out.append('    if (!oi_ready) { oi_set_error("oi_step before oi_init"); return OI_ERR_STATE; }')
+    for vname in dynamic:
+        out.append(f'    if (!oi_have_{vname}) {{ oi_set_error("step: dynamic input {vname} not inserted; call oi_insert_{vname} first"); return OI_ERR_STATE; }}')
+    for vname in sorted(n for n, v in an.vars.items() if v.kind == "volatile"):
+        out.append(f'    OI_TRY(oi_init_{vname}(), "reset volatile {vname}");')
+    out.extend(body)
+    if "step_end" in gen.used_labels:
+        out.append("step_end:")
+    for vname in dynamic:
+        out.append(f"    oi_have_{vname} = 0;")
+    out.append("    return OI_OK;")
+    out.append("fail:")
+    for vname in dynamic:
+        out.append(f"    oi_have_{vname} = 0;")
+    out.append("    return rc;")
+    out.append("}")
+    out.append("")
+    return "\n".join(out)
+
+
+def _init_function(info: VarInfo) -> list[str]:
+    """`oi_init_<var>()`: the value a variable starts from (model tensor, scalar, @init, zeros)."""
+    ct = ctype(info.dtype, f"variable {info.name!r}")
+    v = f"V_{info.name}"
+    lines = [f"static int oi_init_{info.name}(void) {{", "    int rc;"]
+    if info.source == "tensor":
+        lines.append("    const void *p;")
+        lines.append(
+            f'    rc = oi_model_get(&oi_m, "{info.model_name}", {info.dtype.code}u, {len(info.shape)}, {_dims_name(info.name)}, &p);'
+        )
+        lines.append("    if (rc) return rc;")
+        if info.kind == "constant":
+            # Read in place from the loaded model: no copy, no arena space.
+            lines.append(f"    {v}.data = (void *)p;")
+            lines.append(f"    {v}.cap = {info.numel};")
+            lines.append(f"    return oi_set_shape(&{v}, {len(info.shape)}, {_dims_name(info.name)});")
+        else:
+            lines.append(f"    rc = oi_set_shape(&{v}, {len(info.shape)}, {_dims_name(info.name)});")
+            lines.append("    if (rc) return rc;")
+            lines.append(f"    memcpy({v}.data, p, (size_t){info.numel} * {ct.size});")
+            lines.append("    return OI_OK;")
+        lines.append("}")
+        lines.append("")
+        return lines
+    value = info.scalar if info.source == "scalar" else info.init
+    lines.append(f"    {ct.storage} *X = ({ct.storage} *){v}.data;")
+    lines.append("    int64_t i;")
+    lines.append(f"    rc = oi_set_shape(&{v}, {len(info.shape)}, {_dims_name(info.name)});")
+    lines.append("    if (rc) return rc;")
+    if value is None or value == 0:
+        lines.append(f"    memset(X, 0, (size_t){info.numel} * {ct.size});")
+        lines.append("    (void)i;")
+    else:
+        lit = ct.store.format(c_literal(value, ct))
+        lines.append(f"    for (i = 0; i < {info.numel}; i++) X[i] = {lit};")
+    lines.append("    return OI_OK;")
+    lines.append("}")
+    lines.append("")
+    return lines
+
+
+def _driver(an: Analysis, name: str, outputs: tuple[str, ...]) -> str:
+    """A small test driver: reads inputs from files, runs steps, writes outputs to files.
+
+    File format (inputs and outputs): int32 ndim, int64 dims[ndim], raw little-endian elements.
+    Usage: ``driver MODEL STEPS IN_DIR OUT_DIR [REPEAT]``; with REPEAT the first step's inputs
+    are run REPEAT more times and the mean step time is printed (``ns_per_step N``).
+    """
+    dynamic = sorted(n for n, v in an.vars.items() if v.kind == "dynamic")
+    out = [
+        f"/* {name}_driver.c: test driver generated by OpenInfer-JAX. Do not edit.",
+        " * usage: driver MODEL.oinf STEPS IN_DIR OUT_DIR [REPEAT]",
+        " * files: IN_DIR/<input>.<step>.bin and OUT_DIR/<output>.<step>.bin, each",
+        " *        int32 ndim, int64 dims[ndim], then the raw elements. */",
+        f'#include "{name}.h"',
+        "",
+        "#include <stdio.h>",
+        "#include <stdlib.h>",
+        "#include <string.h>",
+        "#include <time.h>",
+        "",
+        "static void *read_input(const char *dir, const char *var, int step, size_t elem, int *ndim, int64_t *dims) {",
+        "    char path[1024];",
+        "    FILE *f;",
+        "    int32_t nd;",
+        "    int64_t n = 1;",
+        "    int d;",
+        "    void *buf;",
+        '    snprintf(path, sizeof path, "%s/%s.%d.bin", dir, var, step);',
+        '    f = fopen(path, "rb");',
+        '    if (!f) { fprintf(stderr, "cannot open %s\\n", path); return NULL; }',
+        "    if (fread(&nd, 4, 1, f) != 1 || nd < 0 || nd > OI_MAX_DIMS) { fclose(f); return NULL; }",
+        "    if (nd && fread(dims, 8, (size_t)nd, f) != (size_t)nd) { fclose(f); return NULL; }",
+        "    for (d = 0; d < nd; d++) n *= dims[d];",
+        "    buf = malloc(n ? (size_t)n * elem : 1);",
+        "    if (!buf || (n && fread(buf, elem, (size_t)n, f) != (size_t)n)) { free(buf); fclose(f); return NULL; }",
+        "    fclose(f);",
+        "    *ndim = nd;",
+        "    return buf;",
+        "}",
+        "",
+        "static int write_output(const char *dir, const char *var, int step, const void *data, size_t elem, int ndim, const int64_t *dims) {",
+        "    char path[1024];",
+        "    FILE *f;",
+        "    int32_t nd = ndim;",
+        "    int64_t n = 1;",
+        "    int d;",
+        '    snprintf(path, sizeof path, "%s/%s.%d.bin", dir, var, step);',
+        '    f = fopen(path, "wb");',
+        "    if (!f) return 1;",
+        "    for (d = 0; d < ndim; d++) n *= dims[d];",
+        "    fwrite(&nd, 4, 1, f);",
+        "    if (ndim) fwrite(dims, 8, (size_t)ndim, f);",
+        "    if (n) fwrite(data, elem, (size_t)n, f);",
+        "    return fclose(f) != 0;",
+        "}",
+        "",
+        "static int insert_all(const char *dir, int step) {",
+        "    int rc = 0, ndim;",
+        "    int64_t dims[OI_MAX_DIMS];",
+        "    void *buf;",
+    ]
+    for vname in dynamic:
+        ct = ctype(an.vars[vname].dtype)
+        out.append(f'    buf = read_input(dir, "{vname}", step, {ct.size}, &ndim, dims);')
+        out.append("    if (!buf) return OI_ERR_IO;")
+        out.append(f"    rc = oi_insert_{vname}((const {ct.storage} *)buf, ndim, dims);")
+        out.append("    free(buf);")
+        out.append("    if (rc) return rc;")
+    out.append("    (void)buf; (void)ndim; (void)dims;")
+    out.append("    return rc;")
+    out.append("}")
+    out.append("")
+    out.append("static int fetch_all(const char *dir, int step) {")
+    out.append("    int rc = 0, ndim;")
+    out.append("    int64_t dims[OI_MAX_DIMS];")
+    out.append("    void *buf;")
+    for vname in _fetchable(an, outputs):
+        dtype = an.tables[vname].dtype if vname in an.tables else an.vars[vname].dtype
+        ct = ctype(dtype)
+        out.append(f"    buf = malloc((size_t)OI_BOUND_{vname} * {ct.size} + 1);")
+        out.append("    if (!buf) return OI_ERR_NOMEM;")
+        out.append(f"    rc = oi_fetch_{vname}(({ct.storage} *)buf, OI_BOUND_{vname}, &ndim, dims);")
+        out.append(f'    if (!rc && write_output(dir, "{vname}", step, buf, {ct.size}, ndim, dims)) rc = OI_ERR_IO;')
+        out.append("    free(buf);")
+        out.append("    if (rc) return rc;")
+    out.append("    (void)buf; (void)ndim; (void)dims;")
+    out.append("    return rc;")
+    out.append("}")
+    out.append("")
+    out += [
+        "int main(int argc, char **argv) {",
+        "    int steps, s, rc;",
+        "    if (argc < 5) {",
+        '        fprintf(stderr, "usage: %s MODEL STEPS IN_DIR OUT_DIR [REPEAT]\\n", argv[0]);',
+        "        return 2;",
+        "    }",
+        "    steps = atoi(argv[2]);",
+        "    rc = oi_init(argv[1]);",
+        '    if (rc) { fprintf(stderr, "oi_init: %s: %s\\n", oi_error_string(rc), oi_last_error()); return 1; }',
+        "    for (s = 0; s < steps; s++) {",
+        "        rc = insert_all(argv[3], s);",
+        "        if (!rc) rc = oi_step();",
+        "        if (!rc) rc = fetch_all(argv[4], s);",
+        '        if (rc) { fprintf(stderr, "step %d: %s: %s\\n", s, oi_error_string(rc), oi_last_error()); oi_free(); return 1; }',
+        "    }",
+        "    if (argc > 5) {",
+        "        int repeat = atoi(argv[5]), r;",
+        "        clock_t t0, t1;",
+        "        double total = 0;",
+        "        for (r = 0; r < repeat; r++) {",
+        "            rc = insert_all(argv[3], 0);",
+        "            if (rc) break;",
+        "            t0 = clock();",
+        "            rc = oi_step();",
+        "            t1 = clock();",
+        "            if (rc) break;",
+        "            total += (double)(t1 - t0);",
+        "        }",
+        '        if (rc) { fprintf(stderr, "timing: %s: %s\\n", oi_error_string(rc), oi_last_error()); oi_free(); return 1; }',
+        '        printf("ns_per_step %.0f\\n", repeat ? total * 1e9 / CLOCKS_PER_SEC / repeat : 0.0);',
+        "    }",
+        "    oi_free();",
+        "    return 0;",
+        "}",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def _weights(name: str, data: bytes) -> str:
+    """The model file as a C array (for --embed-weights); 16 bytes a line, no timestamps."""
+    lines = [
+        f"/* {name}_weights.c: the .oinf model embedded by OpenInfer-JAX ({len(data)} bytes). Generated. */",
+        "#include <stdint.h>",
+        "",
+        f"const unsigned char oi_{name}_weights[{max(len(data), 1)}] = {{",
+    ]
+    for i in range(0, len(data), 16):
+        lines.append("    " + ", ".join(f"0x{b:02x}" for b in data[i : i + 16]) + ",")
+    if not data:
+        lines.append("    0")
+    lines.append("};")
+    lines.append(f"const uint64_t oi_{name}_weights_size = UINT64_C({len(data)});")
+    lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,95 @@
+"""How each dtype lives in emitted C: storage type, compute type, load and store expressions.
+
+Storage follows the simulator's in-memory representation: byte-sized types as themselves,
+f16/bf16 as their 16 bits and f8 (e5m2) as its byte, packed integers unpacked to one
+int8_t/uint8_t per element. Arithmetic happens in a compute type: float for f8/bf16/f16
+(rounded to nearest even on store, like the registry's `compute_dtype`), int64_t for signed
+and uint64_t for unsigned integers (stores wrap to the storage width, packed types to their
+bit width), int for bool (stores normalize to 0/1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from openinfer_jax.errors import SynthesisError
+from openinfer_jax.oinf.dtypes import DType
+
+__all__ = ["CType", "ctype", "family"]
+
+
+@dataclass(frozen=True)
+class CType:
+    """The C view of one dtype."""
+
+    dtype: DType
+    storage: str
+    compute: str
+    load: str  # format with the element expression: "{}" or "oi_f16_to_f32({})"
+    store: str  # format with a compute-type value
+
+    @property
+    def size(self) -> int:
+        """Bytes per stored element."""
+        return _SIZES[self.storage]
+
+    @property
+    def family(self) -> str:
+        """``real``, ``sint``, ``uint`` or ``bool``."""
+        return family(self.dtype)
+
+
+_SIZES = {"float": 4, "double": 8, "int8_t": 1, "int16_t": 2, "int32_t": 4, "int64_t": 8,
+          "uint8_t": 1, "uint16_t": 2, "uint32_t": 4, "uint64_t": 8}  # fmt: skip
+
+
+def _wrap_signed(bits: int) -> str:
+    # Sign-extend the low `bits` bits: the two's complement wrap of the reference.
+    mask, half = (1 << bits) - 1, 1 << (bits - 1)
+    return f"(int8_t)((int64_t)((((uint64_t)({{}})) & {mask}u) ^ {half}u) - {half})"
+
+
+_TABLE: dict[DType, CType] = {
+    DType.F32: CType(DType.F32, "float", "float", "{}", "{}"),
+    DType.F64: CType(DType.F64, "double", "double", "{}", "{}"),
+    DType.F16: CType(DType.F16, "uint16_t", "float", "oi_f16_to_f32({})", "oi_f32_to_f16({})"),
+    DType.BF16: CType(DType.BF16, "uint16_t", "float", "oi_bf16_to_f32({})", "oi_f32_to_bf16({})"),
+    DType.F8: CType(DType.F8, "uint8_t", "float", "oi_f8_to_f32({})", "oi_f32_to_f8({})"),
+    DType.BOOL: CType(DType.BOOL, "uint8_t", "int", "(int)({})", "(uint8_t)(({}) != 0)"),
+    DType.I4: CType(DType.I4, "int8_t", "int64_t", "(int64_t)({})", _wrap_signed(4)),
+    DType.I2: CType(DType.I2, "int8_t", "int64_t", "(int64_t)({})", _wrap_signed(2)),
+    DType.I1: CType(DType.I1, "int8_t", "int64_t", "(int64_t)({})", _wrap_signed(1)),
+    DType.U4: CType(DType.U4, "uint8_t", "uint64_t", "(uint64_t)({})", "(uint8_t)(({}) & 15u)"),
+    DType.U2: CType(DType.U2, "uint8_t", "uint64_t", "(uint64_t)({})", "(uint8_t)(({}) & 3u)"),
+    DType.U1: CType(DType.U1, "uint8_t", "uint64_t", "(uint64_t)({})", "(uint8_t)(({}) & 1u)"),
+}
+for _dt, _st in ((DType.I8, "int8_t"), (DType.I16, "int16_t"), (DType.I32, "int32_t"), (DType.I64, "int64_t")):
+    _TABLE[_dt] = CType(_dt, _st, "int64_t", "(int64_t)({})", f"({_st})({{}})")
+for _dt, _st in ((DType.U8, "uint8_t"), (DType.U16, "uint16_t"), (DType.U32, "uint32_t"), (DType.U64, "uint64_t")):
+    _TABLE[_dt] = CType(_dt, _st, "uint64_t", "(uint64_t)({})", f"({_st})({{}})")
+
+
+def ctype(dtype: DType, where: str = "") -> CType:
+    """The C view of `dtype`.
+
+    Raises:
+        SynthesisError: t2/t1 (ternary) or a non-tensor dtype, naming `where`.
+    """
+    info = _TABLE.get(dtype)
+    if info is None:
+        raise SynthesisError(
+            f"{where + ': ' if where else ''}dtype {dtype.short} is not supported by the C target "
+            f"(supported: {', '.join(sorted(d.short for d in _TABLE))})"
+        )
+    return info
+
+
+def family(dtype: DType) -> str:
+    """The compute family of `dtype`: ``real``, ``sint``, ``uint`` or ``bool``."""
+    if dtype is DType.BOOL:
+        return "bool"
+    if dtype.is_float:
+        return "real"
+    if dtype.is_signed_int:
+        return "sint"
+    return "uint"

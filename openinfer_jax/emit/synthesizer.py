@@ -1,0 +1,150 @@
+"""`Synthesizer`: a validated graph plus its model become a `Plan` of C (or Vulkan) sources.
+
+Every check happens in `synthesize`, before any file exists: graph validation against the
+model, the device limits (memory), the bounded shapes, and every node's C rendering.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from openinfer_jax.emit.analysis import analyze
+from openinfer_jax.emit.c_program import generate_c
+from openinfer_jax.emit.device import DeviceArch, host_arch, load_arch
+from openinfer_jax.emit.plan import Plan
+from openinfer_jax.emit.runtime_files import runtime_files
+from openinfer_jax.errors import GraphValidationError, SynthesisError
+from openinfer_jax.ir.nodes import Graph
+
+__all__ = ["TARGETS", "Synthesizer"]
+
+#: Targets and what they emit.
+TARGETS: dict[str, str] = {
+    "c": "plain C99 (libc + libm): <name>.h, <name>.c, oi_runtime.[ch], a test driver",
+    "vulkan": "not available yet: synthesize raises SynthesisError (see docs/synthesis.md)",
+}
+
+
+def _load_model(model: Any) -> tuple[Any, bytes | None, bool]:
+    """(ModelLoader, raw bytes or None, whether we opened it)."""
+    from openinfer_jax.oinf import ModelLoader
+
+    if isinstance(model, (str, os.PathLike)):
+        path = Path(model)
+        try:
+            return ModelLoader.open(path), None, True
+        except OSError as err:
+            raise SynthesisError(f"cannot open model {path.name}: {err.strerror}") from None
+    return model, None, False
+
+
+def _load_graph(graph: Any) -> Graph:
+    if isinstance(graph, Graph):
+        return graph
+    from openinfer_jax.sim.simulator import load_graph
+
+    return load_graph(graph)
+
+
+class Synthesizer:
+    """Turns (model, graph) into source code for one device.
+
+    ``Synthesizer("c")`` / ``Synthesizer("vulkan")`` use a generic host description;
+    ``Synthesizer(arch)`` / `from_arch` take a device JSON (path, dict or `DeviceArch`).
+
+    Raises:
+        SynthesisError: an unknown target or an invalid device JSON.
+    """
+
+    def __init__(self, device: str | DeviceArch | Mapping[str, Any] | os.PathLike[str] = "c") -> None:
+        if isinstance(device, str) and device in TARGETS:
+            self.arch = host_arch(device)
+        elif isinstance(device, str) and not device.endswith(".json"):
+            raise SynthesisError(f"unknown target {device!r}; use one of {', '.join(TARGETS)} or a device JSON path")
+        else:
+            self.arch = load_arch(device)
+        self.target = self.arch.api
+
+    @classmethod
+    def from_arch(cls, arch: str | os.PathLike[str] | Mapping[str, Any] | DeviceArch) -> Synthesizer:
+        """A synthesizer for the device described by a JSON file path or a decoded dict.
+
+        Raises:
+            SynthesisError: the JSON misses a section/field or holds a wrong value (named).
+        """
+        return cls(load_arch(arch))
+
+    def with_target(self, target: str) -> Synthesizer:
+        """The same device description, emitting for `target` (``"c"`` or ``"vulkan"``)."""
+        if target not in TARGETS:
+            raise SynthesisError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
+        clone = Synthesizer(self.arch)
+        clone.target = target
+        return clone
+
+    def synthesize(
+        self,
+        model: Any,
+        graph: Graph | str | os.PathLike[str],
+        *,
+        name: str = "model",
+        outputs: Iterable[str] | None = None,
+        embed_weights: bool = False,
+    ) -> Plan:
+        """Check and generate; nothing is written (call `Plan.emit`).
+
+        `outputs` names the variables the API can fetch (default: every declared variable
+        and every assigned temporary); buffers outside it are reused by lifetime.
+        `embed_weights` compiles the model file into the program as a C array.
+
+        Raises:
+            SynthesisError: an op/dtype the target cannot express, an unbounded cache axis,
+                a graph that does not validate against the model, a device memory limit the
+                program exceeds, naming the node or variable and the limit.
+        """
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+            raise SynthesisError(f"program name {name!r} must be a C identifier")
+        if self.target == "vulkan":
+            raise SynthesisError(
+                "the Vulkan target is not available in this version; emit the C target "
+                "(`openinfer emit c ...`) — see docs/synthesis.md"
+            )
+        loader, _raw, opened = _load_model(model)
+        try:
+            g = _load_graph(graph)
+            try:
+                from openinfer_jax.ir import validate
+
+                validate(g, loader)
+            except GraphValidationError as err:
+                raise SynthesisError(f"the graph does not validate against the model: {err}") from None
+            an = analyze(g, loader, self.arch)
+            names = set(an.vars) | set(an.tables)
+            chosen = tuple(sorted(names)) if outputs is None else tuple(sorted(set(outputs)))
+            for out in chosen:
+                if out not in names:
+                    raise SynthesisError(f"output {out!r} is not a variable of the graph (known: {', '.join(sorted(names))})")
+            embed = _model_bytes(loader) if embed_weights else None
+            program = generate_c(an, name, chosen, embed, self.arch.describe())
+            limit = self.arch.memory("global_bytes")
+            if program.memory.arena_bytes > limit:
+                raise SynthesisError(
+                    f"the program needs an arena of {program.memory.arena_bytes} bytes; device "
+                    f"{self.arch.name!r} has memory.global_bytes={limit}"
+                )
+            files = {**runtime_files(), **program.files}
+            return Plan("c", name, dict(sorted(files.items())), program.memory, program.kernels, program.outputs)
+        finally:
+            if opened:
+                loader.close()
+
+
+def _model_bytes(loader: Any) -> bytes:
+    path = getattr(loader, "path", None)
+    if path is None:
+        raise SynthesisError("--embed-weights needs a model opened from a file")
+    return Path(path).read_bytes()

@@ -1,0 +1,133 @@
+"""Parity harness: emit C for (model, graph), build it with the system compiler, run the
+generated driver over several steps, and compare every output with the simulator.
+
+Float tolerance (documented in docs/synthesis.md): rtol = atol = 1e-4 for f32 (the C kernels
+accumulate in a different order than XLA and compute norms/attention in double), 1e-9 for
+f64, and one unit of the storage format for f16/bf16/f8; integers and bool are exact.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from openinfer_jax.emit import Plan, Synthesizer
+from openinfer_jax.oinf import ModelLoader
+from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.sim import Simulator
+
+CC = os.environ.get("CC", "cc")
+CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror"]
+
+TOLERANCE: dict[DType, float] = {DType.F32: 1e-4, DType.F64: 1e-9, DType.F16: 2e-3, DType.BF16: 1.6e-2, DType.F8: 0.25}
+
+
+def build(plan: Plan, out: Path, *, cc: str = CC, flags: Sequence[str] = CFLAGS, link: bool = True) -> Path:
+    """Emit `plan` into `out` and compile it (driver included); returns the executable (or object dir)."""
+    plan.emit(out)
+    sources = [f"{plan.name}.c", "oi_runtime.c", f"{plan.name}_driver.c"]
+    sources += [f for f in plan.files if f.endswith("_weights.c")]
+    if not link:
+        for src in sources:
+            subprocess.run([cc, *flags, "-c", src, "-o", src[:-2] + ".o"], cwd=out, check=True, capture_output=True, text=True)
+        return out
+    exe = out / "driver"
+    result = subprocess.run([cc, *flags, *sources, "-lm", "-o", "driver"], cwd=out, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return exe
+
+
+def write_tensor(path: Path, array: np.ndarray) -> None:
+    """The driver's file format: int32 ndim, int64 dims, raw elements."""
+    arr = np.ascontiguousarray(array)
+    with open(path, "wb") as fh:
+        fh.write(np.int32(arr.ndim).tobytes())
+        fh.write(np.asarray(arr.shape, np.int64).tobytes())
+        fh.write(arr.tobytes())
+
+
+def read_tensor(path: Path, dtype: DType) -> np.ndarray:
+    """Read a driver output file back as an array of `dtype`'s in-memory NumPy type."""
+    raw = path.read_bytes()
+    ndim = int(np.frombuffer(raw[:4], np.int32)[0])
+    dims = tuple(int(d) for d in np.frombuffer(raw[4 : 4 + 8 * ndim], np.int64))
+    data = np.frombuffer(raw[4 + 8 * ndim :], dtype.numpy)
+    return data.reshape(dims)
+
+
+def run_driver(exe: Path, model: Path, steps: Sequence[Mapping[str, np.ndarray]], work: Path) -> subprocess.CompletedProcess[str]:
+    """Write the inputs of every step, run the driver, return the process result."""
+    ins, outs = work / "in", work / "out"
+    for d in (ins, outs):
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+    for s, feed in enumerate(steps):
+        for var, value in feed.items():
+            write_tensor(ins / f"{var}.{s}.bin", np.asarray(value))
+    return subprocess.run([str(exe), str(model), str(len(steps)), str(ins), str(outs)], capture_output=True, text=True)
+
+
+def assert_close(name: str, got: np.ndarray, want: np.ndarray, dtype: DType) -> None:
+    """Exact for ints/bool, the documented tolerance for floats (NaN matches NaN)."""
+    assert got.shape == want.shape, f"{name}: C shape {got.shape} != simulator shape {want.shape}"
+    if dtype.is_float:
+        tol = TOLERANCE[dtype]
+        np.testing.assert_allclose(
+            got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol, equal_nan=True, err_msg=name
+        )
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+def parity(
+    tmp: Path,
+    model: Path,
+    graph: Any,
+    steps: Sequence[Mapping[str, np.ndarray]],
+    *,
+    outputs: Sequence[str] | None = None,
+    arch: Any = "c",
+    embed: bool = False,
+) -> dict[str, Any]:
+    """Emit, build, run both sides, compare every output of every step. Returns a summary."""
+    synth = Synthesizer(arch) if not isinstance(arch, Synthesizer) else arch
+    plan = synth.synthesize(model, graph, name="prog", outputs=outputs, embed_weights=embed)
+    exe = build(plan, tmp / "c")
+    result = run_driver(exe, model, steps, tmp)
+    assert result.returncode == 0, result.stderr
+    with ModelLoader.open(model) as loader:
+        sim = Simulator(loader, graph)
+        ex = sim.make_executor()
+        dtypes = {d.name: d.dtype for d in sim.graph.vars}
+        compared = 0
+        for s, feed in enumerate(steps):
+            ex.insert(**{k: np.asarray(v) for k, v in feed.items()})
+            ex.step()
+            for var in plan.outputs:
+                path = tmp / "out" / f"{var}.{s}.bin"
+                assert path.exists(), f"driver wrote no {path.name}"
+                try:
+                    want = np.asarray(ex.fetch(var))
+                except Exception:  # noqa: BLE001 - a name the simulator never materialized
+                    continue
+                dtype = dtypes.get(var) or _assign_dtype(sim.graph, var)
+                assert_close(f"step {s} {var}", read_tensor(path, dtype), want, dtype)
+                compared += 1
+    return {"plan": plan, "compared": compared}
+
+
+def _assign_dtype(graph: Any, var: str) -> DType:
+    from openinfer_jax.emit.analysis import walk_nodes
+    from openinfer_jax.ir.nodes import Assign
+
+    for blk in graph.blocks:
+        for node in walk_nodes(blk.nodes):
+            if isinstance(node, Assign) and node.name == var:
+                return node.dtype
+    raise KeyError(var)
