@@ -6,19 +6,19 @@ Importing this package imports every op module, so `registry` is complete afterw
 
 from __future__ import annotations
 
-import importlib.util
-
 import jax
 
 jax.config.update("jax_enable_x64", True)
 
-# Op modules register on import (the registry sorts by name, so the order fixes nothing).
+# Op modules register on import (the registry sorts by name, so the order fixes nothing);
+# nn holds the model-building ops (softmax, layer_norm, attention, ...).
 from openinfer_jax.ops import (  # noqa: E402, F401
     arith,
     bitwise,
     cast,
     compare,
     filtering,
+    nn,
     numerical,
     reduce,
     registry,
@@ -26,9 +26,5 @@ from openinfer_jax.ops import (  # noqa: E402, F401
     statistics,
 )
 from openinfer_jax.ops.registry import OpCheckError, OpDef, ParamKind, ParamSpec  # noqa: E402
-
-# The model-building ops live in nn.py, written by another helper; import it once it exists.
-if importlib.util.find_spec(f"{__name__}.nn") is not None:
-    importlib.import_module(f"{__name__}.nn")
 
 __all__ = ["OpCheckError", "OpDef", "ParamKind", "ParamSpec", "registry"]
