@@ -279,3 +279,25 @@ def test_numpy_device_matches_xla(make_model) -> None:
         ex.step()
         results.append(ex.fetch("y"))
     np.testing.assert_allclose(results[0], results[1], rtol=1e-6)
+
+
+def test_abandoning_iterate_rolls_the_step_back(make_model) -> None:
+    text = """
+    graph {
+      dynamic { x: f32[D]; }
+      persistent { n: i32 @init(0); A(t): f32[D] @table; }
+      block entry {
+        cache.write x >> A[n];
+        cache.increment n;
+        return;
+      }
+    }
+    """
+    ex = Simulator(make_model(sizevars={"D": 2}), text).make_executor()
+    ex.insert(x=np.ones(2, np.float32))
+    for ev in ex.iterate():
+        if ev.event.kind == "CacheIncrement":
+            assert ev.fetch("n") == 1  # mid-step state is visible...
+            break
+    assert ex.fetch("n") == 0 and ex.fetch("A").shape == (0, 2)  # ...and undone when abandoned
+    assert ex.steps == 0
