@@ -176,6 +176,10 @@ def main() -> int:
     parser.add_argument(
         "--out", type=Path, default=ROOT / "build" / "minilm.oinf", help="where to write the .oinf"
     )
+    parser.add_argument(
+        "--source", type=Path, default=None,
+        help="checkpoint to convert (default: the packaged safetensors; e.g. a flax dir from export_flax.py)",
+    )  # fmt: skip
     args = parser.parse_args()
     import importlib.util
     import json
@@ -192,7 +196,7 @@ def main() -> int:
     MINILM_DIR = Path(spec.origin).parent / "model"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    report = convert(MINILM_DIR, args.out, pattern="bert", force=True)
+    report = convert(args.source or MINILM_DIR, args.out, pattern="bert", force=True)
     convert_s = time.perf_counter() - start
     ref = np.load(REFERENCES)
     start = time.perf_counter()
@@ -201,7 +205,7 @@ def main() -> int:
     cosine = (got * ref["embeddings"]).sum(-1) / np.linalg.norm(got, axis=-1)
     sentences = json.loads((REFERENCES.parent / "manifest.json").read_text())["minilm"]["sentences"]
     print(
-        f"converted {report.tensors} tensors in {convert_s:.2f} s; simulator step {run_s:.2f} s (incl. compile)"
+        f"converted {report.source} ({report.format}): {report.tensors} tensors in {convert_s:.2f} s; simulator step {run_s:.2f} s (incl. compile)"
     )
     for sentence, c in zip(sentences, cosine):
         print(f"  cos(sim, sentence-transformers) = {c:.6f}  {sentence}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -15,33 +14,9 @@ from converters import convert, open_checkpoint
 from converters.flax_reader import flatten_tree
 from openinfer_jax.errors import ConversionError
 from openinfer_jax.oinf import ModelLoader
+from tests.converters.example_loader import load_example
 
-
-def flax_bert_tree(safetensors_path: Path, keep: str = "") -> dict[str, Any]:
-    """The FlaxBertModel parameter tree built by hand from HF PyTorch names.
-
-    Flax names Dense weights ``kernel`` with shape (in, out), LayerNorm weights ``scale`` and
-    embedding tables ``embedding``; everything else keeps its PyTorch name.
-    """
-    tree: dict[str, Any] = {}
-    with safe_open(str(safetensors_path), framework="numpy") as f:
-        for name in f.keys():  # noqa: SIM118 - safe_open has keys(), not iteration
-            if name.endswith("position_ids") or not name.startswith(keep):
-                continue
-            *path, leaf = name.split(".")
-            value = f.get_tensor(name)
-            if leaf == "weight":
-                if path[-1].endswith("_embeddings"):
-                    leaf = "embedding"
-                elif path[-1] == "LayerNorm":
-                    leaf = "scale"
-                else:
-                    leaf, value = "kernel", value.T.copy()
-            node = tree
-            for part in path:
-                node = node.setdefault(part, {})
-            node[leaf] = value
-    return tree
+flax_bert_tree = load_example("minilm/export_flax.py").flax_bert_tree
 
 
 def test_flatten_tree_dotted_names() -> None:

@@ -3,26 +3,17 @@ and compare sentence embeddings with sentence-transformers (fixture, and live wh
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 
 from converters import convert
+from tests.converters.example_loader import load_example
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCES = ROOT / "tests" / "fixtures" / "references"
-
-
-def _example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("minilm_encoder", ROOT / "examples" / "minilm" / "encoder.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +21,7 @@ def dsl_embeddings(minilm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
     out = tmp_path_factory.mktemp("minilm") / "minilm.oinf"
     convert(minilm_dir, out, pattern="bert")
     ref = np.load(REFERENCES / "minilm.npz")
-    return _example().embed(out, ref["input_ids"], ref["token_type_ids"], ref["attention_mask"])
+    return load_example("minilm/encoder.py").embed(out, ref["input_ids"], ref["token_type_ids"], ref["attention_mask"])
 
 
 @pytest.mark.slow

@@ -3,13 +3,13 @@ persistent K/V cache in the simulator, greedy tokens and logits vs transformers 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from converters import convert
+from tests.converters.example_loader import load_example
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCES = ROOT / "tests" / "fixtures" / "references"
@@ -17,10 +17,7 @@ REFERENCES = ROOT / "tests" / "fixtures" / "references"
 
 @pytest.mark.slow
 def test_dsl_decoder_greedy_tokens_and_logits(smollm_gguf: Path, tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location("smollm2_decoder", ROOT / "examples" / "smollm2" / "decoder.py")
-    assert spec is not None and spec.loader is not None
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = load_example("smollm2/decoder.py")
     out = tmp_path / "smollm2.oinf"
     convert(smollm_gguf, out, pattern="llama")
     ref = np.load(REFERENCES / "smollm2.npz")
