@@ -55,7 +55,10 @@ class Config:
 
     def dims(self, spec: str) -> tuple[int, ...]:
         """Resolve a shape spec like ``"D,3*D"`` for this config."""
-        return tuple(int(eval(part, {"D": self.d})) for part in spec.split(","))  # noqa: S307
+        return tuple(
+            math.prod(self.d if term == "D" else int(term) for term in part.split("*"))
+            for part in spec.split(",")
+        )
 
 
 def write_model(path: Path, cfg: Config, seed: int = 0) -> None:
