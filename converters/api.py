@@ -11,7 +11,7 @@ from converters.gguf_reader import open_gguf
 from converters.naming import RenameRule
 from converters.plan import ConversionPlan, build_plan
 from converters.safetensors_reader import INDEX_NAME, open_safetensors
-from converters.write import ConversionReport, ProgressHook, write_plan
+from converters.write import ConversionReport, ProgressHook, check_destination, write_plan
 from openinfer_jax.errors import ConversionError
 from openinfer_jax.oinf.dtypes import DType
 
@@ -129,9 +129,7 @@ def convert(
         ConversionError: for any problem; no file is left at `output` then.
     """
     output = Path(output)
-    if output.exists() and not force:
-        # Checked before opening the source, so a mistake costs nothing.
-        raise ConversionError(f"{output} exists; pass --force (force=True) to replace it")
+    check_destination(output, force=force)  # before opening the source: a mistake costs nothing
     plan = plan_conversion(
         src,
         format=format,

@@ -13,7 +13,7 @@ from converters.api import FORMATS, plan_conversion
 from converters.display import plan_table, progress_bar, summary_table
 from converters.naming import PATTERNS
 from converters.plan import OUTPUT_DTYPES
-from converters.write import write_plan
+from converters.write import check_destination, write_plan
 from openinfer_jax.errors import ConversionError
 
 __all__ = ["add_arguments", "run"]
@@ -74,8 +74,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.output:
         raise ConversionError("give the destination with -o OUT.oinf (or use --dry-run)")
     output = Path(args.output)
-    if output.exists() and not args.force:
-        raise ConversionError(f"{output} exists; pass --force to replace it")
+    check_destination(output, force=args.force)
     plan = plan_conversion(args.src, **options)
     try:
         if args.quiet:

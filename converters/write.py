@@ -17,7 +17,7 @@ from converters.plan import ConversionPlan, PlannedTensor
 from openinfer_jax.errors import ConversionError, OinfFormatError
 from openinfer_jax.oinf import OinfWriter
 
-__all__ = ["ConversionReport", "ProgressHook", "write_plan"]
+__all__ = ["ConversionReport", "ProgressHook", "check_destination", "write_plan"]
 
 # Called after each tensor is produced: (tensor, bytes written so far, tensors done so far).
 ProgressHook = Callable[[PlannedTensor, int, int], None]
@@ -46,6 +46,23 @@ class ConversionReport:
         return self.tensor_bytes / 1e6 / self.seconds if self.seconds > 0 else float("inf")
 
 
+def check_destination(output: Path, *, force: bool) -> None:
+    """Check that `output` can receive the `.oinf` file (done before any work starts).
+
+    Raises:
+        ConversionError: if `output` is a directory, its directory is missing, or it exists
+            and `force` is False.
+    """
+    if output.is_dir():
+        raise ConversionError(
+            f"{output} is a directory; give a file name such as {output / 'model.oinf'}"
+        )
+    if not output.parent.is_dir():
+        raise ConversionError(f"{output.parent} does not exist; create the directory first")
+    if output.exists() and not force:
+        raise ConversionError(f"{output} exists; pass --force (force=True) to replace it")
+
+
 def write_plan(
     plan: ConversionPlan,
     output: str | Path,
@@ -60,14 +77,7 @@ def write_plan(
             tensor cannot be read or converted; nothing is left at `output` then.
     """
     output = Path(output)
-    if output.is_dir():
-        raise ConversionError(
-            f"{output} is a directory; give a file name such as {output / 'model.oinf'}"
-        )
-    if output.exists() and not force:
-        raise ConversionError(f"{output} exists; pass --force (force=True) to replace it")
-    if not output.parent.is_dir():
-        raise ConversionError(f"{output.parent} does not exist; create the directory first")
+    check_destination(output, force=force)
     start = time.perf_counter()
     progress = {"bytes": 0, "tensors": 0}
 

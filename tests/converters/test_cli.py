@@ -98,3 +98,13 @@ def test_config_mismatch_exit_code(
     assert main(["convert", str(tiny_bert_dir), "-o", str(tmp_path / "m.oinf")]) == 1
     assert "vocab_size=99" in capsys.readouterr().err
     assert not (tmp_path / "m.oinf").exists()
+
+
+@pytest.mark.parametrize(("target", "message"), [("dir", "is a directory"), ("missing/m.oinf", "does not exist")])
+def test_bad_destination(
+    tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str, message: str
+) -> None:
+    (tmp_path / "dir").mkdir()
+    assert main(["convert", str(tiny_bert_dir), "-o", str(tmp_path / target)]) == 1
+    assert message in capsys.readouterr().err
+    assert list((tmp_path / "dir").iterdir()) == []
