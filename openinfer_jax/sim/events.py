@@ -67,7 +67,8 @@ class TraceEvent:
     for nodes fused into a jit region, the region's time is split evenly over its nodes
     (XLA fuses them, so a per-node time does not exist) and `region_ns` holds the total.
     `loaded` names model tensors read from the mmap for the first time by this node.
-    `scope` maps enclosing loop indices to their values.
+    `scope` maps enclosing loop indices to their values. `compiled` is True when running
+    this node's region compiled a new XLA executable (so the trace counts compilations).
     """
 
     block_name: str

@@ -718,6 +718,7 @@ class Executor:
     ) -> Generator[TraceEvent, None, None]:
         """A region with cache reads/writes and unrolled loops, as one XLA call (wide.py)."""
         start = time.perf_counter_ns()
+        before = self.sim.wide.compilations
         try:
             prog, compiled, outs = self.sim.wide.run(self, region, scope)
             self.region_calls += 1
@@ -738,7 +739,7 @@ class Executor:
             ev = self._event(
                 node, node_scope, start + k * share, duration=share, loaded=loaded if k == 0 else []
             )
-            ev.region, ev.compiled = region.id, True
+            ev.region, ev.compiled = region.id, self.sim.wide.compilations > before
             ev.region_ns = total if self.sim.timing else 0
             shapes = compiled.shapes.get(step_no) if step_no is not None else None
             if shapes is not None:
@@ -837,6 +838,7 @@ class Executor:
             yield from self._run_region_wide(region, scope)
             return
         start = time.perf_counter_ns()
+        before = self.compiler.compilations
         try:
             arrays, rags, lengths, dtypes = self._region_inputs(region, scope)
             out_dtypes: list[DType] = []
@@ -901,7 +903,7 @@ class Executor:
             )
             ev.region = region.id
             ev.region_ns = total if self.sim.timing else 0
-            ev.compiled = True
+            ev.compiled = self.compiler.compilations > before
             if shapes is not None:
                 ev.input_shapes = fill_lengths(shapes.input_shapes, lengths)
                 ev.input_dtypes = shapes.input_dtypes

@@ -58,6 +58,8 @@ def test_events_carry_the_seed_fields_and_more(make_model) -> None:
     read = next(e for e in events if e.kind == "CacheRead")
     assert read.output_shapes == [[0, 2]]  # step 0 reads K[0..0]: empty, exact logical shape
     assert [e.step for e in events].count(1) == len(events) // 2
+    assert any(e.compiled for e in events if e.step == 0)
+    assert ex.stats["compilations"] >= 1
     # Step 1 reads K[0..1] (the entry step 0 wrote, x*w = 2) and sums it over axis 0.
     np.testing.assert_allclose(ex.fetch("s"), [2.0, 2.0])
 
