@@ -5,9 +5,27 @@ JAX lowerings live in `nn_jax`, the independent NumPy references in `nn_referenc
 rules and param checks in `nn_shapes`. Semantics follow ONNX where ONNX defines the op.
 
 Precision: f8 (e5m2), bf16 and f16 inputs compute in f32 and round once to the storage
-dtype; f32 and f64 compute natively. The data-movement ops (gather, embedding, reshape,
+dtype; f32 and f64 compute natively. Tests hold f64 to 1e-12, f32 to 1e-5 relative and the
+narrow types to one storage ulp against an f64 reference. XLA flushes subnormal results
+(and subnormal intermediates) to zero. The data-movement ops (gather, embedding, reshape,
 transpose/permute, concat, slice, pad, where) move values unchanged, so they accept every
 tensor dtype, packed ones included (unpacked int8/uint8 in memory, packed in storage).
+
+Layouts and choices a model author needs:
+
+- rope: x is [..., seq, head_dim] (e.g. [heads, seq, head_dim]); positions is a scalar offset
+  (token i at `offset + i`, so a decode step passes `step`) or a [seq] vector. Half-split
+  pairs by default (HF llama / NeoX), `interleaved=true` for (2i, 2i+1) pairs.
+- attention: q [..., Hq, Sq, D], k [..., Hkv, Skv, D], v [..., Hkv, Skv, Dv], Hq a multiple
+  of Hkv (grouped KV, no copy of the cache). `causal` aligns queries to the end of the keys,
+  so a decode step (Sq=1) sees the whole cache. A bool mask selects (true = attend), a float
+  mask is added to the scores. A query with no visible key gets zeros, never NaN.
+- gather/embedding: negative indices count from the end; indices still out of range are
+  clamped to the nearest valid row (a kernel never reads out of bounds; the reference does
+  the same, so the behaviour is part of the op's definition).
+- pools: floor-mode output sizes; a window over padding only is rejected at validation.
+- pad: reflect/edge/wrap repeat periodically past the axis length (NumPy/ONNX); negative
+  pads are rejected (use slice to crop).
 
 Optional inputs (layer_norm's scale and bias, rms_norm's scale, the conv bias, the attention
 mask) are trailing inputs: the ops are declared variadic with a minimum, and the shape rule

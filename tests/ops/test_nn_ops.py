@@ -2,11 +2,13 @@
 
 Inputs are drawn with hypothesis (shapes, params, seeds; empty dims included). Data movement
 is compared exactly, floats within the documented tolerance: f64 1e-12, f32 1e-5 relative,
-f16/bf16/f8 one storage ulp (they compute in f32, the reference in f64).
+f16/bf16/f8 one storage ulp (they compute in f32, the reference in f64). Set
+`CONFORMANCE_EXAMPLES=N` to multiply the hypothesis draws by N/4 for a longer run.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +35,15 @@ TOLERANCE = {
     DType.BF16: (2.0**-7, 2e-5),
     DType.F8: (2.0**-2, 2e-5),
 }
+
+# Scale of the example counts below; 4 is the default shared with tests/ops/test_conformance.py.
+SCALE = max(1, int(os.environ.get("CONFORMANCE_EXAMPLES", "4"))) / 4
+
+
+def examples(count: int) -> int:
+    """`count` hypothesis examples, scaled by CONFORMANCE_EXAMPLES."""
+    return max(1, round(count * SCALE))
+
 
 SETTINGS = settings(
     max_examples=6,
@@ -317,14 +328,14 @@ def check_compute_case(key: str, dtype: DType, data: st.DataObject) -> None:
 
 
 @pytest.mark.parametrize("key", sorted(FLOAT_CASES))
-@settings(SETTINGS, max_examples=10)
+@settings(SETTINGS, max_examples=examples(10))
 @given(data=st.data())
 def test_compute_op_matches_reference_f32(key: str, data: st.DataObject) -> None:
     check_compute_case(key, DType.F32, data)
 
 
 @pytest.mark.parametrize(("key", "dtype"), FLOAT_PARAMS)
-@settings(SETTINGS, max_examples=3)
+@settings(SETTINGS, max_examples=examples(3))
 @given(data=st.data())
 def test_compute_op_matches_reference_other_dtypes(
     key: str, dtype: DType, data: st.DataObject
@@ -442,7 +453,7 @@ MOVEMENT_CASES: dict[str, Callable[[Any, DType], Case]] = {
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: d.short)
 @pytest.mark.parametrize("name", sorted(MOVEMENT_CASES))
-@settings(SETTINGS, max_examples=2)
+@settings(SETTINGS, max_examples=examples(2))
 @given(data=st.data())
 def test_movement_op_is_exact_for_every_dtype(name: str, dtype: DType, data: st.DataObject) -> None:
     arrays, params, dtypes = MOVEMENT_CASES[name](data.draw, dtype)
@@ -452,7 +463,7 @@ def test_movement_op_is_exact_for_every_dtype(name: str, dtype: DType, data: st.
 
 
 @pytest.mark.parametrize("name", sorted(MOVEMENT_CASES))
-@settings(SETTINGS, max_examples=15)
+@settings(SETTINGS, max_examples=examples(15))
 @given(data=st.data())
 def test_movement_op_shapes_f32(name: str, data: st.DataObject) -> None:
     """More shapes and params for one dtype: clamping, negative steps, empty dims."""
