@@ -115,6 +115,32 @@ def test_softmax_rows_sum_to_one_and_ignore_shifts(axis: int) -> None:
     )
 
 
+def test_softmax_with_masked_logits() -> None:
+    """-inf logits get weight 0; a row of only -inf is NaN (as in ONNX and NumPy)."""
+    x = np.array([[0.0, -np.inf, 1.0], [-np.inf, -np.inf, -np.inf]])
+    for got in both("softmax", x):
+        np.testing.assert_allclose(
+            got[0], [1 / (1 + math.e), 0.0, math.e / (1 + math.e)], rtol=1e-14
+        )
+        assert np.isnan(got[1]).all()
+    for got in both("log_softmax", x[:1]):
+        assert got[0, 1] == -np.inf
+
+
+def test_narrow_floats_compute_in_f32() -> None:
+    """f16 squares of 1000 overflow f16 (max 65504) but not the f32 compute type."""
+    x = np.full((2, 4), 1000.0, np.float16)
+    for got in both("rms_norm", x):
+        assert got.dtype == np.float16
+        np.testing.assert_array_equal(got, np.ones((2, 4), np.float16))
+    for got in both("softmax", np.array([0.0, 12.0], np.float16)):
+        np.testing.assert_allclose(
+            got.astype(np.float64),
+            [math.exp(-12) / (1 + math.exp(-12)), 1 / (1 + math.exp(-12))],
+            rtol=2**-10,
+        )
+
+
 def test_layer_norm_standardizes_then_applies_affine() -> None:
     x = normal(4, 3, 8, dtype=np.float64) * 5 + 2
     scale, bias = normal(8, dtype=np.float64), normal(8, dtype=np.float64)
