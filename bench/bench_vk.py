@@ -184,6 +184,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--sizes", type=int, nargs="*", default=None, help="matmul sizes (default 1024 4096)"
     )
+    parser.add_argument(
+        "--tiles", nargs="*", default=None,
+        help="tiled-matmul configs to compare (names or BMxBNxBKxTMxTN)",
+    )  # fmt: skip
+    parser.add_argument("--no-decode", action="store_true", help="skip the decode-like step")
     args = parser.parse_args(argv)
     console = Console()
     ok, reason = vulkan_available(args.device_index)
@@ -195,12 +200,17 @@ def main(argv: list[str]) -> int:
     be = VulkanBackend(args.device_index)
     sizes = args.sizes or ([1024] if args.quick else [1024, 4096])
     gpu = be.capabilities.device_type != "cpu"
-    tiles = ["large", "small"] if gpu else [be.matmul_tiles]
+    tiles = args.tiles or (["large", "small"] if gpu else [be.matmul_tiles])
     repeats = 3 if args.quick else 5
     rows = []
     for n in sizes:
         rows.append(bench_matmul(be, n, repeats if n <= 2048 or gpu else 2, args.torch, tiles))
-    decode = bench_decode_step(be, 256 if args.quick else 768, 5 if args.quick else 20)
+    be.matmul_tiles = max(tiles, key=lambda t: rows[-1][f"vulkan_{t}_gflops"])
+    decode = (
+        None
+        if args.no_decode
+        else bench_decode_step(be, 256 if args.quick else 768, 5 if args.quick else 20)
+    )
 
     table = Table(title=f"f32 matmul on {be.device_name} (GFLOP/s; ratio = Vulkan / baseline)")
     for col in (
@@ -232,10 +242,15 @@ def main(argv: list[str]) -> int:
             r["ratio_vs_cublas"] = r["vulkan_gflops"] / cublas
         r["ratio_vs_xla_cpu"] = r["vulkan_gflops"] / r["xla_cpu_gflops"]
     console.print(table)
-    if gpu:
+    if len(tiles) > 1:
         for r in rows:
             tiles_txt = ", ".join(f"{t}: {r[f'vulkan_{t}_gflops']:.1f}" for t in tiles)
             console.print(f"  N={r['n']} tiles (GFLOP/s) {tiles_txt}")
+    if decode is None:
+        payload = {"device": be.properties, "quick": args.quick, "matmul": rows}
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / "vk.json").write_text(json.dumps(payload, indent=2, default=str) + "\n")
+        return 0
     dt = Table(title=f"decode-like MLP step, d={decode['d']} (ms/step; ratio = Vulkan / XLA CPU)")
     for col in ("Vulkan", "XLA CPU (jax.jit)", "ratio", "max rel err"):
         dt.add_column(col, justify="right")

@@ -84,6 +84,7 @@ class DeviceTensor:
     serial: int = field(default_factory=lambda: next(_SERIALS), repr=False)
     # Dispatches whose output is this tensor, kept for reuse (see VulkanBackend._launch).
     algorithms: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
+    sequences: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
 
     @property
     def numel(self) -> int:
@@ -139,10 +140,10 @@ class VulkanBackend:
             ) from None
         if matmul_tiles is None:
             matmul_tiles = "small" if self.capabilities.device_type == "cpu" else "large"
-        if matmul_tiles not in (*kernels.MATMUL_TILES, "generic"):
+        if matmul_tiles != "generic" and kernels.tile_config(matmul_tiles) is None:
             raise BackendError(
                 f"matmul_tiles={matmul_tiles!r}; use one of "
-                f"{', '.join(kernels.MATMUL_TILES)}, generic"
+                f"{', '.join(kernels.MATMUL_TILES)}, generic, or 'BMxBNxBKxTMxTN'"
             )
         self.matmul_tiles = matmul_tiles
         self._pending: list[tuple[Any, ...]] = []
@@ -428,15 +429,21 @@ class VulkanBackend:
         # away with it; serials, unlike id(), are never reused.
         key = (hashlib.sha1(spirv).digest(), tuple(t.serial for t in tensors), kernel.grid)
         owner = tensors[-1]
+        # A recorded sequence is resubmitted as is when the push constants match too.
+        seq_key = (*key, kernel.push.tobytes())
         try:
+            seq = owner.sequences.get(seq_key)
             algo = owner.algorithms.get(key)
-            if algo is None:
-                algo = self._manager.algorithm(
-                    [t.handle for t in tensors], spirv, list(kernel.grid), [], kernel.push
-                )
-                if len(owner.algorithms) < 32:
-                    owner.algorithms[key] = algo
-            seq = self._manager.sequence().record(kp.OpAlgoDispatch(algo, kernel.push))
+            if seq is None:
+                if algo is None:
+                    algo = self._manager.algorithm(
+                        [t.handle for t in tensors], spirv, list(kernel.grid), [], kernel.push
+                    )
+                    if len(owner.algorithms) < 32:
+                        owner.algorithms[key] = algo
+                seq = self._manager.sequence().record(kp.OpAlgoDispatch(algo, kernel.push))
+                if len(owner.sequences) < 32:
+                    owner.sequences[seq_key] = seq
             seq.eval_async()
         except RuntimeError as exc:
             raise BackendError(

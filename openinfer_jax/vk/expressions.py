@@ -79,7 +79,9 @@ ELEMENTWISE: dict[str, ElementwiseSpec] = {
         (("div_by_zero_mask", "in"),),
     ),
     "rem": ElementwiseSpec({"sint": "t_rem(x0, x1)", "uint": "u_rem(x0, x1)"}),
-    "fma": ElementwiseSpec({"real": "fma(x0, x1, x2)"}),
+    # The reference computes a * b + c in f64: fused for f32 inputs (the f64 product is
+    # exact), two roundings for f64 inputs.
+    "fma": ElementwiseSpec({"float": "fma(x0, x1, x2)", "double": "mul_add_unfused(x0, x1, x2)"}),
     "abs": ElementwiseSpec({"real": "abs(x0)", "sint": "(x0 < OT(0)) ? -x0 : x0"}),
     "neg": ElementwiseSpec({"real": "-x0", "sint": "-x0"}),
     "recip": ElementwiseSpec(
@@ -201,6 +203,12 @@ def helper_functions(ct: str, bits: int) -> str:
         out.append(
             f"{ct} nan_clamp({ct} y, {ct} lo, {ct} hi) {{ return isnan(y) ? y : min(max(y, lo), hi); }}\n"
         )
+        if ct == "double":
+            # `precise` forbids contracting the multiply-add into one fused operation.
+            out.append(
+                "double mul_add_unfused(double a, double b, double c) {\n"
+                "    precise double p = a * b;\n    precise double r = p + c;\n    return r;\n}\n"
+            )
         # Half away from zero, keeping the sign of zero (the registry's `round`).
         out.append(
             f"{ct} round_away({ct} x) {{\n"

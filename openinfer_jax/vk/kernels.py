@@ -48,8 +48,26 @@ __all__ = [
 
 REDUCTIONS = ("sum_axis", "prod_axis", "max_axis", "min_axis", "mean_axis",
               "argmax_axis", "argmin_axis")  # fmt: skip
-# (BM, BN, BK, TM, TN) of the tiled f32 matmul; "small" suits CPUs (lavapipe).
+# (BM, BN, BK, TM, TN) of the tiled f32 matmul; "small" suits CPUs (lavapipe). Any
+# "BMxBNxBKxTMxTN" string also works (tuning; see `tile_config`).
 MATMUL_TILES = {"large": (128, 128, 8, 8, 8), "small": (64, 64, 16, 4, 4)}
+
+
+def tile_config(tiles: str) -> tuple[int, int, int, int, int] | None:
+    """(BM, BN, BK, TM, TN) of a named or ``"BMxBNxBKxTMxTN"`` tile config; None if neither.
+
+    A config must tile evenly: (BM/TM)*(BN/TN) invocations that divide BM*BK and BN*BK.
+    """
+    if tiles in MATMUL_TILES:
+        return MATMUL_TILES[tiles]
+    try:
+        bm, bn, bk, tm, tn = (int(v) for v in tiles.split("x"))
+    except ValueError:
+        return None
+    threads = (bm // tm) * (bn // tn)
+    if bm % tm or bn % tn or threads > 1024 or (bm * bk) % threads or (bn * bk) % threads:
+        return None
+    return bm, bn, bk, tm, tn
 
 
 @dataclass(frozen=True)
@@ -530,9 +548,11 @@ def matmul_kernel(
     push = _check_words(words, 17, label)
     # A tile of BM rows is wasted on a matrix-vector product (decode steps): few rows take
     # the one-invocation-per-output kernel.
-    tiled = tiles in MATMUL_TILES and a_dtype is b_dtype is out is DType.F32 and m >= 8
+    config = tile_config(tiles)
+    tiled = config is not None and a_dtype is b_dtype is out is DType.F32 and m >= 8
     if tiled and (acc is None or acc[0] is DType.F32):
-        bm, bn, bk, tm, tn = MATMUL_TILES[tiles]
+        assert config is not None
+        bm, bn, bk, tm, tn = config
         source = render("matmul_tiled.comp", BM=bm, BN=bn, BK=bk, TM=tm, TN=tn)
         if batch_count > 65535:
             raise BackendError(f"{label}: {batch_count} batch matrices exceed the grid limit")

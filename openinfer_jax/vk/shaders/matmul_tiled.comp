@@ -1,8 +1,11 @@
 #version 450
+#extension GL_EXT_control_flow_attributes : enable
 // f32 matmul, tiled through shared memory with register blocking:
 // each work group computes a BM x BN tile of C, each invocation a TM x TN block of it,
 // marching over K in steps of BK. A and B are row-major (contiguous); batch dims come from
 // gl_WorkGroupID.z and broadcast by strides (a batch stride of 0 reuses one matrix).
+// Loops with constant trip counts are unrolled ([[unroll]]) so the TM x TN accumulators and
+// the register rows stay in registers (dynamically indexed arrays would spill to memory).
 #define BM {{BM}}
 #define BN {{BN}}
 #define BK {{BK}}
@@ -48,21 +51,23 @@ void main() {
     uint c_base = gl_WorkGroupID.z * pc.M * pc.N;
 
     float acc[TM][TN];
-    for (int i = 0; i < TM; i++)
-        for (int j = 0; j < TN; j++) acc[i][j] = 0.0;
+    [[unroll]] for (int i = 0; i < TM; i++)
+        [[unroll]] for (int j = 0; j < TN; j++) acc[i][j] = 0.0;
     float ra[TM];
     float rb[TN];
 
     for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
         // Cooperative loads, consecutive invocations on consecutive addresses.
-        for (uint t = tid; t < BM * BK; t += THREADS) {
+        [[unroll]] for (uint s = 0u; s < (BM * BK) / THREADS; s++) {
+            uint t = tid + s * THREADS;
             uint m = t / BK;
             uint k = t % BK;
             uint gr = row0 + m;
             uint gk = k0 + k;
             As[k][m] = (gr < pc.M && gk < pc.K) ? a[a_base + gr * pc.K + gk] : 0.0;
         }
-        for (uint t = tid; t < BN * BK; t += THREADS) {
+        [[unroll]] for (uint s = 0u; s < (BN * BK) / THREADS; s++) {
+            uint t = tid + s * THREADS;
             uint k = t / BN;
             uint nn = t % BN;
             uint gk = k0 + k;
@@ -70,19 +75,19 @@ void main() {
             Bs[k][nn] = (gk < pc.K && gc < pc.N) ? b[b_base + gk * pc.N + gc] : 0.0;
         }
         barrier();
-        for (uint k = 0u; k < BK; k++) {
+        [[unroll]] for (uint k = 0u; k < BK; k++) {
             // Rows/cols interleaved by THREADS_M / THREADS_N to spread shared-memory banks.
-            for (int i = 0; i < TM; i++) ra[i] = As[k][tm + uint(i) * THREADS_M];
-            for (int j = 0; j < TN; j++) rb[j] = Bs[k][tn + uint(j) * THREADS_N];
-            for (int i = 0; i < TM; i++)
-                for (int j = 0; j < TN; j++) acc[i][j] = fma(ra[i], rb[j], acc[i][j]);
+            [[unroll]] for (int i = 0; i < TM; i++) ra[i] = As[k][tm + uint(i) * THREADS_M];
+            [[unroll]] for (int j = 0; j < TN; j++) rb[j] = Bs[k][tn + uint(j) * THREADS_N];
+            [[unroll]] for (int i = 0; i < TM; i++)
+                [[unroll]] for (int j = 0; j < TN; j++) acc[i][j] = fma(ra[i], rb[j], acc[i][j]);
         }
         barrier();
     }
-    for (int i = 0; i < TM; i++) {
+    [[unroll]] for (int i = 0; i < TM; i++) {
         uint gr = row0 + tm + uint(i) * THREADS_M;
         if (gr >= pc.M) continue;
-        for (int j = 0; j < TN; j++) {
+        [[unroll]] for (int j = 0; j < TN; j++) {
             uint gc = col0 + tn + uint(j) * THREADS_N;
             if (gc < pc.N) c[c_base + gr * pc.N + gc] = acc[i][j];
         }
