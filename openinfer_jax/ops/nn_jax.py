@@ -56,6 +56,11 @@ _LOW_PRECISION = frozenset(
 )
 
 
+# Full f32 products on accelerators too (no TF32/bf16 passes): the documented tolerance is
+# f32 1e-5 relative, like matmul's. CPUs compute this way anyway, at no extra cost.
+_EXACT = lax.Precision.HIGHEST
+
+
 def _widen(x: Array) -> Array:
     """`x` in its compute dtype: f32 for f8/bf16/f16, unchanged otherwise."""
     return x.astype(jnp.float32) if np.dtype(x.dtype) in _LOW_PRECISION else x
@@ -323,7 +328,7 @@ def attention(
     batch = qc.shape[:-3]
     # Group q heads under their kv head instead of repeating k/v: no copy of the cache.
     qg = qc.reshape((*batch, hkv, group, sq, d))
-    scores = jnp.einsum("...hgqd,...hkd->...hgqk", qg, kc) * factor
+    scores = jnp.einsum("...hgqd,...hkd->...hgqk", qg, kc, precision=_EXACT) * factor
     scores = scores.reshape((*batch, hq, sq, skv))
     allowed: Array | None = None
     if mask:
@@ -345,7 +350,7 @@ def attention(
     total = jnp.sum(weights, axis=-1, keepdims=True)
     weights = weights / jnp.where(total == 0, 1.0, total)
     wg = weights.reshape((*batch, hkv, group, sq, skv))
-    out = jnp.einsum("...hgqk,...hkd->...hgqd", wg, vc)
+    out = jnp.einsum("...hgqk,...hkd->...hgqd", wg, vc, precision=_EXACT)
     return _narrow(out.reshape((*batch, hq, sq, v.shape[-1])), q.dtype)
 
 
@@ -380,6 +385,7 @@ def conv(
         rhs_dilation=dilations_,
         dimension_numbers=_spatial_dimension_numbers(spatial),
         feature_group_count=groups,
+        precision=_EXACT,
     )
     if bias:
         y = y + _widen(bias[0]).reshape((1, -1) + (1,) * spatial)
