@@ -78,7 +78,7 @@ ELEMENTWISE: dict[str, dict[str, str]] = {
             "uint": "(x1 == 0) ? {div_by_zero_mask} : x0 / x1"},
     "floor_div": {"sint": "oi_floordiv(x0, x1, {div_by_zero_mask})", "uint": "(x1 == 0) ? {div_by_zero_mask} : x0 / x1"},
     "rem": {"sint": "oi_trem(x0, x1)", "uint": "(x1 == 0) ? 0 : x0 % x1"},
-    "fma": {"real": "x0 * x1 + x2"},
+    "fma": {"real": "FN(fma)(x0, x1, x2)"},
     "abs": {"real": "(x0 < 0) ? -x0 : ((x0 == 0) ? (OT)0 : x0)", "sint": "(x0 < 0) ? (int64_t)(0 - (uint64_t)x0) : x0"},
     "neg": {"real": "-x0", "sint": "(int64_t)(0 - (uint64_t)x0)"},
     "recip": {"real": "(x0 == 0) ? {div_by_zero_mask} : (OT)1 / x0"},
@@ -139,6 +139,10 @@ def _clamp_expr(y: str, lo: Any, hi: Any, ct: str) -> str:
         lo_l = c_literal(-math.inf if lo is None else lo, ct)
         hi_l = c_literal(math.inf if hi is None else hi, ct)
         return f"oi_nan_clamp_{ct}({y}, {lo_l}, {hi_l})"
+    if ct == "uint64_t":
+        # Unsigned values are never below a bound <= 0.
+        lo = None if lo is None or lo <= 0 else lo
+        hi = None if hi is None else max(hi, 0)
     if lo is not None and not (isinstance(lo, float) and math.isinf(lo)):
         lit = c_literal(math.ceil(lo) if isinstance(lo, float) else lo, ct)
         out = f"oi_max_{ct}({out}, {lit})"
@@ -217,6 +221,7 @@ def _elementwise(req: KernelRequest) -> str:
         .replace("(sqrt)", _fn(ct, "sqrt"))
         .replace("(tanh)", _fn(ct, "tanh"))
         .replace("(erf)", _fn(ct, "erf"))
+        .replace("(fma)", _fn(ct, "fma"))
         .replace("OT", ct)
         .replace("WMASK", f"UINT64_C({(1 << bits) - 1})")
         .replace("W", str(bits))
@@ -269,18 +274,20 @@ def _cast(req: KernelRequest) -> str:
                 f"(((double)x >= {hi!r}.0) ? ({dst.storage}){_int_lit(hi, ddt)} : ({dst.storage}){fn}((double)x)))"
             )
         else:
-            body = f"({dst.storage})(int64_t){fn}((double)x)"
+            # Wrap modulo 2**64 like the reference; NaN and infinities give 0.
+            body = f"({dst.storage})oi_f64_wrap_u64({fn}((double)x))"
         body = dst.store.format(body) if ddt.is_packed else body
     else:
-        lo, hi = _int_range(ddt)
-        if saturate and (ddt.bits < sdt.bits or family(sdt) != family(ddt)):
-            clampv = (
-                f"((x < 0 && {int(family(sdt) == 'sint')}) ? ({lo} < 0 && (int64_t)x < INT64_C({lo}) ? INT64_C({lo}) : (int64_t)x) : "
-                f"((uint64_t)x > UINT64_C({hi}) ? UINT64_C({hi}) : (uint64_t)x))"
-            )
-            body = dst.store.format(f"({dst.compute})({clampv})")
-        else:
-            body = dst.store.format(f"({dst.compute})x")
+        value = "x"
+        if saturate:
+            # Only bounds inside the source range are applied (each exact there), like the reference.
+            s_lo, s_hi = _int_range(sdt) if sdt is not DType.BOOL else (0, 1)
+            d_lo, d_hi = _int_range(ddt)
+            if d_hi < s_hi:
+                value = f"(x > {_int_lit(d_hi, sdt)} ? {_int_lit(d_hi, sdt)} : {value})"
+            if d_lo > s_lo:
+                value = f"(x < {_int_lit(d_lo, sdt)} ? {_int_lit(d_lo, sdt)} : {value})"
+        body = dst.store.format(f"({dst.compute})({value})")
     return f"""static int {req.name}(oi_tensor *o, const oi_tensor *x0) {{
     const {src.storage} *X = (const {src.storage} *)x0->data;
     {dst.storage} *O = ({dst.storage} *)o->data;
@@ -301,6 +308,8 @@ def _int_range(dtype: DType) -> tuple[int, int]:
 
 
 def _int_lit(value: int, dtype: DType) -> str:
+    if dtype is DType.BOOL:
+        return str(value)
     if dtype.is_signed_int:
         return "INT64_MIN" if value == -(1 << 63) else f"INT64_C({value})"
     return f"UINT64_C({value})"
@@ -312,8 +321,8 @@ def _matmul(req: KernelRequest) -> str:
     out = ctype(info.out_dtype, req.where)
     acc = info.params.get("acc")
     a_shape, b_shape = info.in_shapes
-    if len(a_shape) < 2 or len(b_shape) < 2:
-        raise SynthesisError(f"{req.where}: the C target's matmul needs inputs of rank >= 2")
+    if not a_shape or not b_shape:
+        raise SynthesisError(f"{req.where}: the C target's matmul needs inputs of rank >= 1")
     fast = a.storage == b.storage == out.storage and a.storage in ("float", "double") and acc is None
     if acc is not None:
         acc_ct = ctype(acc[0], req.where)
@@ -356,10 +365,13 @@ def _matmul(req: KernelRequest) -> str:
     oi_iter it;
     int64_t M, K, N, i, j, k, n, t;
     int rc, d;
-    if (x0->ndim < 2 || x1->ndim < 2) {{ oi_set_error("matmul: inputs must have rank >= 2"); return OI_ERR_SHAPE; }}
-    M = x0->dims[x0->ndim - 2]; K = x0->dims[x0->ndim - 1]; N = x1->dims[x1->ndim - 1];
-    if (x1->dims[x1->ndim - 2] != K) {{ oi_set_error("matmul: inner dims %lld and %lld differ", (long long)K, (long long)x1->dims[x1->ndim - 2]); return OI_ERR_SHAPE; }}
-    ba.ndim = x0->ndim - 2; bb_.ndim = x1->ndim - 2;
+    /* NumPy rules: a 1-D left operand is a row [1, K], a 1-D right operand a column [K, 1];
+       the added axis is dropped from the result */
+    const int av = x0->ndim == 1, bv = x1->ndim == 1;
+    if (x0->ndim < 1 || x1->ndim < 1) {{ oi_set_error("matmul: inputs must have rank >= 1"); return OI_ERR_SHAPE; }}
+    M = av ? 1 : x0->dims[x0->ndim - 2]; K = x0->dims[x0->ndim - 1]; N = bv ? 1 : x1->dims[x1->ndim - 1];
+    if (x1->dims[bv ? 0 : x1->ndim - 2] != K) {{ oi_set_error("matmul: inner dims %lld and %lld differ", (long long)K, (long long)x1->dims[bv ? 0 : x1->ndim - 2]); return OI_ERR_SHAPE; }}
+    ba.ndim = av ? 0 : x0->ndim - 2; bb_.ndim = bv ? 0 : x1->ndim - 2;
     for (d = 0; d < ba.ndim; d++) ba.dims[d] = x0->dims[d];
     for (d = 0; d < bb_.ndim; d++) bb_.dims[d] = x1->dims[d];
     bo.cap = INT64_MAX; bo.data = 0;
@@ -368,9 +380,11 @@ def _matmul(req: KernelRequest) -> str:
     if (rc) return rc;
     {{
         int64_t dims[OI_MAX_DIMS];
+        int nd = bo.ndim;
         for (d = 0; d < bo.ndim; d++) dims[d] = bo.dims[d];
-        dims[bo.ndim] = M; dims[bo.ndim + 1] = N;
-        rc = oi_set_shape(o, bo.ndim + 2, dims);
+        if (!av) dims[nd++] = M;
+        if (!bv) dims[nd++] = N;
+        rc = oi_set_shape(o, nd, dims);
         if (rc) return rc;
     }}
     n = it.numel;
@@ -387,9 +401,10 @@ def _matmul(req: KernelRequest) -> str:
 
 
 def _axes(params: dict[str, Any], ndim: int, key: str = "axes") -> list[int]:
-    raw = params.get(key) or ()
-    if isinstance(raw, int):
-        raw = (raw,)
+    raw = params.get(key)
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return [raw % ndim] if ndim else []
+    raw = raw or ()
     axes = sorted({a % ndim for a in raw}) if ndim else []
     return axes if raw else list(range(ndim))
 

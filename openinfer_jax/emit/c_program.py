@@ -690,7 +690,9 @@ def _source(
         if info.kind in ("constant", "persistent"):
             out.append(f'    OI_TRY(oi_init_{vname}(), "init {vname}");')
     out.append("    oi_ready = 1;")
+    out.append("    (void)sv;")
     out.append("    return OI_OK;")
+    out.append("    goto fail; /* keeps the label used when no check jumps to it */")
     out.append("fail:")
     out.append("    oi_model_close(&oi_m);")
     out.append("    return rc;")

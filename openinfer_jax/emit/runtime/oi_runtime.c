@@ -471,7 +471,7 @@ typedef struct {
 /* R9, R10, R11: a name string inside its section */
 static int read_name(oi_cursor *c, const unsigned char **name, uint32_t *len, int is_name) {
     uint64_t n, i;
-    if (c->end - c->pos < 4) FAIL("R9", c->pos, "string length field past the end of its section");
+    if (c->end - c->pos < 4) FAIL("R14", c->pos, "table entry starts past the end of its section");
     n = rd32(c->b + c->pos);
     if (align8(4 + n) > c->end - c->pos) FAIL("R9", c->pos, "string of %llu bytes past the end of its section", (unsigned long long)n);
     if (is_name && n == 0) FAIL("R10", c->pos, "empty name");

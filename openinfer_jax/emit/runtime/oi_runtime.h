@@ -4,6 +4,7 @@
 #define OI_RUNTIME_H
 
 #include <stddef.h>
+#include <math.h>
 #include <stdint.h>
 
 #define OI_MAX_DIMS 8
@@ -164,6 +165,15 @@ static inline int64_t oi_floordiv(int64_t a, int64_t b, int64_t mask) {
     r = oi_trem(a, b);
     if (r != 0 && ((r < 0) != (b < 0))) q -= 1;
     return q;
+}
+/* An integral double wrapped modulo 2**64 (non-finite: 0), as a non-saturating cast does. */
+static inline uint64_t oi_f64_wrap_u64(double r) {
+    double reduced, upper, lower;
+    if (!(r - r == 0)) return 0;
+    reduced = fmod(r, 18446744073709551616.0);
+    upper = floor(reduced / 4294967296.0);
+    lower = reduced - upper * 4294967296.0;
+    return ((uint64_t)(int64_t)upper << 32) + (uint64_t)(int64_t)lower;
 }
 static inline uint64_t oi_popcount(uint64_t v) {
     uint64_t n = 0;

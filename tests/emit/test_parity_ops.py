@@ -1,0 +1,90 @@
+"""A sample of the op conformance matrix (tests/ops/conformance_cases.py): many cases per
+graph (one compile each), emitted C vs the simulator on the matrix's edge-value inputs,
+compared with the matrix's own tolerance rules (exact for ints, bool and packed types).
+
+Ternary dtypes (t2/t1) have no C storage: those cases must raise SynthesisError instead."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from openinfer_jax.emit import Synthesizer
+from openinfer_jax.errors import SynthesisError
+from openinfer_jax.ir.nodes import Block, Graph, MemoryKind, Op, Return, VarDecl, VarRef
+from openinfer_jax.oinf import ModelLoader, write_oinf
+from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.ops import registry
+from openinfer_jax.sim import Simulator
+from tests.emit.harness import CC, build, read_tensor, run_driver
+from tests.ops.conformance_cases import Case, assert_conforms, build_cases, edge_inputs
+
+pytestmark = pytest.mark.skipif(shutil.which(CC) is None, reason="no C compiler")
+
+TERNARY = {DType.T1, DType.T2}
+CHUNKS = 4
+STRIDE = 5  # every 5th case of the matrix: ~480 cases over all ops and dtypes
+
+
+def _sample() -> list[Case]:
+    cases = [c for c in build_cases() if not TERNARY & set(c.dtypes)]
+    return cases[::STRIDE]
+
+
+def _graph(cases: list[Case]) -> tuple[Graph, list[list[np.ndarray]], list[DType]]:
+    decls, nodes, feeds, out_dtypes = [], [], [], []
+    for k, case in enumerate(cases):
+        inputs = edge_inputs(case)
+        opdef = registry.get(case.op)
+        assert opdef is not None
+        out_dtype, out_shape = opdef.infer(list(case.dtypes), [a.shape for a in inputs], case.params)
+        refs = []
+        for j, (dtype, arr) in enumerate(zip(case.dtypes, inputs)):
+            decls.append(VarDecl(f"i{k}_{j}", MemoryKind.DYNAMIC, dtype, tuple(arr.shape)))
+            refs.append(VarRef(f"i{k}_{j}"))
+        decls.append(VarDecl(f"o{k}", MemoryKind.VOLATILE, out_dtype, tuple(out_shape)))
+        nodes.append(Op(case.op, tuple(refs), tuple(case.params.items()), VarRef(f"o{k}")))
+        feeds.append(inputs)
+        out_dtypes.append(out_dtype)
+    graph = Graph(tuple(decls), (Block("entry", (*nodes, Return())),))
+    return graph, feeds, out_dtypes
+
+
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+def test_conformance_sample_matches_simulator(chunk: int, tmp_path: Path) -> None:
+    sample = _sample()
+    cases = sample[chunk::CHUNKS]
+    graph, feeds, out_dtypes = _graph(cases)
+    model = tmp_path / "empty.oinf"
+    write_oinf(model, sizevars={}, metadata={}, tensors={})
+    outputs = [f"o{k}" for k in range(len(cases))]
+    plan = Synthesizer("c").synthesize(model, graph, name="prog", outputs=outputs)
+    exe = build(plan, tmp_path / "c")
+    step = {f"i{k}_{j}": arr for k, inputs in enumerate(feeds) for j, arr in enumerate(inputs)}
+    result = run_driver(exe, model, [step], tmp_path)
+    assert result.returncode == 0, result.stderr
+    with ModelLoader.open(model) as loader:
+        ex = Simulator(loader, graph).make_executor()
+        ex.insert(**step)
+        ex.step()
+        failures = []
+        for k, case in enumerate(cases):
+            want = np.asarray(ex.fetch(f"o{k}"))
+            got = read_tensor(tmp_path / "out" / f"o{k}.0.bin", out_dtypes[k])
+            try:
+                assert_conforms(case, feeds[k], got.astype(want.dtype), want)
+            except AssertionError as err:
+                failures.append(str(err).splitlines()[0][:300])
+    assert not failures, f"{len(failures)} of {len(cases)} cases differ:\n" + "\n".join(failures[:40])
+
+
+def test_ternary_dtypes_are_rejected_before_writing(tmp_path: Path) -> None:
+    case = next(c for c in build_cases() if DType.T2 in c.dtypes)
+    graph, _feeds, _ = _graph([case])
+    model = tmp_path / "empty.oinf"
+    write_oinf(model, sizevars={}, metadata={}, tensors={})
+    with pytest.raises(SynthesisError, match="t2 is not supported by the C target"):
+        Synthesizer("c").synthesize(model, graph)
