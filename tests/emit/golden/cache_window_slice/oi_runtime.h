@@ -1,0 +1,184 @@
+/* OpenInfer-JAX emitted runtime: tensors, dtype conversions, broadcasting, .oinf loader.
+ * Plain C99, libc + libm only. Copied verbatim into every emitted C program. */
+#ifndef OI_RUNTIME_H
+#define OI_RUNTIME_H
+
+#include <stddef.h>
+#include <math.h>
+#include <stdint.h>
+
+#define OI_MAX_DIMS 8
+
+/* Error codes shared by the runtime and the generated API (see oi_status_string). */
+enum {
+    OI_OK = 0,
+    OI_ERR_IO = 1,          /* the model file cannot be opened or read */
+    OI_ERR_FORMAT = 2,      /* the model file breaks a rule of docs/oinf.md (see oi_last_error) */
+    OI_ERR_MODEL = 3,       /* the model does not match the synthesized graph (sizes, tensors) */
+    OI_ERR_NOMEM = 4,       /* malloc failed (model buffer, unpacked tensors) */
+    OI_ERR_SHAPE = 5,       /* an inserted tensor or an op's runtime shape exceeds its static bound */
+    OI_ERR_CACHE_FULL = 6,  /* a cache table index reached the table's fixed capacity */
+    OI_ERR_INDEX = 7,       /* a cache index or slice is out of range */
+    OI_ERR_STATE = 8,       /* API misuse: step before init, missing insert, fetch buffer too small */
+    OI_ERR_ARGUMENT = 9     /* an invalid argument (NULL pointer, negative dims) */
+};
+
+/* A tensor view: `data` points into the arena (or the model), `cap` elements are usable. */
+typedef struct {
+    void *data;
+    int ndim;
+    int64_t dims[OI_MAX_DIMS];
+    int64_t cap;
+} oi_tensor;
+
+/* One model tensor as indexed by the loader (data converted to host order, packed unpacked). */
+typedef struct {
+    const char *name;
+    uint32_t name_len;
+    uint32_t dtype;
+    uint32_t ndim;
+    int64_t dims[32];
+    int has_data;
+    const unsigned char *raw; /* bytes in the file */
+    uint64_t nbytes;
+    void *host;               /* host-ready elements (NULL until oi_model_prepare) */
+} oi_model_tensor;
+
+typedef struct {
+    unsigned char *bytes;
+    uint64_t size;
+    int owns_bytes;
+    uint32_t n_sizevars;
+    const unsigned char **sizevar_names;
+    uint32_t *sizevar_name_lens;
+    uint64_t *sizevar_values;
+    uint32_t n_tensors;
+    oi_model_tensor *tensors;
+} oi_model;
+
+const char *oi_last_error(void);
+void oi_set_error(const char *fmt, ...);
+const char *oi_status_string(int code);
+
+int oi_model_open_file(oi_model *m, const char *path);
+int oi_model_open_buffer(oi_model *m, const unsigned char *bytes, uint64_t size);
+void oi_model_close(oi_model *m);
+int oi_model_sizevar(const oi_model *m, const char *name, uint64_t *value);
+/* Host-ready data of tensor `name` checked against dtype and shape; NULL + error when absent. */
+int oi_model_get(oi_model *m, const char *name, uint32_t dtype, int ndim, const int64_t *dims,
+                 const void **out);
+
+/* dtype helpers */
+float oi_f16_to_f32(uint16_t h);
+uint16_t oi_f32_to_f16(float f);
+float oi_bf16_to_f32(uint16_t h);
+uint16_t oi_f32_to_bf16(float f);
+float oi_f8_to_f32(uint8_t h);
+uint8_t oi_f32_to_f8(float f);
+
+/* Broadcast iteration over up to 4 inputs: `off[k]` is input k's element offset. */
+typedef struct {
+    int ndim;
+    int n_in;
+    int64_t numel;
+    int flat;
+    int64_t dims[OI_MAX_DIMS];
+    int64_t idx[OI_MAX_DIMS];
+    int64_t stride[4][OI_MAX_DIMS];
+    int64_t off[4];
+} oi_iter;
+
+int oi_iter_init(oi_iter *it, oi_tensor *out, int n_in, const oi_tensor *const *in, int broadcast);
+void oi_iter_next(oi_iter *it);
+
+int64_t oi_numel(const oi_tensor *t);
+int oi_set_shape(oi_tensor *t, int ndim, const int64_t *dims);
+int oi_copy(oi_tensor *dst, const oi_tensor *src, size_t elem);
+/* Set the shape and zero the elements (an `assign`). */
+int oi_zero(oi_tensor *t, int ndim, const int64_t *dims, size_t elem);
+/* Copy `src` into a persistent variable after checking it has the declared shape. */
+int oi_write_whole(oi_tensor *dst, const oi_tensor *src, int ndim, const int64_t *dims, size_t elem);
+
+/* A persistent cache table preallocated to its capacity: storage [caps..., entry]. */
+typedef struct {
+    int n_idx;
+    const int64_t *caps;
+    int64_t *counts;
+    int entry_nd;
+    const int64_t *entry;
+    size_t elem;
+    void *data;
+    const char *name;
+} oi_table;
+
+/* One index of a cache access: a scalar (kind 0) or a slice with optional bounds (kind 1). */
+typedef struct {
+    int kind;
+    int has_lo, has_hi;
+    int64_t lo, hi;
+} oi_sel;
+
+int oi_table_read(oi_table *t, const oi_sel *sel, int nsel, oi_tensor *dst);
+int oi_table_write(oi_table *t, const oi_sel *sel, int nsel, const oi_tensor *src);
+int oi_table_reset(oi_table *t, const oi_sel *sel, int nsel);
+/* Element 0 of a buffer of dtype `code`, as an integer / a double. */
+int64_t oi_get_i64(const void *data, uint32_t code);
+double oi_get_f64(const void *data, uint32_t code);
+void oi_add_scalar(void *data, uint32_t code, int64_t delta);
+
+/* Reductions: the output iterates the kept axes, `oi_red_offset` walks the reduced ones. */
+typedef struct {
+    int n_keep, n_red;
+    int64_t keep_dims[OI_MAX_DIMS], keep_stride[OI_MAX_DIMS];
+    int64_t red_dims[OI_MAX_DIMS], red_stride[OI_MAX_DIMS];
+    int64_t out_n, red_n;
+} oi_red_plan;
+
+int oi_red_init(oi_red_plan *p, oi_tensor *out, const oi_tensor *in, unsigned axes_mask, int keepdims);
+int64_t oi_red_offset(const oi_red_plan *p, int64_t r);
+int64_t oi_keep_offset(const oi_red_plan *p, int64_t q);
+
+/* Scalar helpers with the registry's semantics (NaN passes clamps, integer division wraps). */
+static inline float oi_nan_clamp_float(float y, float lo, float hi) {
+    return y != y ? y : (y < lo ? lo : (y > hi ? hi : y));
+}
+static inline double oi_nan_clamp_double(double y, double lo, double hi) {
+    return y != y ? y : (y < lo ? lo : (y > hi ? hi : y));
+}
+static inline int64_t oi_min_int64_t(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t oi_max_int64_t(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline uint64_t oi_min_uint64_t(uint64_t a, uint64_t b) { return a < b ? a : b; }
+static inline uint64_t oi_max_uint64_t(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static inline int64_t oi_tdiv(int64_t a, int64_t b, int64_t mask) {
+    if (b == 0) return mask;
+    if (b == -1) return (int64_t)(0 - (uint64_t)a); /* INT64_MIN / -1 wraps like the reference */
+    return a / b;
+}
+static inline int64_t oi_trem(int64_t a, int64_t b) {
+    if (b == 0 || b == -1) return 0;
+    return a % b;
+}
+static inline int64_t oi_floordiv(int64_t a, int64_t b, int64_t mask) {
+    int64_t q, r;
+    if (b == 0) return mask;
+    q = oi_tdiv(a, b, mask);
+    r = oi_trem(a, b);
+    if (r != 0 && ((r < 0) != (b < 0))) q -= 1;
+    return q;
+}
+/* An integral double wrapped modulo 2**64 (non-finite: 0), as a non-saturating cast does. */
+static inline uint64_t oi_f64_wrap_u64(double r) {
+    double reduced, upper, lower;
+    if (!(r - r == 0)) return 0;
+    reduced = fmod(r, 18446744073709551616.0);
+    upper = floor(reduced / 4294967296.0);
+    lower = reduced - upper * 4294967296.0;
+    return ((uint64_t)(int64_t)upper << 32) + (uint64_t)(int64_t)lower;
+}
+static inline uint64_t oi_popcount(uint64_t v) {
+    uint64_t n = 0;
+    while (v) { n += v & 1u; v >>= 1; }
+    return n;
+}
+
+#endif

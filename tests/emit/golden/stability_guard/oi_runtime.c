@@ -1,0 +1,859 @@
+/* OpenInfer-JAX emitted runtime: see oi_runtime.h. The .oinf loader enforces the rules
+ * R1..R32 of docs/oinf.md (each check cites its rule), bounded on hostile input: counts and
+ * lengths are checked against the bytes available before any loop or allocation, and sizes
+ * are computed with overflow checks. */
+#include "oi_runtime.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char oi_error_buf[256];
+
+const char *oi_last_error(void) { return oi_error_buf; }
+
+void oi_set_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(oi_error_buf, sizeof oi_error_buf, fmt, ap);
+    va_end(ap);
+}
+
+const char *oi_status_string(int code) {
+    switch (code) {
+    case OI_OK: return "ok";
+    case OI_ERR_IO: return "cannot read the model file";
+    case OI_ERR_FORMAT: return "invalid .oinf file";
+    case OI_ERR_MODEL: return "the model does not match the synthesized graph";
+    case OI_ERR_NOMEM: return "out of memory";
+    case OI_ERR_SHAPE: return "a shape exceeds its static bound";
+    case OI_ERR_CACHE_FULL: return "a cache table is full";
+    case OI_ERR_INDEX: return "a cache index is out of range";
+    case OI_ERR_STATE: return "invalid call sequence";
+    case OI_ERR_ARGUMENT: return "invalid argument";
+    default: return "unknown error";
+    }
+}
+
+/* ---- little-endian reads (no host-order assumption) ---------------------------------- */
+static uint32_t rd32(const unsigned char *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static uint64_t rd64(const unsigned char *p) { return (uint64_t)rd32(p) | ((uint64_t)rd32(p + 4) << 32); }
+
+/* ---- dtype table (codes of docs/oinf.md section 3) ----------------------------------- */
+/* bits per element on disk; 0 = not a tensor type */
+static unsigned oi_bits(uint32_t code) {
+    static const unsigned char bits[26] = {0, 8, 16, 32, 64, 8, 16, 32, 64, 16, 32, 64, 8,
+                                           0, 0, 0, 16, 8, 4, 2, 1, 4, 2, 1, 2, 1};
+    return code < 26 ? bits[code] : 0;
+}
+static int oi_is_packed(uint32_t code) { return code >= 18 && code <= 25; }
+static int oi_packed_signed(uint32_t code) { return code >= 18 && code <= 20; }
+
+/* ---- float conversions (round to nearest even) ----------------------------------------- */
+static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+float oi_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
+    if (exp == 0x1f) return u2f(sign | 0x7f800000u | (man << 13));
+    if (exp == 0) {
+        float v = ldexpf((float)man, -24);
+        return sign ? -v : v;
+    }
+    return u2f(sign | ((exp + 112) << 23) | (man << 13));
+}
+
+uint16_t oi_f32_to_f16(float f) {
+    uint32_t u = f2u(f), sign = (u >> 16) & 0x8000u;
+    int32_t exp = (int32_t)((u >> 23) & 0xff);
+    uint32_t man = u & 0x7fffffu;
+    if (exp == 0xff) return (uint16_t)(sign | 0x7c00u | (man ? 0x200u | (man >> 13) : 0));
+    exp -= 112;
+    if (exp >= 0x1f) return (uint16_t)(sign | 0x7c00u);
+    if (exp <= 0) {
+        uint32_t full, shift, half, rest, q;
+        if (exp < -10) return (uint16_t)sign;
+        full = man | 0x800000u;
+        shift = (uint32_t)(14 - exp);
+        q = full >> shift;
+        rest = full & ((1u << shift) - 1);
+        half = 1u << (shift - 1);
+        if (rest > half || (rest == half && (q & 1))) q++;
+        return (uint16_t)(sign | q);
+    }
+    {
+        uint32_t q = ((uint32_t)exp << 10) | (man >> 13), rest = man & 0x1fffu;
+        if (rest > 0x1000u || (rest == 0x1000u && (q & 1))) q++;
+        return (uint16_t)(sign | q);
+    }
+}
+
+float oi_bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
+
+uint16_t oi_f32_to_bf16(float f) {
+    uint32_t u = f2u(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* e5m2 is the upper byte of an f16 */
+float oi_f8_to_f32(uint8_t h) { return oi_f16_to_f32((uint16_t)((uint16_t)h << 8)); }
+
+uint8_t oi_f32_to_f8(float f) {
+    uint16_t h;
+    uint32_t rest, q;
+    if (f != f) return 0x7d;
+    h = oi_f32_to_f16(f);
+    if ((h & 0x7c00u) == 0x7c00u) return (uint8_t)(h >> 8);
+    q = h >> 8;
+    rest = h & 0xffu;
+    if (rest > 0x80u || (rest == 0x80u && (q & 1))) q++;
+    /* rounding up past the largest finite value gives inf, as it should */
+    return (uint8_t)q;
+}
+
+/* ---- tensors and broadcasting --------------------------------------------------------- */
+int64_t oi_numel(const oi_tensor *t) {
+    int64_t n = 1;
+    int i;
+    for (i = 0; i < t->ndim; i++) n *= t->dims[i];
+    return n;
+}
+
+int oi_set_shape(oi_tensor *t, int ndim, const int64_t *dims) {
+    int64_t n = 1;
+    int i;
+    if (ndim < 0 || ndim > OI_MAX_DIMS) {
+        oi_set_error("rank %d exceeds OI_MAX_DIMS=%d", ndim, OI_MAX_DIMS);
+        return OI_ERR_SHAPE;
+    }
+    for (i = 0; i < ndim; i++) {
+        if (dims[i] < 0) {
+            oi_set_error("negative dimension %lld", (long long)dims[i]);
+            return OI_ERR_ARGUMENT;
+        }
+        n *= dims[i];
+    }
+    if (n > t->cap) {
+        oi_set_error("%lld elements exceed the static bound of %lld", (long long)n, (long long)t->cap);
+        return OI_ERR_SHAPE;
+    }
+    t->ndim = ndim;
+    for (i = 0; i < ndim; i++) t->dims[i] = dims[i];
+    return OI_OK;
+}
+
+int oi_copy(oi_tensor *dst, const oi_tensor *src, size_t elem) {
+    int rc;
+    if (dst == src) return OI_OK;
+    rc = oi_set_shape(dst, src->ndim, src->dims);
+    if (rc) return rc;
+    memmove(dst->data, src->data, (size_t)oi_numel(src) * elem);
+    return OI_OK;
+}
+
+int oi_zero(oi_tensor *t, int ndim, const int64_t *dims, size_t elem) {
+    int rc = oi_set_shape(t, ndim, dims);
+    if (rc) return rc;
+    memset(t->data, 0, (size_t)oi_numel(t) * elem);
+    return OI_OK;
+}
+
+int oi_write_whole(oi_tensor *dst, const oi_tensor *src, int ndim, const int64_t *dims, size_t elem) {
+    int d;
+    if (src->ndim != ndim) {
+        oi_set_error("value rank %d differs from the declared rank %d", src->ndim, ndim);
+        return OI_ERR_SHAPE;
+    }
+    for (d = 0; d < ndim; d++)
+        if (src->dims[d] != dims[d]) {
+            oi_set_error("value dim %d is %lld, declared %lld", d, (long long)src->dims[d], (long long)dims[d]);
+            return OI_ERR_SHAPE;
+        }
+    return oi_copy(dst, src, elem);
+}
+
+int oi_iter_init(oi_iter *it, oi_tensor *out, int n_in, const oi_tensor *const *in, int broadcast) {
+    int64_t dims[OI_MAX_DIMS];
+    int ndim = 0, k, a, rc;
+    for (k = 0; k < n_in; k++)
+        if (in[k]->ndim > ndim) ndim = in[k]->ndim;
+    for (a = 0; a < ndim; a++) {
+        int64_t d = 1;
+        for (k = 0; k < n_in; k++) {
+            int ax = a - (ndim - in[k]->ndim);
+            int64_t dk = ax >= 0 ? in[k]->dims[ax] : 1;
+            if (dk == 1) continue;
+            if (d != 1 && d != dk) {
+                oi_set_error("shapes do not broadcast (axis %d: %lld vs %lld)", a, (long long)d, (long long)dk);
+                return OI_ERR_SHAPE;
+            }
+            d = dk;
+        }
+        dims[a] = d;
+    }
+    if (!broadcast)
+        for (k = 1; k < n_in; k++) {
+            int same = in[k]->ndim == in[0]->ndim;
+            for (a = 0; same && a < in[0]->ndim; a++) same = in[k]->dims[a] == in[0]->dims[a];
+            if (!same) {
+                oi_set_error("input %d's shape differs from input 0's and the op does not broadcast", k);
+                return OI_ERR_SHAPE;
+            }
+        }
+    rc = oi_set_shape(out, ndim, dims);
+    if (rc) return rc;
+    it->ndim = ndim;
+    it->n_in = n_in;
+    it->numel = oi_numel(out);
+    it->flat = 1;
+    for (k = 0; k < n_in; k++) {
+        int64_t s = 1;
+        if (oi_numel(in[k]) != it->numel) it->flat = 0;
+        for (a = ndim - 1; a >= 0; a--) {
+            int ax = a - (ndim - in[k]->ndim);
+            int64_t dk = ax >= 0 ? in[k]->dims[ax] : 1;
+            it->stride[k][a] = dk == 1 ? 0 : s;
+            s *= dk;
+        }
+        it->off[k] = 0;
+    }
+    for (a = 0; a < ndim; a++) {
+        it->dims[a] = dims[a];
+        it->idx[a] = 0;
+    }
+    return OI_OK;
+}
+
+void oi_iter_next(oi_iter *it) {
+    int a, k;
+    for (a = it->ndim - 1; a >= 0; a--) {
+        it->idx[a]++;
+        for (k = 0; k < it->n_in; k++) it->off[k] += it->stride[k][a];
+        if (it->idx[a] < it->dims[a]) return;
+        for (k = 0; k < it->n_in; k++) it->off[k] -= it->stride[k][a] * it->dims[a];
+        it->idx[a] = 0;
+    }
+}
+
+int oi_red_init(oi_red_plan *p, oi_tensor *out, const oi_tensor *in, unsigned axes_mask, int keepdims) {
+    int64_t stride[OI_MAX_DIMS], dims[OI_MAX_DIMS], s = 1;
+    int d, nd = 0;
+    for (d = in->ndim - 1; d >= 0; d--) { stride[d] = s; s *= in->dims[d]; }
+    p->n_keep = p->n_red = 0;
+    p->out_n = p->red_n = 1;
+    for (d = 0; d < in->ndim; d++) {
+        if (axes_mask & (1u << d)) {
+            p->red_dims[p->n_red] = in->dims[d];
+            p->red_stride[p->n_red++] = stride[d];
+            p->red_n *= in->dims[d];
+            if (keepdims) dims[nd++] = 1;
+        } else {
+            p->keep_dims[p->n_keep] = in->dims[d];
+            p->keep_stride[p->n_keep++] = stride[d];
+            p->out_n *= in->dims[d];
+            dims[nd++] = in->dims[d];
+        }
+    }
+    return oi_set_shape(out, nd, dims);
+}
+
+static int64_t decode(int n, const int64_t *dims, const int64_t *stride, int64_t flat) {
+    int64_t off = 0;
+    int d;
+    for (d = n - 1; d >= 0; d--) {
+        off += (flat % dims[d]) * stride[d];
+        flat /= dims[d];
+    }
+    return off;
+}
+
+int64_t oi_red_offset(const oi_red_plan *p, int64_t r) { return decode(p->n_red, p->red_dims, p->red_stride, r); }
+int64_t oi_keep_offset(const oi_red_plan *p, int64_t q) { return decode(p->n_keep, p->keep_dims, p->keep_stride, q); }
+
+/* ---- cache tables (semantics of docs/semantics.md; sim/caches.py is the reference) ------ */
+static int table_plan(oi_table *t, const oi_sel *sel, int nsel, int grow, int64_t *start, int64_t *size,
+                      int *kept) {
+    int64_t counts[OI_MAX_DIMS];
+    int a;
+    if (nsel && nsel != t->n_idx) {
+        oi_set_error("cache table %s takes %d indices, got %d", t->name, t->n_idx, nsel);
+        return OI_ERR_INDEX;
+    }
+    for (a = 0; a < t->n_idx; a++) counts[a] = t->counts[a];
+    /* a scalar index grows its axis (reads too: reading entry n of n entries creates it) */
+    for (a = 0; a < nsel; a++)
+        if (sel[a].kind == 0) {
+            int64_t pos = sel[a].lo < 0 ? sel[a].lo + t->counts[a] : sel[a].lo;
+            if (pos < 0) {
+                oi_set_error("cache table %s: index %lld is before the first entry", t->name, (long long)sel[a].lo);
+                return OI_ERR_INDEX;
+            }
+            if (pos + 1 > t->caps[a]) {
+                oi_set_error("cache table %s: index %lld exceeds the capacity %lld of axis %d", t->name,
+                             (long long)pos, (long long)t->caps[a], a);
+                return OI_ERR_CACHE_FULL;
+            }
+            if (pos + 1 > counts[a]) counts[a] = pos + 1;
+        }
+    for (a = 0; a < t->n_idx; a++) {
+        if (nsel && sel[a].kind == 0) {
+            int64_t pos = sel[a].lo < 0 ? sel[a].lo + counts[a] : sel[a].lo;
+            start[a] = pos;
+            size[a] = 1;
+            kept[a] = 0;
+        } else {
+            int64_t n = counts[a];
+            int64_t lo = (nsel && sel[a].has_lo) ? sel[a].lo : 0, hi = (nsel && sel[a].has_hi) ? sel[a].hi : n;
+            if (lo < 0) lo += n;
+            if (hi < 0) hi += n;
+            if (!(0 <= lo && lo <= hi && hi <= n)) {
+                oi_set_error("cache table %s: slice resolved to %lld..%lld is out of range for %lld entries", t->name,
+                             (long long)lo, (long long)hi, (long long)n);
+                return OI_ERR_INDEX;
+            }
+            start[a] = lo;
+            size[a] = hi - lo;
+            kept[a] = 1;
+        }
+    }
+    if (grow)
+        for (a = 0; a < t->n_idx; a++) t->counts[a] = counts[a];
+    return OI_OK;
+}
+
+/* mode 0: table -> dst, 1: src -> table, 2: zero the block */
+static int table_block(oi_table *t, const int64_t *start, const int64_t *size, unsigned char *buf, int mode) {
+    int64_t entry = 1, idx[OI_MAX_DIMS], n = 1, i;
+    size_t chunk;
+    int a;
+    for (a = 0; a < t->entry_nd; a++) entry *= t->entry[a];
+    chunk = (size_t)entry * t->elem;
+    for (a = 0; a < t->n_idx; a++) { n *= size[a]; idx[a] = 0; }
+    for (i = 0; i < n; i++) {
+        int64_t off = 0;
+        unsigned char *slot;
+        for (a = 0; a < t->n_idx; a++) off = off * t->caps[a] + start[a] + idx[a];
+        slot = (unsigned char *)t->data + (size_t)off * chunk;
+        if (mode == 0) memcpy(buf + (size_t)i * chunk, slot, chunk);
+        else if (mode == 1) memcpy(slot, buf + (size_t)i * chunk, chunk);
+        else memset(slot, 0, chunk);
+        for (a = t->n_idx - 1; a >= 0; a--) { if (++idx[a] < size[a]) break; idx[a] = 0; }
+    }
+    return OI_OK;
+}
+
+static int table_shape(const oi_table *t, const int64_t *size, const int *kept, int64_t *dims) {
+    int a, nd = 0;
+    for (a = 0; a < t->n_idx; a++)
+        if (kept[a]) dims[nd++] = size[a];
+    for (a = 0; a < t->entry_nd; a++) dims[nd++] = t->entry[a];
+    return nd;
+}
+
+int oi_table_read(oi_table *t, const oi_sel *sel, int nsel, oi_tensor *dst) {
+    int64_t start[OI_MAX_DIMS], size[OI_MAX_DIMS], dims[OI_MAX_DIMS];
+    int kept[OI_MAX_DIMS], nd, rc;
+    rc = table_plan(t, sel, nsel, 1, start, size, kept);
+    if (rc) return rc;
+    nd = table_shape(t, size, kept, dims);
+    rc = oi_set_shape(dst, nd, dims);
+    if (rc) return rc;
+    return table_block(t, start, size, (unsigned char *)dst->data, 0);
+}
+
+int oi_table_write(oi_table *t, const oi_sel *sel, int nsel, const oi_tensor *src) {
+    int64_t start[OI_MAX_DIMS], size[OI_MAX_DIMS], dims[OI_MAX_DIMS];
+    int kept[OI_MAX_DIMS], nd, rc, a;
+    int64_t saved[OI_MAX_DIMS];
+    for (a = 0; a < t->n_idx; a++) saved[a] = t->counts[a];
+    rc = table_plan(t, sel, nsel, 1, start, size, kept);
+    if (rc) return rc;
+    nd = table_shape(t, size, kept, dims);
+    if (nd != src->ndim) rc = OI_ERR_SHAPE;
+    for (a = 0; !rc && a < nd; a++)
+        if (dims[a] != src->dims[a]) rc = OI_ERR_SHAPE;
+    if (rc) {
+        for (a = 0; a < t->n_idx; a++) t->counts[a] = saved[a];
+        oi_set_error("cache.write into %s: the value's shape does not match the entry shape", t->name);
+        return rc;
+    }
+    return table_block(t, start, size, (unsigned char *)src->data, 1);
+}
+
+int oi_table_reset(oi_table *t, const oi_sel *sel, int nsel) {
+    int64_t start[OI_MAX_DIMS], size[OI_MAX_DIMS];
+    int kept[OI_MAX_DIMS], a, rc;
+    oi_sel full[OI_MAX_DIMS];
+    if (nsel == 0) {
+        int64_t total = (int64_t)t->elem;
+        for (a = 0; a < t->n_idx; a++) { total *= t->caps[a]; t->counts[a] = 0; }
+        for (a = 0; a < t->entry_nd; a++) total *= t->entry[a];
+        memset(t->data, 0, (size_t)total);
+        return OI_OK;
+    }
+    for (a = 0; a < t->n_idx; a++) {
+        if (a < nsel) full[a] = sel[a];
+        else { full[a].kind = 1; full[a].has_lo = full[a].has_hi = 0; full[a].lo = full[a].hi = 0; }
+        if (full[a].kind == 0 && full[a].lo >= t->counts[a]) return OI_OK; /* never written: already zero */
+    }
+    rc = table_plan(t, full, t->n_idx, 0, start, size, kept);
+    if (rc) return rc;
+    return table_block(t, start, size, NULL, 2);
+}
+
+int64_t oi_get_i64(const void *data, uint32_t code) {
+    switch (code) {
+    case 1: case 18: case 19: case 20: case 24: case 25: return *(const int8_t *)data;
+    case 2: return *(const int16_t *)data;
+    case 3: return *(const int32_t *)data;
+    case 4: return *(const int64_t *)data;
+    case 5: case 12: case 21: case 22: case 23: return *(const uint8_t *)data;
+    case 6: return *(const uint16_t *)data;
+    case 7: return *(const uint32_t *)data;
+    case 8: return (int64_t) * (const uint64_t *)data;
+    default: return (int64_t)oi_get_f64(data, code);
+    }
+}
+
+double oi_get_f64(const void *data, uint32_t code) {
+    switch (code) {
+    case 9: return oi_f16_to_f32(*(const uint16_t *)data);
+    case 10: return *(const float *)data;
+    case 11: return *(const double *)data;
+    case 16: return oi_bf16_to_f32(*(const uint16_t *)data);
+    case 17: return oi_f8_to_f32(*(const uint8_t *)data);
+    case 8: return (double)*(const uint64_t *)data;
+    default: return (double)oi_get_i64(data, code);
+    }
+}
+
+void oi_add_scalar(void *data, uint32_t code, int64_t delta) {
+    switch (code) {
+    case 1: *(int8_t *)data = (int8_t)(*(int8_t *)data + delta); break;
+    case 2: *(int16_t *)data = (int16_t)(*(int16_t *)data + delta); break;
+    case 3: *(int32_t *)data = (int32_t)(uint32_t)((uint32_t)*(int32_t *)data + (uint32_t)delta); break;
+    case 4: *(int64_t *)data = (int64_t)((uint64_t)*(int64_t *)data + (uint64_t)delta); break;
+    case 5: *(uint8_t *)data = (uint8_t)(*(uint8_t *)data + delta); break;
+    case 6: *(uint16_t *)data = (uint16_t)(*(uint16_t *)data + delta); break;
+    case 7: *(uint32_t *)data = (uint32_t)(*(uint32_t *)data + (uint32_t)delta); break;
+    case 8: *(uint64_t *)data = *(uint64_t *)data + (uint64_t)delta; break;
+    case 9: *(uint16_t *)data = oi_f32_to_f16(oi_f16_to_f32(*(uint16_t *)data) + (float)delta); break;
+    case 10: *(float *)data += (float)delta; break;
+    case 11: *(double *)data += (double)delta; break;
+    case 16: *(uint16_t *)data = oi_f32_to_bf16(oi_bf16_to_f32(*(uint16_t *)data) + (float)delta); break;
+    case 17: *(uint8_t *)data = oi_f32_to_f8(oi_f8_to_f32(*(uint8_t *)data) + (float)delta); break;
+    default: break;
+    }
+}
+
+/* ---- .oinf loader ------------------------------------------------------------------------ */
+#define FAIL(rule, off, ...)                                                   \
+    do {                                                                       \
+        char msg_[160];                                                        \
+        snprintf(msg_, sizeof msg_, __VA_ARGS__);                              \
+        oi_set_error("%s violated at offset %llu: %s", rule, (unsigned long long)(off), msg_); \
+        return OI_ERR_FORMAT;                                                  \
+    } while (0)
+
+static uint64_t align8(uint64_t n) { return (n + 7u) & ~(uint64_t)7u; }
+
+typedef struct {
+    const unsigned char *b;
+    uint64_t pos, end;
+} oi_cursor;
+
+/* R9, R10, R11: a name string inside its section */
+static int read_name(oi_cursor *c, const unsigned char **name, uint32_t *len, int is_name) {
+    uint64_t n, i;
+    if (c->end - c->pos < 4) FAIL("R14", c->pos, "table entry starts past the end of its section");
+    n = rd32(c->b + c->pos);
+    if (align8(4 + n) > c->end - c->pos) FAIL("R9", c->pos, "string of %llu bytes past the end of its section", (unsigned long long)n);
+    if (is_name && n == 0) FAIL("R10", c->pos, "empty name");
+    for (i = 0; i < n; i++) {
+        unsigned char ch = c->b[c->pos + 4 + i];
+        int ok = is_name ? ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                            ch == '.' || ch == '_' || ch == '-')
+                         : (ch >= 0x20 && ch <= 0x7e);
+        if (!ok) FAIL("R10", c->pos + 4 + i, "character 0x%02x not allowed in a %s", ch, is_name ? "name" : "string value");
+    }
+    for (i = 4 + n; i < align8(4 + n); i++)
+        if (c->b[c->pos + i]) FAIL("R11", c->pos + i, "string padding byte is not 0");
+    *name = c->b + c->pos + 4;
+    *len = (uint32_t)n;
+    c->pos += align8(4 + n);
+    return OI_OK;
+}
+
+static int need(oi_cursor *c, uint64_t n, const char *what) {
+    if (c->end - c->pos < n) FAIL("R14", c->pos, "%s entry past the end of its section", what);
+    return OI_OK;
+}
+
+/* byte size ceil(numel * bits / 8) with overflow checks (R26); returns 0 on overflow */
+static int tensor_bytes(uint32_t dtype, uint32_t ndim, const unsigned char *dims, uint64_t *out) {
+    uint64_t numel = 1, bits = oi_bits(dtype), i;
+    for (i = 0; i < ndim; i++) {
+        uint64_t d = rd64(dims + 8 * i);
+        if (d != 0 && numel > UINT64_MAX / d) {
+            /* numel overflows: only fine if some later dim is 0 */
+            uint64_t j;
+            for (j = i; j < ndim; j++)
+                if (rd64(dims + 8 * j) == 0) { *out = 0; return 1; }
+            return 0;
+        }
+        numel *= d;
+    }
+    if (numel > (UINT64_MAX - 7) / bits) return 0;
+    *out = (numel * bits + 7) / 8;
+    return 1;
+}
+
+typedef struct {
+    uint64_t lo, hi;
+} oi_interval;
+
+static int cmp_interval(const void *a, const void *b) {
+    const oi_interval *x = (const oi_interval *)a, *y = (const oi_interval *)b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : 0;
+}
+
+static int in_data(uint64_t off, uint64_t n, uint64_t data, uint64_t size) {
+    return off % 8 == 0 && off >= data && off <= size && n <= size - off;
+}
+
+static int names_unique(const unsigned char **names, const uint32_t *lens, uint32_t n, const char *table) {
+    uint32_t i, j;
+    /* quadratic, but n is bounded by the file size (R13) and models have few entries */
+    for (i = 0; i < n; i++)
+        for (j = i + 1; j < n; j++)
+            if (lens[i] == lens[j] && memcmp(names[i], names[j], lens[i]) == 0)
+                FAIL("R12", 0, "duplicate name in the %s table", table);
+    return OI_OK;
+}
+
+static int check_metadata(const unsigned char *b, uint64_t size, uint64_t data, uint32_t type, uint64_t nbytes,
+                          uint64_t off, uint64_t where) {
+    const unsigned char *p = b + off;
+    if (type < 1 || type > 25) FAIL("R15", where, "unknown metadata value type %u", type);
+    if (!in_data(off, nbytes, data, size)) FAIL("R17", where, "payload outside the data section or unaligned");
+    if (type == 14) {
+        uint64_t n, i;
+        if (nbytes < 4) FAIL("R19", where, "string value shorter than its length field");
+        n = rd32(p);
+        if (nbytes != align8(4 + n)) FAIL("R19", where, "string value_nbytes != align8(4 + length)");
+        for (i = 0; i < n; i++)
+            if (p[4 + i] < 0x20 || p[4 + i] > 0x7e) FAIL("R10", off + 4 + i, "string value not printable ASCII");
+        for (i = 4 + n; i < nbytes; i++)
+            if (p[i]) FAIL("R11", off + i, "string padding byte is not 0");
+    } else if (type == 13) {
+        uint64_t bits, count;
+        if (nbytes < 8) FAIL("R20", where, "bitset shorter than its header");
+        bits = rd32(p);
+        count = rd32(p + 4);
+        if (count != (bits + 7) / 8 || nbytes != align8(8 + count)) FAIL("R20", where, "bitset byte_count/value_nbytes mismatch");
+        if (bits % 8 && count && (p[8 + count - 1] >> (bits % 8))) FAIL("R20", where, "unused high bits of the bitset are not 0");
+    } else if (type == 15) {
+        uint32_t et, nd;
+        uint64_t tb;
+        if (nbytes < 8) FAIL("R21", where, "ndarray shorter than its header");
+        et = rd32(p);
+        nd = rd32(p + 4);
+        if (oi_bits(et) == 0) FAIL("R21", where, "ndarray element type %u is not a tensor type", et);
+        if (nd > 32) FAIL("R21", where, "ndarray ndim %u > 32", nd);
+        if (8 + 8 * (uint64_t)nd > nbytes) FAIL("R21", where, "ndarray dims past the payload");
+        if (!tensor_bytes(et, nd, p + 8, &tb) || tb > UINT64_MAX - 16 - 8 * (uint64_t)nd)
+            FAIL("R21", where, "ndarray size overflows");
+        if (nbytes != align8(8 + 8 * (uint64_t)nd + tb)) FAIL("R21", where, "ndarray value_nbytes mismatch");
+    } else {
+        uint64_t want = oi_is_packed(type) ? 1 : oi_bits(type) / 8;
+        if (nbytes != want) FAIL("R18", where, "scalar of type %u has %llu bytes, expected %llu", type,
+                                 (unsigned long long)nbytes, (unsigned long long)want);
+    }
+    return OI_OK;
+}
+
+static int parse(oi_model *m) {
+    const unsigned char *b = m->bytes;
+    uint64_t size = m->size, off[5], i;
+    uint32_t version, n_sv, n_md, n_t, k;
+    oi_cursor c;
+    oi_interval *blobs = NULL;
+    const unsigned char **md_names = NULL;
+    uint32_t *md_lens = NULL, n_blobs = 0;
+    const unsigned char **t_names = NULL;
+    uint32_t *t_lens = NULL;
+    int rc = OI_OK;
+
+    if (size < 72) FAIL("R1", 0, "file of %llu bytes is shorter than the 72-byte header", (unsigned long long)size);
+    if (memcmp(b, "OINF\0", 5) != 0) FAIL("R2", 0, "bad magic");
+    version = rd32(b + 5);
+    if (version != 1 && version != 2) FAIL("R3", 5, "unsupported version %u", version);
+    if (rd32(b + 9) != 0 || rd32(b + 25) != 0) FAIL("R4", 9, "header flags/reserved not 0");
+    if (b[69] || b[70] || b[71]) FAIL("R5", 69, "header padding not 0");
+    n_sv = rd32(b + 13);
+    n_md = rd32(b + 17);
+    n_t = rd32(b + 21);
+    for (i = 0; i < 5; i++) off[i] = rd64(b + 29 + 8 * i);
+    if (off[4] != size) FAIL("R6", 61, "file_size %llu != file length %llu", (unsigned long long)off[4], (unsigned long long)size);
+    if (!(72 <= off[0] && off[0] <= off[1] && off[1] <= off[2] && off[2] <= off[3] && off[3] <= size))
+        FAIL("R7", 29, "section offsets not ascending within the file");
+    for (i = 0; i < 4; i++)
+        if (off[i] % 8) FAIL("R8", 29 + 8 * i, "section offset not a multiple of 8");
+    /* R13: bound every loop by the section size */
+    if ((uint64_t)n_sv * 16 > off[1] - off[0]) FAIL("R13", 13, "%u sizevars cannot fit their section", n_sv);
+    if ((uint64_t)n_md * 32 > off[2] - off[1]) FAIL("R13", 17, "%u metadata entries cannot fit their section", n_md);
+    if ((uint64_t)n_t * (version == 1 ? 36 : 52) > off[3] - off[2]) FAIL("R13", 21, "%u tensors cannot fit their section", n_t);
+
+    m->n_sizevars = n_sv;
+    m->sizevar_names = (const unsigned char **)calloc(n_sv + 1, sizeof *m->sizevar_names);
+    m->sizevar_name_lens = (uint32_t *)calloc(n_sv + 1, sizeof *m->sizevar_name_lens);
+    m->sizevar_values = (uint64_t *)calloc(n_sv + 1, sizeof *m->sizevar_values);
+    m->tensors = (oi_model_tensor *)calloc(n_t + 1, sizeof *m->tensors);
+    blobs = (oi_interval *)calloc((size_t)n_md + 2 * (size_t)n_t + 1, sizeof *blobs);
+    md_names = (const unsigned char **)calloc(n_md + 1, sizeof *md_names);
+    md_lens = (uint32_t *)calloc(n_md + 1, sizeof *md_lens);
+    t_names = (const unsigned char **)calloc(n_t + 1, sizeof *t_names);
+    t_lens = (uint32_t *)calloc(n_t + 1, sizeof *t_lens);
+    if (!m->sizevar_names || !m->sizevar_name_lens || !m->sizevar_values || !m->tensors || !blobs || !md_names ||
+        !md_lens || !t_names || !t_lens) {
+        rc = OI_ERR_NOMEM;
+        oi_set_error("out of memory indexing the model");
+        goto done;
+    }
+    c.b = b;
+    c.pos = off[0];
+    c.end = off[1];
+    for (k = 0; k < n_sv; k++) {
+        if ((rc = read_name(&c, &m->sizevar_names[k], &m->sizevar_name_lens[k], 1))) goto done;
+        if ((rc = need(&c, 8, "sizevar"))) goto done;
+        m->sizevar_values[k] = rd64(b + c.pos);
+        c.pos += 8;
+    }
+    if ((rc = names_unique(m->sizevar_names, m->sizevar_name_lens, n_sv, "sizevar"))) goto done;
+    c.pos = off[1];
+    c.end = off[2];
+    for (k = 0; k < n_md; k++) {
+        uint64_t where;
+        uint32_t type;
+        uint64_t nbytes, voff;
+        if ((rc = read_name(&c, &md_names[k], &md_lens[k], 1))) goto done;
+        if ((rc = need(&c, 24, "metadata"))) goto done;
+        where = c.pos;
+        type = rd32(b + c.pos);
+        if (rd32(b + c.pos + 4) != 0) { oi_set_error("R16 violated at offset %llu: value_flags not 0", (unsigned long long)(c.pos + 4)); rc = OI_ERR_FORMAT; goto done; }
+        nbytes = rd64(b + c.pos + 8);
+        voff = rd64(b + c.pos + 16);
+        c.pos += 24;
+        if ((rc = check_metadata(b, size, off[3], type, nbytes, voff, where))) goto done;
+        if (nbytes) { blobs[n_blobs].lo = voff; blobs[n_blobs].hi = voff + nbytes; n_blobs++; }
+    }
+    if ((rc = names_unique(md_names, md_lens, n_md, "metadata"))) goto done;
+    c.pos = off[2];
+    c.end = off[3];
+    m->n_tensors = n_t;
+    for (k = 0; k < n_t; k++) {
+        oi_model_tensor *t = &m->tensors[k];
+        uint64_t where, flags, dn, doff, qn = 0, qoff = 0, want;
+        const unsigned char *dims;
+        if ((rc = read_name(&c, &t_names[k], &t_lens[k], 1))) goto done;
+        t->name = (const char *)t_names[k];
+        t->name_len = t_lens[k];
+        if ((rc = need(&c, 12, "tensor"))) goto done;
+        where = c.pos;
+        t->dtype = rd32(b + c.pos);
+        t->ndim = rd32(b + c.pos + 4);
+        flags = rd32(b + c.pos + 8);
+        c.pos += 12;
+        if (oi_bits(t->dtype) == 0) { oi_set_error("R22 violated at offset %llu: dtype %u is not a tensor type", (unsigned long long)where, t->dtype); rc = OI_ERR_FORMAT; goto done; }
+        if (t->ndim > 32) { oi_set_error("R23 violated at offset %llu: ndim %u > 32", (unsigned long long)(where + 4), t->ndim); rc = OI_ERR_FORMAT; goto done; }
+        if ((rc = need(&c, 8 * (uint64_t)t->ndim + (version == 1 ? 16 : 32), "tensor"))) goto done;
+        dims = b + c.pos;
+        for (i = 0; i < t->ndim; i++) t->dims[i] = (int64_t)rd64(dims + 8 * i);
+        c.pos += 8 * (uint64_t)t->ndim;
+        dn = rd64(b + c.pos);
+        doff = rd64(b + c.pos + 8);
+        if (version == 2) { qn = rd64(b + c.pos + 16); qoff = rd64(b + c.pos + 24); }
+        c.pos += version == 1 ? 16 : 32;
+        if (flags & ~(uint64_t)(version == 1 ? 1u : 3u)) { oi_set_error("R24 violated at offset %llu: unknown tensor flag bits 0x%llx", (unsigned long long)(where + 8), (unsigned long long)flags); rc = OI_ERR_FORMAT; goto done; }
+        if ((!(flags & 1) && (dn || doff)) || (!(flags & 2) && (qn || qoff))) { oi_set_error("R25 violated at offset %llu: nbytes/offset set without their flag", (unsigned long long)(where + 8)); rc = OI_ERR_FORMAT; goto done; }
+        if (!tensor_bytes(t->dtype, t->ndim, dims, &want)) { oi_set_error("R26 violated at offset %llu: tensor byte size overflows u64", (unsigned long long)where); rc = OI_ERR_FORMAT; goto done; }
+        if (flags & 1) {
+            if (dn != want) { oi_set_error("R27 violated at offset %llu: data_nbytes %llu != %llu", (unsigned long long)where, (unsigned long long)dn, (unsigned long long)want); rc = OI_ERR_FORMAT; goto done; }
+            if (!in_data(doff, dn, off[3], size)) { oi_set_error("R28 violated at offset %llu: data outside the data section or unaligned", (unsigned long long)where); rc = OI_ERR_FORMAT; goto done; }
+            t->has_data = 1;
+            t->raw = b + doff;
+            t->nbytes = dn;
+            if (dn) { blobs[n_blobs].lo = doff; blobs[n_blobs].hi = doff + dn; n_blobs++; }
+        }
+        if (flags & 2) {
+            const unsigned char *q;
+            uint32_t scheme, smode, zmode;
+            uint64_t saxis, scount, zaxis, zcount;
+            if (!in_data(qoff, qn, off[3], size) || qn < 48) { oi_set_error("R29 violated at offset %llu: quant payload outside the data section", (unsigned long long)where); rc = OI_ERR_FORMAT; goto done; }
+            q = b + qoff;
+            scheme = rd32(q); smode = rd32(q + 4); zmode = rd32(q + 8);
+            saxis = rd64(q + 16); scount = rd64(q + 24); zaxis = rd64(q + 32); zcount = rd64(q + 40);
+            if (scount > (UINT64_MAX / 8) || zcount > (UINT64_MAX / 8) || qn != align8(48 + 4 * scount + 4 * zcount)) { oi_set_error("R29 violated at offset %llu: quant_nbytes mismatch", (unsigned long long)where); rc = OI_ERR_FORMAT; goto done; }
+            if (scheme < 1 || scheme > 2 || smode < 1 || smode > 2 || zmode > 2 || rd32(q + 12)) { oi_set_error("R30 violated at offset %llu: bad quant codes", (unsigned long long)qoff); rc = OI_ERR_FORMAT; goto done; }
+            if ((smode == 1 && (saxis != 0 || scount != 1)) ||
+                (smode == 2 && (saxis >= t->ndim || scount != (uint64_t)t->dims[saxis])) ||
+                (zmode == 0 && (zaxis != 0 || zcount != 0)) || (zmode != 0 && zmode != smode) ||
+                (zmode == 1 && (zaxis != 0 || zcount != 1)) ||
+                (zmode == 2 && (zaxis != saxis || zcount != (uint64_t)t->dims[zaxis])) || (scheme == 1 && zmode != 0)) {
+                oi_set_error("R31 violated at offset %llu: quant shape rules", (unsigned long long)qoff);
+                rc = OI_ERR_FORMAT;
+                goto done;
+            }
+            blobs[n_blobs].lo = qoff; blobs[n_blobs].hi = qoff + qn; n_blobs++;
+        }
+    }
+    if ((rc = names_unique(t_names, t_lens, n_t, "tensor"))) goto done;
+    qsort(blobs, n_blobs, sizeof *blobs, cmp_interval);
+    for (k = 1; k < n_blobs; k++)
+        if (blobs[k].lo < blobs[k - 1].hi) { oi_set_error("R32 violated at offset %llu: blobs overlap", (unsigned long long)blobs[k].lo); rc = OI_ERR_FORMAT; goto done; }
+done:
+    free(blobs);
+    free(md_names);
+    free(md_lens);
+    free(t_names);
+    free(t_lens);
+    return rc;
+}
+
+int oi_model_open_buffer(oi_model *m, const unsigned char *bytes, uint64_t size) {
+    int rc;
+    memset(m, 0, sizeof *m);
+    m->bytes = (unsigned char *)bytes;
+    m->size = size;
+    rc = parse(m);
+    if (rc) oi_model_close(m);
+    return rc;
+}
+
+int oi_model_open_file(oi_model *m, const char *path) {
+    FILE *f;
+    long len;
+    unsigned char *buf;
+    int rc;
+    memset(m, 0, sizeof *m);
+    f = fopen(path, "rb");
+    if (!f) { oi_set_error("cannot open %s", path); return OI_ERR_IO; }
+    if (fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        fclose(f);
+        oi_set_error("cannot size %s", path);
+        return OI_ERR_IO;
+    }
+    buf = (unsigned char *)malloc(len ? (size_t)len : 1);
+    if (!buf) { fclose(f); oi_set_error("out of memory reading %s", path); return OI_ERR_NOMEM; }
+    if (len && fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        free(buf);
+        fclose(f);
+        oi_set_error("short read of %s", path);
+        return OI_ERR_IO;
+    }
+    fclose(f);
+    rc = oi_model_open_buffer(m, buf, (uint64_t)len);
+    if (rc) { free(buf); return rc; }
+    m->owns_bytes = 1;
+    return OI_OK;
+}
+
+void oi_model_close(oi_model *m) {
+    uint32_t k;
+    if (m->tensors)
+        for (k = 0; k < m->n_tensors; k++) free(m->tensors[k].host);
+    free(m->tensors);
+    free((void *)m->sizevar_names);
+    free(m->sizevar_name_lens);
+    free(m->sizevar_values);
+    if (m->owns_bytes) free(m->bytes);
+    memset(m, 0, sizeof *m);
+}
+
+int oi_model_sizevar(const oi_model *m, const char *name, uint64_t *value) {
+    uint32_t k;
+    size_t n = strlen(name);
+    for (k = 0; k < m->n_sizevars; k++)
+        if (m->sizevar_name_lens[k] == n && memcmp(m->sizevar_names[k], name, n) == 0) {
+            *value = m->sizevar_values[k];
+            return 1;
+        }
+    return 0;
+}
+
+/* Unpack / byte-swap one tensor into host-ready elements (packed types: one byte each). */
+static int prepare(oi_model_tensor *t) {
+    uint64_t numel = 1, i;
+    unsigned bits = oi_bits(t->dtype);
+    for (i = 0; i < t->ndim; i++) numel *= (uint64_t)t->dims[i];
+    if (oi_is_packed(t->dtype)) {
+        int8_t *out = (int8_t *)malloc(numel ? (size_t)numel : 1);
+        if (!out) { oi_set_error("out of memory unpacking %.*s", (int)t->name_len, t->name); return OI_ERR_NOMEM; }
+        for (i = 0; i < numel; i++) {
+            uint64_t bit = i * bits;
+            unsigned v = ((unsigned)t->raw[bit / 8] | (bit / 8 + 1 < t->nbytes ? (unsigned)t->raw[bit / 8 + 1] << 8 : 0u)) >> (bit % 8);
+            v &= (1u << bits) - 1u;
+            if (t->dtype == 25) out[i] = (int8_t)(v ? 1 : -1);              /* t1: 0 = -1, 1 = +1 */
+            else if (oi_packed_signed(t->dtype) || t->dtype == 24)
+                out[i] = (int8_t)((int)(v ^ (1u << (bits - 1))) - (int)(1u << (bits - 1)));
+            else out[i] = (int8_t)v;
+        }
+        t->host = out;
+        return OI_OK;
+    }
+    {
+        size_t width = bits / 8, n = (size_t)numel * width;
+        unsigned char *out = (unsigned char *)malloc(n ? n : 1);
+        if (!out) { oi_set_error("out of memory loading %.*s", (int)t->name_len, t->name); return OI_ERR_NOMEM; }
+        for (i = 0; i < numel; i++) {
+            /* assemble each element from little-endian bytes: correct on any host order */
+            uint64_t v = 0;
+            size_t j;
+            for (j = 0; j < width; j++) v |= (uint64_t)t->raw[i * width + j] << (8 * j);
+            switch (width) {
+            case 1: { uint8_t x = (uint8_t)v; memcpy(out + i, &x, 1); break; }
+            case 2: { uint16_t x = (uint16_t)v; memcpy(out + 2 * i, &x, 2); break; }
+            case 4: { uint32_t x = (uint32_t)v; memcpy(out + 4 * i, &x, 4); break; }
+            default: memcpy(out + 8 * i, &v, 8); break;
+            }
+        }
+        t->host = out;
+    }
+    return OI_OK;
+}
+
+int oi_model_get(oi_model *m, const char *name, uint32_t dtype, int ndim, const int64_t *dims, const void **out) {
+    uint32_t k;
+    size_t n = strlen(name);
+    int i;
+    for (k = 0; k < m->n_tensors; k++) {
+        oi_model_tensor *t = &m->tensors[k];
+        if (t->name_len != n || memcmp(t->name, name, n) != 0) continue;
+        if (t->dtype != dtype || (int)t->ndim != ndim) {
+            oi_set_error("model tensor %s has dtype %u rank %u, the graph needs dtype %u rank %d", name, t->dtype,
+                         t->ndim, dtype, ndim);
+            return OI_ERR_MODEL;
+        }
+        for (i = 0; i < ndim; i++)
+            if (t->dims[i] != dims[i]) {
+                oi_set_error("model tensor %s: dim %d is %lld, the graph needs %lld", name, i, (long long)t->dims[i],
+                             (long long)dims[i]);
+                return OI_ERR_MODEL;
+            }
+        if (!t->has_data) { *out = NULL; return OI_OK; }
+        if (!t->host) {
+            int rc = prepare(t);
+            if (rc) return rc;
+        }
+        *out = t->host;
+        return OI_OK;
+    }
+    oi_set_error("the model has no tensor %s", name);
+    return OI_ERR_MODEL;
+}
