@@ -94,7 +94,7 @@ def _torch_matmul(n: int) -> Callable[[], Any] | None:
 
 
 def bench_matmul(
-    be: VulkanBackend, n: int, repeats: int, use_torch: bool, tiles: list[str]
+    be: VulkanBackend, n: int, repeats: int, use_torch: bool, tiles: list[str], warmup: int = 1
 ) -> dict[str, Any]:
     """GFLOP/s of each implementation for an n x n f32 matmul, and a correctness check."""
     rng = np.random.default_rng(0)
@@ -112,14 +112,14 @@ def bench_matmul(
             be.run("matmul", [ta, tb], {}, DType.F32, (n, n), out=out)
             be.sync()
 
-        seconds = _median_s(run_vk, repeats)
+        seconds = _median_s(run_vk, repeats, warmup)
         got = be.download(out).astype(np.float64)
         err = float(np.max(np.abs(got - reference)) / np.max(np.abs(reference)))
         row[f"vulkan_{tile}_gflops"] = flops / seconds / 1e9
         row[f"vulkan_{tile}_max_rel_err"] = err
     row["vulkan_gflops"] = max(row[f"vulkan_{t}_gflops"] for t in tiles)
-    row["xla_cpu_gflops"] = flops / _median_s(_xla_cpu_matmul(a, b), repeats) / 1e9
-    row["numpy_gflops"] = flops / _median_s(lambda: a @ b, repeats) / 1e9
+    row["xla_cpu_gflops"] = flops / _median_s(_xla_cpu_matmul(a, b), repeats, warmup) / 1e9
+    row["numpy_gflops"] = flops / _median_s(lambda: a @ b, repeats, warmup) / 1e9
     if use_torch:
         # torch.matmul with TF32 off; without torch, XLA's GPU matmul at HIGHEST precision
         # (also cuBLAS fp32 without TF32).
@@ -204,7 +204,11 @@ def main(argv: list[str]) -> int:
     repeats = 3 if args.quick else 5
     rows = []
     for n in sizes:
-        rows.append(bench_matmul(be, n, repeats if n <= 2048 or gpu else 2, args.torch, tiles))
+        # lavapipe takes minutes for one 4096^2 product: time a single run there.
+        slow = n > 2048 and not gpu
+        rows.append(
+            bench_matmul(be, n, 1 if slow else repeats, args.torch, tiles, 0 if slow else 1)
+        )
     be.matmul_tiles = max(tiles, key=lambda t: rows[-1][f"vulkan_{t}_gflops"])
     decode = (
         None
