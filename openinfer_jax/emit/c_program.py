@@ -96,12 +96,62 @@ class _Gen:
         self.shadows: dict[str, tuple[str, str]] = {}  # C name -> (consumer, var)
         self.yielded: set[str] = set()
         self.ran: set[str] = set()
+        self.accesses: dict[str, list[tuple[int, bool]]] = {}
+        self.assigns: list[tuple[str, int]] = []  # (buffer, index of the access)
+        self.first_forced: dict[str, bool] = {}
+
+    def dead_assigns(self) -> set[int]:
+        """Assigns whose zeros are overwritten before any read (by the access order)."""
+        dead = set()
+        for k, (key, index) in enumerate(self.assigns):
+            acc = self.accesses[key]
+            if index + 1 < len(acc) and acc[index + 1][1]:
+                dead.add(k)
+        return dead
+
+    def resolve_assigns(self, lines: list[str]) -> list[str]:
+        """Replace the assign markers with a zeroing or a shape-only statement."""
+        dead = self.dead_assigns()
+        out = []
+        for line in lines:
+            marker = line.strip()
+            if not marker.startswith("@@ASSIGN "):
+                out.append(line)
+                continue
+            ind = line[: len(line) - len(line.lstrip())]
+            k_text, where = marker[len("@@ASSIGN ") :].rstrip("@").split(" ", 1)
+            key, _index = self.assigns[int(k_text)]
+            name = self.shadows[key][1] if key in self.shadows else key
+            info = self.an.vars[name]
+            if int(k_text) in dead:
+                out.append(f'{ind}OI_TRY(oi_set_shape(&{_c_var(key)}, {len(info.shape)}, {_dims_name(name)}), "{where}");')
+            else:
+                out.append(
+                    f'{ind}OI_TRY(oi_zero(&{_c_var(key)}, {len(info.shape)}, {_dims_name(name)}, {ctype(info.dtype).size}), "{where}");'
+                )
+        return out
+
+    def live_interval(self, key: str) -> tuple[int, int] | None:
+        """[first live write or read, last access], or None when never accessed."""
+        acc = self.accesses.get(key)
+        if not acc:
+            return None
+        dead = self.dead_assigns()
+        dead_index = {i for n, (k, i) in enumerate(self.assigns) if k == key and n in dead}
+        live = [a for i, a in enumerate(acc) if i not in dead_index]
+        first = live[0][0] if live else acc[0][0]
+        if self.first_forced.get(key):
+            # Carried around a loop: conservatively from the first access of all.
+            first = min(first, self.first[key])
+        return first, self.last[key]
 
     # ---- bookkeeping ------------------------------------------------------------------
-    def touch(self, name: str, scope: _Scope) -> None:
+    def touch(self, name: str, scope: _Scope, write: bool = False) -> None:
+        """Record an access at the current position (reads before writes within a node)."""
         key = scope.shadows.get(name, name)
         self.first.setdefault(key, self.pos)
         self.last[key] = self.pos
+        self.accesses.setdefault(key, []).append((self.pos, write))
 
     def var(self, name: str, scope: _Scope) -> str:
         """The C tensor (an lvalue) of variable `name` in `scope`."""
@@ -133,7 +183,7 @@ class _Gen:
         raise SynthesisError(f"{where}: {raw!r} is not a loop index, variable or sizevar")
 
     # ---- references -------------------------------------------------------------------
-    def ref(self, ref: VarRef, scope: _Scope, where: str, pre: list[str]) -> str:
+    def ref(self, ref: VarRef, scope: _Scope, where: str, pre: list[str], write: bool = False) -> str:
         """A C expression (address of an oi_tensor) for a use of `ref`; may add setup lines."""
         if ref.indices:
             decl = self.an.prefixes.get(ref.name)
@@ -145,7 +195,7 @@ class _Gen:
             pre.append(f"oi_tensor {tmp};")
             pre.append(f'OI_TRY(oi_prefix_{ref.name}(&{tmp}, {args}), "{where}");')
             return f"&{tmp}"
-        self.touch(ref.name, scope)
+        self.touch(ref.name, scope, write)
         return f"&{self.var(ref.name, scope)}"
 
     # ---- nodes ------------------------------------------------------------------------
@@ -160,18 +210,18 @@ class _Gen:
         if isinstance(node, Op):
             self.op(node, scope, out, ind, where)
         elif isinstance(node, Assign):
-            v = self.var(node.name, scope)
-            self.touch(node.name, scope)
-            info = self.an.vars[node.name]
-            out.append(
-                f'{ind}OI_TRY(oi_zero(&{v}, {len(info.shape)}, {_dims_name(node.name)}, {ctype(info.dtype).size}), "{where}");'
-            )
+            # Resolved after the walk: an assign whose zeros are overwritten before any read
+            # only sets the shape, so it does not write into memory another buffer may share.
+            self.touch(node.name, scope, write=True)
+            key = scope.shadows.get(node.name, node.name)
+            self.assigns.append((key, len(self.accesses[key]) - 1))
+            out.append(f"{ind}@@ASSIGN {len(self.assigns) - 1} {where}@@")
         elif isinstance(node, Transfer):
             pre: list[str] = []
             src = self.ref(node.src, scope, where, pre)
             if node.dst.indices:
                 raise SynthesisError(f"{where}: transfer into a prefix-table entry is not supported by the C target")
-            dst = self.ref(node.dst, scope, where, pre)
+            dst = self.ref(node.dst, scope, where, pre, write=True)
             elem = ctype(self.an.vars[node.dst.name].dtype).size
             out.extend(f"{ind}{line}" for line in ["{", *pre])
             out.append(f'{ind}OI_TRY(oi_copy({dst}, {src}, {elem}), "{where}");')
@@ -185,11 +235,15 @@ class _Gen:
             inner.loops[node.index] = var
             body: list[str] = []
             self.nodes(node.body, block, inner, body, depth + 1)
-            # Everything touched inside the loop lives for the whole loop.
-            for key in list(self.last):
-                if self.last[key] >= start and self.first[key] <= self.pos:
+            # A buffer read in the body before the body writes it carries a value from one
+            # iteration to the next (or from before the loop): it lives for the whole loop.
+            # One written first in every iteration only lives from that write to its last use.
+            for key, acc in self.accesses.items():
+                inside = [a for a in acc if start <= a[0] <= self.pos]
+                if inside and not inside[0][1]:
                     self.first[key] = min(self.first[key], start)
-                    self.last[key] = self.pos
+                    self.first_forced[key] = True
+                    self.last[key] = max(self.last[key], self.pos)
             out.append(f"{ind}{{")
             out.append(f"{ind}    int64_t {var};")
             out.append(f"{ind}    const int64_t {var}_hi = {hi};")
@@ -240,7 +294,7 @@ class _Gen:
         args = [self.ref(r, scope, where, pre) for r in node.inputs]
         if node.output.indices:
             raise SynthesisError(f"{where}: writing a prefix-table entry is not supported by the C target")
-        dst = self.ref(node.output, scope, where, pre)
+        dst = self.ref(node.output, scope, where, pre, write=True)
         out_name = node.output.name
         aliased = any(r.name == out_name and not r.indices for r in node.inputs)
         same_shape = all(s == info.out_shape for r, s in zip(node.inputs, info.in_shapes) if r.name == out_name)
@@ -351,12 +405,14 @@ class _Gen:
 
     def cache_read(self, node: CacheRead, scope: _Scope, out: list[str], ind: str, where: str) -> None:
         pre: list[str] = []
-        dst = self.ref(node.dst, scope, where, pre)
         name = node.src.name
+        if node.dst.indices:
+            raise SynthesisError(f"{where}: cache.read into a prefix-table entry is not supported by the C target")
         out.append(f"{ind}{{")
         if name in self.an.tables:
             sel, n = self.selection(node.src, scope, where, out, ind + "    ")
             self.touch(name, scope)
+            dst = self.ref(node.dst, scope, where, pre, write=True)
             out.append(f'{ind}    OI_TRY(oi_table_read(&TB_{name}, {sel}, {n}, {dst}), "{where}");')
         else:
             info = self.an.vars.get(name)
@@ -366,6 +422,7 @@ class _Gen:
                 raise SynthesisError(f"{where}: {name!r} is not a table; read it without indices")
             self._check_dtype(info.dtype, self.an.vars[node.dst.name].dtype, where)
             self.touch(name, scope)
+            dst = self.ref(node.dst, scope, where, pre, write=True)
             out.append(f'{ind}    OI_TRY(oi_copy({dst}, &V_{name}, {ctype(info.dtype).size}), "{where}");')
         out.append(f"{ind}}}")
 
@@ -415,6 +472,10 @@ def _c_string(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', "'")
 
 
+def _c_var(key: str) -> str:
+    return key if key.startswith("S_") else f"V_{key}"
+
+
 def _dims_name(var: str) -> str:
     return f"D_{var}"
 
@@ -459,6 +520,7 @@ def generate_c(an: Analysis, name: str, outputs: tuple[str, ...], embed: bytes |
     for blk in an.consumers:
         if blk.name not in gen.ran:
             raise SynthesisError(f"block {blk.name}: consumer never runs (entry never yields all of what it awaits)")
+    body = gen.resolve_assigns(body)
     mem = _plan(an, gen, outputs)
     files = {
         f"{name}.h": _header(an, name, outputs, embed is not None),
@@ -484,12 +546,10 @@ def _plan(an: Analysis, gen: _Gen, outputs: tuple[str, ...]) -> MemoryPlan:
             continue
         nbytes = info.bound * ctype(info.dtype).size
         pinned = info.kind in ("persistent", "dynamic", "constant") or vname in outputs or vname not in gen.first
-        if info.kind == "volatile" and info.source != "fill" or info.kind == "volatile" and info.init is not None:
-            # Reset at the start of every step: live from position 0.
-            first = 0
-        else:
-            first = gen.first.get(vname, 0)
-        bufs.append(Buffer(vname, nbytes, None if pinned else first, None if pinned else gen.last.get(vname, 0)))
+        interval = gen.live_interval(vname) or (0, 0)
+        # Volatile variables are written at the start of every step (their reset).
+        first = 0 if info.kind == "volatile" else interval[0]
+        bufs.append(Buffer(vname, nbytes, None if pinned else first, None if pinned else interval[1]))
     for tname in sorted(an.tables):
         t = an.tables[tname]
         bufs.append(Buffer(f"table:{tname}", t.numel * ctype(t.dtype).size))
