@@ -335,7 +335,7 @@ def test_compute_op_matches_reference_f32(key: str, data: st.DataObject) -> None
 
 
 @pytest.mark.parametrize(("key", "dtype"), FLOAT_PARAMS)
-@settings(SETTINGS, max_examples=examples(3))
+@settings(SETTINGS, max_examples=examples(2))
 @given(data=st.data())
 def test_compute_op_matches_reference_other_dtypes(
     key: str, dtype: DType, data: st.DataObject
