@@ -125,6 +125,7 @@ class NnOp:
     shape_rule: RawRule
     params: tuple[ParamSpec, ...] = ()
     min_inputs: int | None = None  # set for ops with optional trailing inputs
+    unbounded: bool = False  # the last input repeats without limit (concat)
     inplace: bool = False
     broadcast: bool = False
     output: OutputRule = field(default_factory=OutputRule)
@@ -253,7 +254,7 @@ NN_OPS: tuple[NnOp, ...] = (
     ),
     NnOp("concat", "movement", _in("x", ANY_DTYPE), nn_jax.concat, nn_reference.concat, nn_shapes.concat_shape,
          params=(_p("axis", ParamKind.INT, REQUIRED, "axis to join along; negative counts from the end"),),
-         min_inputs=1, doc="ONNX Concat of one or more inputs (variadic)"),
+         min_inputs=1, unbounded=True, doc="ONNX Concat of one or more inputs (variadic)"),
     NnOp("slice", "movement", _in("x", ANY_DTYPE), nn_jax.slice_, nn_reference.slice_, nn_shapes.slice_shape,
          params=(_p("starts", ParamKind.INT_LIST, REQUIRED, "first index per sliced axis"),
                  _p("ends", ParamKind.INT_LIST, REQUIRED, "end (exclusive) per sliced axis; clamped"),
@@ -304,7 +305,8 @@ NN_OPS: tuple[NnOp, ...] = (
 
 def _register(row: NnOp) -> OpDef:
     """Turn one table row into a registered OpDef."""
-    max_inputs = len(row.inputs) if row.min_inputs is not None and row.name != "concat" else None
+    bounded = row.min_inputs is not None and not row.unbounded
+    max_inputs = len(row.inputs) if bounded else None
     return register(
         OpDef(
             name=row.name,
