@@ -165,7 +165,8 @@ def scalar_of(value: Value, what: str) -> int | float | bool:
     Raises:
         SimulationError: if the value has more than one element.
     """
-    arr = to_host(value)
+    # Host scalars (counters, loop bounds) skip jax.device_get: this runs per cache index.
+    arr = value if isinstance(value, np.ndarray) else to_host(value)
     if arr.size != 1:
         raise SimulationError(f"{what} must be a scalar, got a tensor of shape {list(arr.shape)}")
     item = arr.reshape(()).item()

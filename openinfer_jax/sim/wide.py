@@ -58,7 +58,7 @@ class WideProgram:
     inputs: list[Any] = field(default_factory=list)
     input_rags: list[Rag | None] = field(default_factory=list)
     tables: list[str] = field(default_factory=list)
-    starts: list[np.ndarray] = field(default_factory=list)
+    starts: list[tuple[int, ...]] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
     dtypes: dict[Key, DType] = field(default_factory=dict)
     written: list[Key] = field(default_factory=list)
@@ -72,6 +72,19 @@ class WideProgram:
     def write_slots(self) -> list[tuple[int, int]]:
         """(table number, starts slot) of every cache write, in program order."""
         return [(s[2], s[4]) for s in self.steps if s[0] == "write"]
+
+    def packed_starts(self) -> np.ndarray:
+        """All block offsets as ONE int32 matrix (row = slot): one host-to-device copy per
+        call instead of one per cache op (it matters on a GPU)."""
+        width = max((len(s) for s in self.starts), default=1)
+        out = np.zeros((max(len(self.starts), 1), width), np.int32)
+        for row, starts in enumerate(self.starts):
+            out[row, : len(starts)] = starts
+        return out
+
+    def packed_lengths(self) -> np.ndarray:
+        """The valid lengths as one int32 vector."""
+        return np.asarray(self.lengths if self.lengths else [0], np.int32)
 
     def length_slot(self, length: int) -> int:
         """The slot of a valid length (equal lengths share one, so masks are shared)."""
@@ -226,7 +239,7 @@ class WideRunner:
             plan = tab.prepare_read(ex._cache_selection(node.src, sc), undo, bucket=bucket)
             prog.events.append(("read", node, sc, len(prog.steps)))
             slot = len(prog.starts)
-            prog.starts.append(np.asarray(plan.starts, np.int32))
+            prog.starts.append(plan.starts)
             lslot = prog.length_slot(plan.length) if plan.axis is not None else None
             dst = ("v", node.dst.name)
             dst_dtype = ex._dtypes.get(node.dst.name)
@@ -256,7 +269,7 @@ class WideRunner:
             starts, sizes, want = tab.prepare_write(ex._cache_selection(node.dst, sc), undo)
             prog.events.append(("write", node, sc, len(prog.steps)))
             slot = len(prog.starts)
-            prog.starts.append(np.asarray(starts, np.int32))
+            prog.starts.append(starts)
             prog.steps.append(
                 ("write", id(node), table(decl.name), src, slot, sizes, want, decl.dtype.code)
             )
@@ -290,18 +303,16 @@ class WideRunner:
         buffers = tuple(ex.persistent.tables[name].buffer for name in prog.tables)
         # Undo records first, in their own call: reading a buffer in the same computation
         # that updates it in place makes XLA copy the whole buffer.
-        olds = compiled.olds(buffers, tuple(prog.starts)) if compiled.olds is not None else ()
-        outs, new_buffers = compiled.fn(
-            tuple(prog.inputs),
-            buffers,
-            tuple(prog.starts),
-            tuple(np.asarray(n, np.int32) for n in prog.lengths),
-        )
+        starts = prog.packed_starts()
+        olds = compiled.olds(buffers, starts) if compiled.olds is not None else ()
+        outs, new_buffers = compiled.fn(tuple(prog.inputs), buffers, starts, prog.packed_lengths())
         undo = ex.persistent.undo
         for name, buf in zip(prog.tables, new_buffers):
             ex.persistent.tables[name].buffer = buf
         for (table_no, slot), old in zip(prog.write_slots(), olds):
-            ex.persistent.tables[prog.tables[table_no]].record_restore(old, prog.starts[slot], undo)
+            ex.persistent.tables[prog.tables[table_no]].record_restore(
+                old, np.asarray(prog.starts[slot], np.int32), undo
+            )
         for key, out, rag in zip(prog.written, outs, compiled.out_rags):
             value = Ragged(out, rag.axis, prog.lengths[rag.slot]) if rag is not None else out
             if key[0] == "v":
@@ -379,7 +390,7 @@ class WideRunner:
                     step[7],
                 ):
                     return None
-                prog.starts.append(np.asarray(plan.starts, np.int32))
+                prog.starts.append(plan.starts)
             elif kind == "write":
                 _, node, sc, pos = event
                 try:
@@ -392,7 +403,7 @@ class WideRunner:
                 step = template.steps[pos]
                 if (sizes, want) != (step[5], step[6]):
                     return None
-                prog.starts.append(np.asarray(starts, np.int32))
+                prog.starts.append(starts)
             else:
                 _, name, dtype = event
                 ex._dtypes[name] = dtype
@@ -437,8 +448,8 @@ class WideRunner:
         def run(
             inputs: tuple[Any, ...],
             buffers: tuple[Any, ...],
-            starts: tuple[Any, ...],
-            lengths: tuple[Any, ...],
+            starts: Any,
+            lengths: Any,
         ) -> Any:
             out_rags.clear()
             env: dict[Key, tuple[Any, Rag | None]] = {
@@ -485,7 +496,7 @@ class WideRunner:
                 elif kind == "read":
                     _, _node_id, t, slot, sizes, shape, axis, lslot, dst, code = step
                     buf = bufs[t]
-                    idx = tuple(starts[slot][k] for k in range(buf.ndim))
+                    idx = tuple(starts[slot, k] for k in range(buf.ndim))
                     block = jax.lax.dynamic_slice(buf, idx, sizes).reshape(shape)
                     rag = Rag(axis, lslot) if axis is not None else None
                     env[dst] = (block, rag)
@@ -511,7 +522,7 @@ class WideRunner:
                             ),
                         )
                     buf = bufs[t]
-                    idx = tuple(starts[slot][k] for k in range(buf.ndim))
+                    idx = tuple(starts[slot, k] for k in range(buf.ndim))
                     bufs[t] = jax.lax.dynamic_update_slice(buf, value.reshape(sizes), idx)
                     info.input_shapes.append(list(value.shape))
             outs = []
@@ -523,20 +534,19 @@ class WideRunner:
 
         writes = [(s[2], s[4], s[5]) for s in steps if s[0] == "write"]
 
-        def read_olds(buffers: tuple[Any, ...], starts: tuple[Any, ...]) -> tuple[Any, ...]:
+        def read_olds(buffers: tuple[Any, ...], starts: Any) -> tuple[Any, ...]:
             return tuple(
                 jax.lax.dynamic_slice(
-                    buffers[t], tuple(starts[slot][k] for k in range(buffers[t].ndim)), sizes
+                    buffers[t], tuple(starts[slot, k] for k in range(buffers[t].ndim)), sizes
                 )
                 for t, slot, sizes in writes
             )
 
         fn = jax.jit(run, donate_argnums=(1,))
         olds_fn = jax.jit(read_olds) if writes else None
-        lengths0 = tuple(np.zeros((), np.int32) for _ in prog.lengths)
         buffers0 = tuple(jax.ShapeDtypeStruct(b.shape, b.dtype) for b in buffers)
         # Trace now so NeedExact and node errors surface before any buffer is donated.
-        fn.trace(tuple(prog.inputs), buffers0, tuple(prog.starts), lengths0)
+        fn.trace(tuple(prog.inputs), buffers0, prog.packed_starts(), prog.packed_lengths())
         return _Compiled(fn, olds_fn, list(out_rags), shapes)
 
 
