@@ -196,7 +196,7 @@ def numpy_step(
 
 
 def main() -> int:
-    """Decode 20 tokens and check every step against NumPy."""
+    """Decode 12 tokens and check every step against NumPy."""
     cfg = Config(layers=2, d=64, heads=4)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "gpt.oinf"
@@ -206,7 +206,7 @@ def main() -> int:
         weights = {name: np.array(sim.model.tensor(name)) for name in sim.model.tensors}
         cache: list[tuple[list, list]] = [([], []) for _ in range(cfg.layers)]
         rng = np.random.default_rng(1)
-        steps = 20
+        steps = 12
         for _ in range(steps):
             x = rng.standard_normal((1, cfg.d)).astype(np.float32)
             ex.insert(x=x)

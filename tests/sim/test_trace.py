@@ -142,11 +142,11 @@ def test_without_bucketing_every_length_compiles(tmp_path: Path) -> None:
     write_model(path, cfg)
     sim = Simulator(path, graph_text(cfg), bucketing=False)
     ex = sim.make_executor()
-    for _ in range(6):
+    for _ in range(4):
         ex.insert(x=np.zeros((1, cfg.d), np.float32))
         ex.step()
     first = Simulator(path, graph_text(cfg)).make_executor()
-    for _ in range(6):
+    for _ in range(4):
         first.insert(x=np.zeros((1, cfg.d), np.float32))
         first.step()
     assert ex.stats["compilations"] > first.stats["compilations"]
