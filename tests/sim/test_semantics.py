@@ -301,3 +301,34 @@ def test_abandoning_iterate_rolls_the_step_back(make_model) -> None:
             break
     assert ex.fetch("n") == 0 and ex.fetch("A").shape == (0, 2)  # ...and undone when abandoned
     assert ex.steps == 0
+
+
+def test_fetch_types_packed_unpacked_and_bf16(make_model, tmp_path) -> None:
+    import ml_dtypes
+
+    from openinfer_jax.oinf import DType, ModelLoader, OinfWriter
+
+    path = tmp_path / "typed.oinf"
+    q = np.array([-8, -1, 0, 7, 3], np.int8)
+    h = np.array([1.5, -2.25, 3.0], ml_dtypes.bfloat16)
+    with OinfWriter(path, overwrite=True) as w:
+        w.add_tensor("q", q, dtype=DType.I4)
+        w.add_tensor("h", h)
+    text = """
+    graph {
+      constant { q: i4[5]; h: bf16[3]; }
+      volatile { h2: bf16[3]; }
+      block entry {
+        op add(h, h) >> h2;
+        return;
+      }
+    }
+    """
+    with ModelLoader.open(path) as model:
+        ex = Simulator(model, text).make_executor()
+        ex.step()
+        got_q = ex.fetch("q")
+        assert got_q.dtype == np.int8 and got_q.tolist() == q.tolist()  # unpacked from 4 bits
+        got = ex.fetch("h2")
+        assert got.dtype == ml_dtypes.bfloat16
+        np.testing.assert_array_equal(got.astype(np.float32), 2 * h.astype(np.float32))
