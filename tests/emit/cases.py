@@ -85,7 +85,7 @@ def kv_cache_decode(tmp: Path) -> Case:
     path = tmp / "m.oinf"
     mod.write_model(path, cfg)
     rng = np.random.default_rng(1)
-    steps = [{"x": _f32(rng, 1, cfg.d)} for _ in range(5)]
+    steps = [{"x": _f32(rng, 1, cfg.d)} for _ in range(3)]
     return Case(mod.graph_text(cfg), path, steps, {**_ARCH, "cache_capacity": {"K": {"l": 2, "t": 8}, "V": {"l": 2, "t": 8}}})
 
 
