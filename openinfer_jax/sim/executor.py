@@ -164,6 +164,19 @@ class Executor:
     # Seeds' spelling.
     insert_dynamic = insert
 
+    def fetch_device(self, name: str) -> Any:
+        """A variable's current value as held on the device (no host copy; may be padded).
+
+        For benchmarks and interop: the array may still be computing (JAX is asynchronous).
+
+        Raises:
+            SimulationError: the name has no value in the step's variable store.
+        """
+        if name not in self._store:
+            raise SimulationError(f"fetch_device {name!r}: no value in the variable store")
+        value = self._store[name]
+        return value.data if isinstance(value, Ragged) else materialize(value)
+
     def fetch(self, name: str) -> np.ndarray:
         """A host copy of a variable: packed types unpacked (int8/uint8), bf16/f8 as ml_dtypes.
 
