@@ -4,11 +4,14 @@ This module is the only place in the package that imports `kp`, and it imports i
 lazily, so the rest of the package works without Kompute installed.
 
 Tensors stay on the device between ops: `upload` copies once, `run` allocates the output
-on the device and dispatches a generated kernel, `download` copies back. Dispatches are
-submitted asynchronously; the next submission (or a download / `sync`) first waits for
-the previous one. That wait is what orders a kernel after the one that produced its
-input: kp 0.9's Python binding exposes no shader-to-shader memory barrier, so several
-dispatches recorded into one kp.Sequence would not be ordered on a real GPU.
+on the device and dispatches a generated kernel, `download` copies back.
+
+Ordering: stock kp 0.9's Python binding exposes no shader-to-shader memory barrier, so
+several dispatches recorded into one kp.Sequence would not be ordered on a real GPU. With
+stock kp each dispatch is therefore its own submission, and the next one waits for it.
+With kp patched by openinfer_jax/vk/kp-0.9.0-shader-barrier.patch (kp.OpShaderBarrier),
+dispatches are recorded into one sequence with a barrier before each, and submitted
+together at `sync`/`download` (or every 256 dispatches): one submission per chain of ops.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from openinfer_jax.vk.storage import decode_words, encode_words, storage_words
 __all__ = ["DeviceTensor", "VulkanBackend", "vulkan_available"]
 
 _SERIALS = itertools.count()
+_MAX_BATCH = 256  # dispatches per submission before the batch is flushed
 _FEATURE_NAMES = {"shader_int64": "shaderInt64", "shader_float64": "shaderFloat64"}
 _INSTALL_KP = (
     "install Kompute's Python binding `kp` (see docs/vulkan.md: `make setup` builds it from "
@@ -147,7 +151,16 @@ class VulkanBackend:
             )
         self.matmul_tiles = matmul_tiles
         self._pending: list[tuple[Any, ...]] = []
+        self._open: tuple[Any, list[Any]] | None = None
+        #: Dispatches recorded and queue submissions made (a batch is one submission).
         self.dispatch_count = 0
+        self.submit_count = 0
+        # Batching needs a shader-to-shader barrier, which stock kp 0.9 lacks; the patch
+        # openinfer_jax/vk/kp-0.9.0-shader-barrier.patch adds kp.OpShaderBarrier.
+        self.batching = (
+            hasattr(self._kp, "OpShaderBarrier")
+            and os.environ.get("OPENINFER_VK_BATCH", "1") != "0"
+        )
 
     # ---- device description ----------------------------------------------------------------
     @property
@@ -418,10 +431,9 @@ class VulkanBackend:
                     f"expected a DeviceTensor from this backend, got {type(t).__name__}"
                 )
 
-    def _launch(self, kernel: kernels.Kernel, tensors: Sequence[DeviceTensor]) -> None:
-        spirv = compile_glsl(kernel.source, kernel.label)
-        self._wait()
-        kp = self._kp
+    def _algorithm(
+        self, spirv: bytes, kernel: kernels.Kernel, tensors: Sequence[DeviceTensor]
+    ) -> tuple[Any, tuple[Any, ...]]:
         # A kp.Algorithm owns its pipeline and is bound to its buffers, and creating the
         # pipeline is the costly part (lavapipe compiles it to machine code). Reusing one
         # for the same kernel, buffers and grid makes a loop over preallocated outputs
@@ -429,18 +441,29 @@ class VulkanBackend:
         # away with it; serials, unlike id(), are never reused.
         key = (hashlib.sha1(spirv).digest(), tuple(t.serial for t in tensors), kernel.grid)
         owner = tensors[-1]
-        # A recorded sequence is resubmitted as is when the push constants match too.
-        seq_key = (*key, kernel.push.tobytes())
+        algo = owner.algorithms.get(key)
+        if algo is None:
+            algo = self._manager.algorithm(
+                [t.handle for t in tensors], spirv, list(kernel.grid), [], kernel.push
+            )
+            if len(owner.algorithms) < 32:
+                owner.algorithms[key] = algo
+        return algo, key
+
+    def _launch(self, kernel: kernels.Kernel, tensors: Sequence[DeviceTensor]) -> None:
+        spirv = compile_glsl(kernel.source, kernel.label)
+        kp = self._kp
         try:
+            if self.batching:
+                self._record_batched(spirv, kernel, tensors)
+                return
+            self._wait()
+            algo, key = self._algorithm(spirv, kernel, tensors)
+            # A recorded sequence is resubmitted as is when the push constants match too.
+            owner = tensors[-1]
+            seq_key = (*key, kernel.push.tobytes())
             seq = owner.sequences.get(seq_key)
-            algo = owner.algorithms.get(key)
             if seq is None:
-                if algo is None:
-                    algo = self._manager.algorithm(
-                        [t.handle for t in tensors], spirv, list(kernel.grid), [], kernel.push
-                    )
-                    if len(owner.algorithms) < 32:
-                        owner.algorithms[key] = algo
                 seq = self._manager.sequence().record(kp.OpAlgoDispatch(algo, kernel.push))
                 if len(owner.sequences) < 32:
                     owner.sequences[seq_key] = seq
@@ -452,8 +475,44 @@ class VulkanBackend:
         # Keep the sequence, algorithm and buffers alive until the work has finished.
         self._pending.append((seq, algo, tensors))
         self.dispatch_count += 1
+        self.submit_count += 1
+
+    def _record_batched(
+        self, spirv: bytes, kernel: kernels.Kernel, tensors: Sequence[DeviceTensor]
+    ) -> None:
+        """Append a dispatch to the open sequence, after a barrier on its buffers.
+
+        The barrier (compute writes/reads before -> compute reads/writes after, on the
+        buffers this dispatch binds) orders it after every earlier dispatch that wrote or
+        read them, so a chain of ops is one submission. Needs kp's OpShaderBarrier.
+        """
+        kp = self._kp
+        algo, _ = self._algorithm(spirv, kernel, tensors)
+        if self._open is None:
+            self._open = (self._manager.sequence(), [])
+        seq, refs = self._open
+        seq.record(kp.OpShaderBarrier([t.handle for t in tensors]))
+        seq.record(kp.OpAlgoDispatch(algo, kernel.push))
+        refs.append((algo, tensors))
+        self.dispatch_count += 1
+        if len(refs) >= _MAX_BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Submit the open batch, if any (asynchronously)."""
+        if self._open is None:
+            return
+        seq, refs = self._open
+        self._open = None
+        try:
+            seq.eval_async()
+        except RuntimeError as exc:
+            raise BackendError(f"submitting {len(refs)} dispatches failed: {exc}") from None
+        self._pending.append((seq, refs))
+        self.submit_count += 1
 
     def _wait(self) -> None:
+        self._flush()
         pending, self._pending = self._pending, []
         for seq, *_ in pending:
             try:

@@ -192,3 +192,19 @@ def test_importing_the_package_does_not_import_kp() -> None:
     code = "import sys, openinfer_jax.vk; print('kp' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_chains_are_one_submission_when_kp_has_the_barrier(backend: VulkanBackend) -> None:
+    x = backend.upload(np.arange(64, dtype=np.float32), DType.F32)
+    y = backend.empty(DType.F32, (64,))
+    backend.sync()
+    dispatches, submits = backend.dispatch_count, backend.submit_count
+    for _ in range(10):
+        backend.run("add", [x, x], {}, DType.F32, (64,), out=y)
+        backend.run("mul", [y, x], {}, DType.F32, (64,), out=y)
+    got = backend.download(y)
+    np.testing.assert_array_equal(got, np.arange(64, dtype=np.float32) * 2 * np.arange(64))
+    assert backend.dispatch_count - dispatches == 20
+    # batching needs kp.OpShaderBarrier (openinfer_jax/vk/kp-0.9.0-shader-barrier.patch)
+    expected = 1 if backend.batching else 20
+    assert backend.submit_count - submits == expected
