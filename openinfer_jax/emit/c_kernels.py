@@ -334,8 +334,22 @@ def _matmul(req: KernelRequest) -> str:
         accum = a.compute if a.family == "real" else "uint64_t"
         finish = out.store.format(f"({out.compute})s")
     if fast:
-        # i-k-j order: the inner loop runs over contiguous rows of B and O and vectorizes.
-        inner = f"""            for (i = 0; i < M; i++) {{
+        # i-k-j order, four rows of A at a time: the inner loop runs over contiguous rows of
+        # B and O (vectorizable) and each loaded B element serves four output rows.
+        inner = f"""            for (i = 0; i + 4 <= M; i += 4) {{
+                {out.storage} *O0 = O + ob + i * N, *O1 = O0 + N, *O2 = O1 + N, *O3 = O2 + N;
+                const {a.storage} *A0 = A + ab + i * K;
+                for (j = 0; j < 4 * N; j++) O0[j] = 0;
+                for (k = 0; k < K; k++) {{
+                    const {a.storage} a0 = A0[k], a1 = A0[K + k], a2 = A0[2 * K + k], a3 = A0[3 * K + k];
+                    const {b.storage} *Br = B + bb + k * N;
+                    for (j = 0; j < N; j++) {{
+                        const {b.storage} bj = Br[j];
+                        O0[j] += a0 * bj; O1[j] += a1 * bj; O2[j] += a2 * bj; O3[j] += a3 * bj;
+                    }}
+                }}
+            }}
+            for (; i < M; i++) {{
                 {out.storage} *Or = O + ob + i * N;
                 for (j = 0; j < N; j++) Or[j] = 0;
                 for (k = 0; k < K; k++) {{
