@@ -42,6 +42,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=0, help="timed steps (default 20, quick 5)")
     parser.add_argument("--context", type=int, default=0, help="prefilled KV length (256, quick 32)")
     parser.add_argument("--layers", type=int, default=0, help="override the number of layers")
+    parser.add_argument("--batch", type=int, default=0, help="override the batch (8)")
+    parser.add_argument(
+        "--precision",
+        default="",
+        help="jax_default_matmul_precision for both runs (e.g. tensorfloat32); default XLA's",
+    )
     parser.add_argument("--model", type=Path, help="reuse/write the generated .oinf here")
     parser.add_argument("--out", type=Path, default=RESULTS / "sharding.json")
     return parser.parse_args(argv)
@@ -76,10 +82,8 @@ def _config(args: argparse.Namespace) -> DecoderConfig:
         cfg = DecoderConfig(layers=2, d=256, heads=8, kv_heads=8, ffn=512, batch=8)
     else:
         cfg = DecoderConfig(layers=8, d=4096, heads=32, kv_heads=32, ffn=11008, batch=8)
-    if args.layers:
-        cfg = DecoderConfig(cfg.layers if not args.layers else args.layers, cfg.d, cfg.heads,
-                            cfg.kv_heads, cfg.ffn, cfg.batch)  # fmt: skip
-    return cfg
+    return DecoderConfig(args.layers or cfg.layers, cfg.d, cfg.heads, cfg.kv_heads, cfg.ffn,
+                         args.batch or cfg.batch)  # fmt: skip
 
 
 class Run:
@@ -120,7 +124,83 @@ class Run:
         return out
 
 
-def _timed(run: Run, warmup: int, steps: int) -> tuple[float, np.ndarray]:
+class PureStep:
+    """Baseline: the same decode step as ONE hand-written jax.jit function (no scheduler).
+
+    Same weights, same shardings (the Megatron plan, or one device), KV caches
+    `[L, capacity, B, Hkv, Dh]` donated and masked by position. Its 1-vs-N ratio is what
+    XLA's SPMD partitioning gives; the simulator's figure adds the scheduler's host time.
+    """
+
+    def __init__(self, sim: Simulator, cfg: DecoderConfig, context: int, steps: int) -> None:
+        import jax.numpy as jnp
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        from openinfer_jax.ops import nn_jax
+        from openinfer_jax.sim.sharding_models import LAYER_WEIGHTS
+
+        self.cfg = cfg
+        plan = decoder_plan()
+        mesh = sim.sharded.mesh if sim.sharded is not None else None
+
+        def place(value: Any, spec: PartitionSpec | None) -> Any:
+            if mesh is None:
+                return jax.device_put(value, sim.jax_device)
+            return jax.device_put(value, NamedSharding(mesh, spec or PartitionSpec()))
+
+        model = sim.model
+        self.params = [
+            {name: place(np.asarray(model.tensor(f"layers.{layer}.{name}")), plan.get(name))
+             for name, _dims in LAYER_WEIGHTS}
+            for layer in range(cfg.layers)
+        ]  # fmt: skip
+        self.final = place(np.asarray(model.tensor("final_norm")), None)
+        capacity = 1 << (context + steps + 8).bit_length()
+        shape = (cfg.layers, capacity, cfg.batch, cfg.kv_heads, cfg.head_dim)
+        rng = np.random.default_rng(7)
+        caches = []
+        for _ in range(2):
+            buf = np.zeros(shape, np.float32)
+            buf[:, :context] = rng.standard_normal((cfg.layers, context, *shape[2:])) * 0.5
+            caches.append(place(buf, plan["K"]))
+        self.kc, self.vc = caches
+        self.pos = context
+        self.inputs = np.random.default_rng(11)
+        b, h, hkv, dh = cfg.batch, cfg.heads, cfg.kv_heads, cfg.head_dim
+
+        def step(params: Any, final: Any, kc: Any, vc: Any, x: Any, pos: Any) -> Any:
+            hid = x
+            visible = jnp.arange(kc.shape[1]) <= pos
+            for layer, p in enumerate(params):
+                a = nn_jax.rms_norm(hid, p["attn_norm"], epsilon=cfg.eps)
+                q = nn_jax.rope((a @ p["wq"]).reshape(b, h, 1, dh), pos, theta=cfg.theta)
+                k = nn_jax.rope((a @ p["wk"]).reshape(b, hkv, 1, dh), pos, theta=cfg.theta)
+                v = (a @ p["wv"]).reshape(b, hkv, 1, dh)
+                zero = jnp.int32(0)
+                at = (jnp.int32(layer), pos, zero, zero, zero)
+                kc = jax.lax.dynamic_update_slice(kc, k.reshape(1, 1, b, hkv, dh), at)
+                vc = jax.lax.dynamic_update_slice(vc, v.reshape(1, 1, b, hkv, dh), at)
+                keys = kc[layer].transpose(1, 2, 0, 3)  # [B, Hkv, C, Dh]
+                values = vc[layer].transpose(1, 2, 0, 3)
+                o = nn_jax.attention(q, keys, values, visible)
+                hid = hid + o.reshape(b, h * dh) @ p["wo"]
+                a = nn_jax.rms_norm(hid, p["ffn_norm"], epsilon=cfg.eps)
+                hid = hid + (jax.nn.silu(a @ p["wg"]) * (a @ p["wu"])) @ p["wd"]
+            return nn_jax.rms_norm(hid, final, epsilon=cfg.eps), kc, vc
+
+        self.fn = jax.jit(step, donate_argnums=(2, 3))
+
+    def step(self) -> np.ndarray:
+        """One decode step; returns y on the host."""
+        x = self.inputs.standard_normal((self.cfg.batch, self.cfg.d)).astype(np.float32)
+        y, self.kc, self.vc = self.fn(
+            self.params, self.final, self.kc, self.vc, x, np.int32(self.pos)
+        )
+        self.pos += 1
+        return np.asarray(y)
+
+
+def _timed(run: Run | PureStep, warmup: int, steps: int) -> tuple[float, np.ndarray]:
     for _ in range(warmup):
         run.step()
     times = []
@@ -146,11 +226,13 @@ def main() -> int:
     """Build the decoder, time 1 vs N devices, print the table, write the JSON."""
     args = ARGS
     cfg = _config(args)
+    if args.precision:
+        jax.config.update("jax_default_matmul_precision", args.precision)
     platform = jax.devices()[0].platform
     on_cpu = platform == "cpu"
     steps = args.steps or (5 if args.quick else 20)
     context = args.context or (32 if args.quick else 256)
-    console = Console()
+    console = Console(width=160)
     console.print(
         f"decoder: {cfg.layers} layers, d={cfg.d}, {cfg.heads} heads ({cfg.kv_heads} kv), "
         f"ffn {cfg.ffn}, batch {cfg.batch}, context {context}; weights "
@@ -166,6 +248,7 @@ def main() -> int:
         rows: list[dict[str, Any]] = []
         base_y = None
         base_ms = None
+        base_pure = None
         base_mem = None
         for n in sorted({1, args.devices}):
             before = _allocator_bytes()
@@ -176,6 +259,9 @@ def main() -> int:
             run = Run(sim, cfg, context)
             ms, y = _timed(run, warmup=3, steps=steps)
             per_device = run.device_bytes()
+            pure = PureStep(sim, cfg, context, steps + 3)
+            pure_ms, _pure_y = _timed(pure, warmup=3, steps=steps)
+            del pure
             after = _allocator_bytes()
             collectives = 0
             if sim.sharded is not None:
@@ -187,6 +273,7 @@ def main() -> int:
                 "devices": n,
                 "step_ms": ms,
                 "tokens_per_s": cfg.batch / (ms / 1e3),
+                "pure_jax_step_ms": pure_ms,
                 "weights_bytes_per_device": top["weights"],
                 "kv_bytes_per_device": top["kv"],
                 "allocator_bytes_per_device": max(
@@ -196,24 +283,30 @@ def main() -> int:
             }
             if base_y is None:
                 base_y, base_ms, base_mem = y, ms, top["weights"] + top["kv"]
+                base_pure = pure_ms
                 row["max_abs_diff"] = 0.0
             else:
                 row["max_abs_diff"] = float(np.max(np.abs(y.astype(np.float64) - base_y)))
             row["speedup"] = base_ms / ms if base_ms else 1.0
+            row["pure_jax_speedup"] = base_pure / pure_ms if base_pure else 1.0
+            row["sim_over_pure_jax"] = ms / pure_ms
             row["memory_ratio"] = (top["weights"] + top["kv"]) / base_mem if base_mem else 1.0
             rows.append(row)
             sim.model.close()
             del run, sim
     table = Table(title=f"decode step, 1 vs {args.devices} {platform} devices (median of {steps})")
-    for col in ("devices", "step ms", "tokens/s", "speedup", "weights MiB/dev", "KV MiB/dev",
-                "mem ratio", "collectives/step", "max |diff|"):  # fmt: skip
+    for col in ("devices", "step ms", "tokens/s", "speedup", "pure-JAX ms", "pure speedup",
+                "sim/pure", "weights MiB/dev", "KV MiB/dev", "mem ratio", "collectives/step",
+                "max |diff|"):  # fmt: skip
         table.add_column(col, justify="right")
     for row in rows:
         speed = (
-            ("n/a (CPU)", "n/a", "n/a")
+            ("n/a (CPU)", "n/a", "n/a", "n/a", "n/a", "n/a")
             if on_cpu
-            else (f"{row['step_ms']:.2f}", f"{row['tokens_per_s']:.0f}", f"{row['speedup']:.2f}x")
-        )
+            else (f"{row['step_ms']:.2f}", f"{row['tokens_per_s']:.0f}", f"{row['speedup']:.2f}x",
+                  f"{row['pure_jax_step_ms']:.2f}", f"{row['pure_jax_speedup']:.2f}x",
+                  f"{row['sim_over_pure_jax']:.2f}")
+        )  # fmt: skip
         table.add_row(
             str(row["devices"]), *speed,
             f"{row['weights_bytes_per_device'] / 2**20:.1f}",
@@ -231,6 +324,7 @@ def main() -> int:
         "context": context,
         "steps": steps,
         "quick": args.quick,
+        "matmul_precision": args.precision or "default",
         "rows": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
