@@ -21,6 +21,7 @@ from jax import lax
 
 from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.ops.elementwise import elementwise, params_of
+from openinfer_jax.ops.numpy_numeric import per_element
 from openinfer_jax.ops.registry import (
     BOOL,
     FLOAT,
@@ -122,16 +123,16 @@ def _ref_div(call: Call, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if call.in_dtypes[0].is_float:
         return np.where(b == 0, np.asarray(mask_value(call), a.dtype), a / b)
     mask = int(mask_value(call))
-    return np.frompyfunc(lambda x, y: _py_tdiv(x, y, mask), 2, 1)(a, b)
+    return per_element(lambda x, y: _py_tdiv(x, y, mask), a, b)
 
 
 def _ref_floor_div(call: Call, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     mask = int(mask_value(call))
-    return np.frompyfunc(lambda x, y: mask if y == 0 else x // y, 2, 1)(a, b)
+    return per_element(lambda x, y: mask if y == 0 else x // y, a, b)
 
 
 def _ref_rem(call: Call, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.frompyfunc(lambda x, y: 0 if y == 0 else x - y * _py_tdiv(x, y, 0), 2, 1)(a, b)
+    return per_element(lambda x, y: 0 if y == 0 else x - y * _py_tdiv(x, y, 0), a, b)
 
 
 def _ref_fma(call: Call, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:

@@ -17,6 +17,7 @@ from jax import lax
 
 from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.ops.elementwise import elementwise, params_of
+from openinfer_jax.ops.numpy_numeric import per_element
 from openinfer_jax.ops.registry import (
     BOOL,
     PACKED_SIGNED,
@@ -63,13 +64,13 @@ def _jax_popcount(call: Call, x: Any) -> Any:
 
 def _ref_popcount(call: Call, x: np.ndarray) -> np.ndarray:
     modulus = 1 << call.in_dtypes[0].bits
-    return np.frompyfunc(lambda v: bin(v % modulus).count("1"), 1, 1)(x)
+    return per_element(lambda v: bin(v % modulus).count("1"), x)
 
 
 def _ref_not(call: Call, x: np.ndarray) -> np.ndarray:
     if call.in_dtypes[0] is DType.BOOL:
         return ~x
-    return np.frompyfunc(lambda v: ~v, 1, 1)(x)
+    return per_element(lambda v: ~v, x)
 
 
 elementwise(
@@ -90,13 +91,13 @@ elementwise(
 )  # fmt: skip
 elementwise(
     "shl", "bitwise", "x", SHIFTABLE, _jax_shl,
-    lambda c, x: np.frompyfunc(lambda v: v << c["bits"], 1, 1)(x),
+    lambda c, x: per_element(lambda v: v << c["bits"], x),
     params=params_of(BITS), kernel="a << {bits}",
     doc="x << bits; bits shifted out are lost; bits >= width gives 0",
 )  # fmt: skip
 elementwise(
     "shr", "bitwise", "x", SHIFTABLE, _jax_shr,
-    lambda c, x: np.frompyfunc(lambda v: v >> c["bits"], 1, 1)(x),
+    lambda c, x: per_element(lambda v: v >> c["bits"], x),
     params=params_of(BITS), kernel="a >> {bits}",
     doc="x >> bits; arithmetic for signed, logical for unsigned; bits >= width saturates",
 )  # fmt: skip

@@ -16,6 +16,7 @@ when widening with the same signedness — every pair below is well defined, so 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import jax.numpy as jnp
@@ -48,7 +49,12 @@ TARGETS = FLOAT | SIGNED | UNSIGNED | PACKED_SIGNED | PACKED_UNSIGNED | BOOL
 ROUNDING_MODES = ("trunc", "floor", "ceil", "nearest")
 
 _JAX_ROUND = {"trunc": jnp.trunc, "floor": jnp.floor, "ceil": jnp.ceil, "nearest": jnp.round}
-_PY_ROUND = {"trunc": math.trunc, "floor": math.floor, "ceil": math.ceil, "nearest": round}
+_PY_ROUND: dict[str, Callable[[float], int]] = {
+    "trunc": math.trunc,
+    "floor": math.floor,
+    "ceil": math.ceil,
+    "nearest": round,
+}
 
 
 def _int_container(dtype: DType) -> Any:

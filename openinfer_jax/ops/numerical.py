@@ -26,6 +26,7 @@ from jax import lax
 from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.ops import jax_numeric, numpy_numeric
 from openinfer_jax.ops.elementwise import elementwise, input_specs, params_of
+from openinfer_jax.ops.numpy_numeric import per_element
 from openinfer_jax.ops.registry import (
     BOOL,
     FLOAT,
@@ -170,10 +171,12 @@ def _relu_check(
 
 
 def _jax_relu(call: Call, x: Any) -> Any:
-    slope = require_bound("relu", "negative_slope", call["negative_slope"])
+    slope = require_bound("relu", "negative_slope", call["negative_slope"]) or 0.0
     low = require_bound("relu", "clamp_min", call["clamp_min"])
     high = require_bound("relu", "clamp_max", call["clamp_max"])
     if call.in_dtypes[0].is_float:
+        low = -math.inf if low is None else low
+        high = math.inf if high is None else high
         y = jnp.where(x < 0, x * slope, x)
         return jnp.minimum(jnp.maximum(y, low), high)
     negative = jnp.trunc(x.astype(jnp.float64) * slope).astype(x.dtype)
@@ -192,9 +195,9 @@ def _ref_relu(call: Call, x: np.ndarray) -> np.ndarray:
     low, high = float(call["clamp_min"]), float(call["clamp_max"])
     if call.in_dtypes[0].is_float:
         y = np.where(x < 0, x * x.dtype.type(slope), x)
-        return np.minimum(np.maximum(y, x.dtype.type(low)), x.dtype.type(high))
+        return np.asarray(np.minimum(np.maximum(y, x.dtype.type(low)), x.dtype.type(high)))
     lo, hi = int_bounds(call.in_dtypes[0], low, high)
-    return np.frompyfunc(lambda v: _ref_relu_int(v, slope, lo, hi), 1, 1)(x)
+    return per_element(lambda v: _ref_relu_int(v, slope, lo, hi), x)
 
 
 elementwise(

@@ -7,13 +7,14 @@ arithmetic. Floats compute in f32 for f8/bf16/f16 (ml_dtypes storage) and native
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from openinfer_jax.oinf.dtypes import DType
 
-__all__ = ["exact", "floats", "pack_ints", "ref_values", "store_ref", "wrap_int"]
+__all__ = ["exact", "floats", "pack_ints", "per_element", "ref_values", "store_ref", "wrap_int"]
 
 
 def exact(x: np.ndarray) -> np.ndarray:
@@ -65,3 +66,8 @@ def store_ref(y: Any, dtype: DType) -> np.ndarray:
         return pack_ints(arr, dtype)
     with np.errstate(all="ignore"):
         return arr.astype(dtype.numpy)
+
+
+def per_element(fn: Callable[..., Any], *arrays: np.ndarray) -> np.ndarray:
+    """`fn` applied to each element (NumPy broadcasting), as an object array of its results."""
+    return np.asarray(np.frompyfunc(fn, len(arrays), 1)(*arrays), dtype=object)

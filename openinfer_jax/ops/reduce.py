@@ -28,6 +28,7 @@ from jax import lax
 from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.ops import jax_numeric, numpy_numeric
 from openinfer_jax.ops.elementwise import input_specs, params_of
+from openinfer_jax.ops.numpy_numeric import per_element
 from openinfer_jax.ops.registry import (
     FLOAT,
     PACKED_SIGNED,
@@ -254,14 +255,16 @@ def _ref_accumulate(kind: str) -> Any:
         if acc is not None:
             wrapped = numpy_numeric.pack_ints(total, acc[0])
             if kind == "mean":
-                return (wrapped.astype(out.numpy) / np.asarray(count, out.numpy)).astype(out.numpy)
+                return np.asarray(
+                    wrapped.astype(out.numpy) / np.asarray(count, out.numpy), out.numpy
+                )
             return wrapped.astype(out.numpy)
         if kind == "mean":
             # The documented integer mean divides a 64-bit (wrapping) sum.
             wide = DType.U64 if src.is_unsigned_int else DType.I64
-            total = np.frompyfunc(
-                lambda s: _py_trunc_div(numpy_numeric.wrap_int(s, wide), count), 1, 1
-            )(total)
+            total = per_element(
+                lambda s: _py_trunc_div(numpy_numeric.wrap_int(s, wide), count), total
+            )
         return numpy_numeric.store_ref(total, out)
 
     return impl

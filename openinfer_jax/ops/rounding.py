@@ -15,6 +15,7 @@ import numpy as np
 
 from openinfer_jax.ops.elementwise import elementwise, params_of
 from openinfer_jax.ops.numerical import int_bounds, require_bound
+from openinfer_jax.ops.numpy_numeric import per_element
 from openinfer_jax.ops.registry import (
     FLOAT,
     PACKED_SIGNED,
@@ -37,7 +38,7 @@ def _jax_round(x: Any) -> Any:
 def _ref_round(x: np.ndarray) -> np.ndarray:
     magnitude = np.abs(x)
     floor = np.floor(magnitude)
-    return np.copysign(floor + (magnitude - floor >= 0.5), x)
+    return np.asarray(np.copysign(floor + (magnitude - floor >= 0.5), x))
 
 
 # name, JAX function, NumPy function, C expression
@@ -76,7 +77,7 @@ def _ref_clamp(call: Call, x: np.ndarray) -> np.ndarray:
     lo, hi = int_bounds(
         dtype, None if low is None else float(low), None if high is None else float(high)
     )
-    return np.frompyfunc(lambda v: min(max(v, lo), hi), 1, 1)(x)
+    return per_element(lambda v: min(max(v, lo), hi), x)
 
 
 elementwise(

@@ -9,6 +9,7 @@ import numpy as np
 
 from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.ops.elementwise import elementwise
+from openinfer_jax.ops.numpy_numeric import per_element
 from openinfer_jax.ops.registry import (
     FLOAT,
     PACKED_SIGNED,
@@ -44,8 +45,8 @@ def _jax_sign(call: Call, x: Any) -> Any:
 
 def _ref_sign(call: Call, x: np.ndarray) -> np.ndarray:
     if call.in_dtypes[0].is_float:
-        return np.frompyfunc(lambda v: (v > 0) - (v < 0), 1, 1)(x.astype(np.float64))
-    return np.frompyfunc(lambda v: (v > 0) - (v < 0), 1, 1)(x)
+        return per_element(lambda v: (v > 0) - (v < 0), x.astype(np.float64))
+    return per_element(lambda v: (v > 0) - (v < 0), x)
 
 
 elementwise(
