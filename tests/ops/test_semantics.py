@@ -112,3 +112,30 @@ def test_i64_and_u64_are_exact() -> None:
         assert result.tolist() == [-(2**63) + 2]
     for result in both("mul", [[2**32 + 1], [2**32 + 1]], DType.U64):
         assert result.tolist() == [(2**64 + 2**33 + 1) % 2**64]
+
+
+_dims = st.lists(st.integers(1, 3), min_size=0, max_size=3)
+
+
+@settings(max_examples=12, deadline=None, database=None, derandomize=True)
+@given(shape=_dims, drop=st.integers(0, 3), ones=st.lists(st.booleans(), min_size=3, max_size=3),
+       name=st.sampled_from(["add", "sub", "mul", "div", "floor_div", "rem"]),
+       dtype=st.sampled_from([DType.I4, DType.U8, DType.I64, DType.F32]), data=st.data())  # fmt: skip
+def test_broadcasting_lowering_matches_reference_for_random_shapes(
+    shape: list[int], drop: int, ones: list[bool], name: str, dtype: DType, data: st.DataObject
+) -> None:
+    opdef = registry.get(name)
+    assert opdef is not None
+    if dtype not in opdef.dtypes:
+        return
+    other = [1 if ones[i] else d for i, d in enumerate(shape)][drop:]
+    low, high = dtype.value_range() if dtype.is_int else (-100, 100)
+    values = st.integers(low, high)
+    arrays = [
+        np.asarray(data.draw(st.lists(values, min_size=int(np.prod(s)), max_size=int(np.prod(s)))), dtype=dtype.numpy).reshape(s)
+        for s in (tuple(shape), tuple(other))
+    ]  # fmt: skip
+    got = np.asarray(opdef.lower_jax(*arrays, dtypes=[dtype, dtype]))
+    want = opdef.reference(*arrays, dtypes=[dtype, dtype])
+    assert got.shape == want.shape == np.broadcast_shapes(arrays[0].shape, arrays[1].shape)
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-6, equal_nan=True)
