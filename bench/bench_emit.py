@@ -8,8 +8,9 @@ Workloads (random weights in generated .oinf files, graphs in graph{} text / the
    of a growing KV cache.
 
 C: the emitted program built with `cc -O3 -march=native` (one thread), timed by its driver
-(mean CPU time of oi_step). Simulator: median `Executor.step()` time over the same steps (the
-median skips the steps that compile), XLA restricted to one thread unless `--xla-threads all`. Ratio = C / simulator
+(mean CPU time of oi_step). Simulator: median time of `Executor.step()` plus fetching the
+output (XLA dispatches asynchronously) over the same steps (the median skips the steps that
+compile), XLA restricted to one thread unless `--xla-threads all`. Ratio = C / simulator
 (< 1: the C is faster). Code size: lines of the emitted sources and bytes of the stripped binary.
 
 `--quick` shrinks every workload. Results: bench/results/emit.json.
@@ -141,12 +142,12 @@ def _workloads(quick: bool, tmp: Path) -> list[dict[str, Any]]:
         "w1": rng.standard_normal((i, h)).astype(np.float32) * 0.1, "b1": np.zeros(h, np.float32),
         "w2": rng.standard_normal((h, o)).astype(np.float32) * 0.1, "b2": np.zeros(o, np.float32)})  # fmt: skip
     out.append({"name": "mlp", "model": path, "graph": mlp.build_graph(), "feed": {"x": rng.standard_normal((b, i)).astype(np.float32)},
-                "steps": 20 if quick else 50, "arch": "c", "grows": False, "shape": f"B={b} I={i} H={h} O={o}"})  # fmt: skip
+                "steps": 20 if quick else 50, "arch": "c", "fetch": "y", "grows": False, "shape": f"B={b} I={i} H={h} O={o}"})  # fmt: skip
     layers, seq, d, heads, ffn = (2, 16, 128, 4, 512) if quick else (6, 64, 384, 12, 1536)
     path = tmp / "encoder.oinf"
     _write_encoder(path, layers, seq, d, ffn, rng)
     out.append({"name": "encoder", "model": path, "graph": _encoder_graph(layers, seq, d, heads, ffn),
-                "feed": {"x": rng.standard_normal((seq, d)).astype(np.float32)}, "steps": 5 if quick else 10,
+                "feed": {"x": rng.standard_normal((seq, d)).astype(np.float32)}, "steps": 5 if quick else 10, "fetch": "h",
                 "arch": "c", "grows": False, "shape": f"{layers} layers d={d} heads={heads} tokens={seq}"})  # fmt: skip
     cfg = kv_cache_decode.Config(layers=2, d=64, heads=4) if quick else kv_cache_decode.Config(layers=4, d=256, heads=4)
     path = tmp / "decode.oinf"
@@ -156,7 +157,7 @@ def _workloads(quick: bool, tmp: Path) -> list[dict[str, Any]]:
     arch["cache_capacity"] = {"K": {"l": cfg.layers, "t": steps}, "V": {"l": cfg.layers, "t": steps}}
     arch["memory"]["global_bytes"] = 1 << 34
     out.append({"name": "decode", "model": path, "graph": kv_cache_decode.graph_text(cfg),
-                "feed": {"x": rng.standard_normal((1, cfg.d)).astype(np.float32)}, "steps": steps, "arch": arch,
+                "feed": {"x": rng.standard_normal((1, cfg.d)).astype(np.float32)}, "steps": steps, "arch": arch, "fetch": "y",
                 "grows": True, "shape": f"{cfg.layers} layers d={cfg.d}, {steps} tokens"})  # fmt: skip
     return out
 
@@ -204,6 +205,7 @@ def _sim_side(work: dict[str, Any]) -> float:
             ex.insert(**work["feed"])
             start = time.perf_counter()
             ex.step()
+            ex.fetch(work["fetch"])  # XLA dispatch is asynchronous: wait for the result
             times.append(time.perf_counter() - start)
     return statistics.median(times) * 1e3
 
