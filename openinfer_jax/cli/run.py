@@ -2,6 +2,7 @@
 
     openinfer run --model m.oinf --graph g.graph [--steps N] [--input x=x.npy ...]
                   [--trace out.json] [--chrome-trace out.json] [--fetch y ...] [--device cpu]
+                  [--devices N [--mesh data=2,model=2] [--shard PATTERN=SPEC ...]]
 
 Inputs are `.npy` files inserted before every step. Without `--fetch`, every variable
 written by the entry block is printed after the last step (summarized).
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from openinfer_jax.errors import SimulationError
+from openinfer_jax.sim import sharding_cli
 
 __all__ = ["register", "run_command"]
 
@@ -43,6 +45,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--trace", metavar="OUT.json", help="write the trace as JSON")
     parser.add_argument("--chrome-trace", metavar="OUT.json", help="write a Chrome/Perfetto trace")
     parser.add_argument("--device", default="cpu", help="cpu (default), gpu, vulkan or numpy")
+    sharding_cli.add_arguments(parser)  # --devices/--mesh/--shard (docs/sharding.md)
     parser.set_defaults(handler=run_command)
 
 
@@ -80,7 +83,8 @@ def run_command(args: argparse.Namespace) -> int:
     if not model_path.is_file():
         raise SimulationError(f"--model {model_path} does not exist")
     inputs = _parse_inputs(args.input)
-    sim = Simulator(str(model_path), Path(args.graph), device=args.device)
+    mesh, plan = sharding_cli.mesh_and_plan(args, args.device)
+    sim = Simulator(str(model_path), Path(args.graph), device=args.device, mesh=mesh, sharding=plan)
     if args.trace or args.chrome_trace:
         sim.with_trace().with_timer()
     ex = sim.make_executor()
@@ -96,6 +100,8 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"{name} = {_summary(ex.fetch(name))}")
     stats = ex.stats
     print(f"ran {stats['steps']} step(s); {stats['compilations']} XLA compilation(s)")
+    for line in sharding_cli.summary(sim):
+        print(line)
     if args.trace:
         write_trace_json(ex.trace(), args.trace)
         print(f"trace: {args.trace}")

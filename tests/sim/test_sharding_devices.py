@@ -55,6 +55,37 @@ def test_placement_trace_and_errors() -> None:
     _run("behaviour", (8,))
 
 
+def test_cli_run_devices(tmp_path: Path) -> None:
+    """`openinfer run --devices 4` (XLA_FLAGS set by the CLI itself) prints the placement."""
+    import numpy as np
+
+    from openinfer_jax.sim.sharding_models import DecoderConfig, decoder_graph, write_decoder
+
+    cfg = DecoderConfig(layers=1, d=64, heads=8, kv_heads=4, ffn=128, batch=2)
+    write_decoder(tmp_path / "d.oinf", cfg)
+    (tmp_path / "d.graph").write_text(decoder_graph(cfg))
+    np.save(tmp_path / "x.npy", np.ones((2, 64), np.float32))
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    base = [sys.executable, "-m", "openinfer_jax", "run", "--model", "d.oinf", "--graph",
+            "d.graph", "--input", "x=x.npy", "--devices", "4"]  # fmt: skip
+    ok = subprocess.run(
+        [*base, "--shard", "w[qkvgu]=None,model", "--shard", "K=None,None,None,model",
+         "--trace", "t.json", "--fetch", "y"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    assert "sharded over cpu mesh(model=4): 6 variable(s) split" in ok.stdout
+    assert "K: [None, None, None, model]" in ok.stdout
+    assert "all-reduce" in ok.stdout
+    bad = subprocess.run(
+        [*base, "--shard", "wq=None,tensor"], cwd=tmp_path, env=env, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert bad.returncode == 1
+    assert "'wq'" in bad.stderr and "dim 1" in bad.stderr and "'tensor'" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
 # ---- the script side (runs in the subprocess) ------------------------------------------------
 def _random_model(path: Path, sizevars: dict[str, int], tables: tuple, layers: int,
                   singles: dict[str, str], metadata: dict) -> None:  # fmt: skip

@@ -1,0 +1,108 @@
+"""The sharding options of `openinfer run`: `--devices N`, `--mesh`, `--shard PATTERN=SPEC`.
+
+    openinfer run --model m.oinf --graph g.graph --devices 4 [--mesh data=2,model=2]
+                  [--shard 'W*=None,model' --shard 'K=None,None,model,None'] [--trace t.json]
+
+Without `--shard`, the automatic tensor-parallel plan (`sharding="auto"`) splits one fixed
+dim of every weight and cache over the mesh's last axis. On CPU the N devices are emulated:
+`XLA_FLAGS=--xla_force_host_platform_device_count=N` is set here when jax has not started
+its backend yet (set it yourself otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from openinfer_jax.errors import ShardingError
+
+__all__ = ["add_arguments", "mesh_and_plan", "summary"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add `--devices`, `--mesh` and `--shard` to a subcommand's parser."""
+    parser.add_argument(
+        "--devices",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run sharded over N devices (docs/sharding.md); CPU devices are emulated",
+    )
+    parser.add_argument(
+        "--mesh",
+        default="",
+        metavar="AXIS=SIZE,...",
+        help="mesh axes, e.g. data=2,model=2 (default: model=N)",
+    )
+    parser.add_argument(
+        "--shard",
+        action="append",
+        default=[],
+        metavar="PATTERN=SPEC",
+        help="plan entry: variable name, glob or re:regex = comma-separated axes/None",
+    )
+
+
+def _axes(text: str) -> dict[str, int]:
+    axes: dict[str, int] = {}
+    for part in text.split(","):
+        name, sep, size = part.partition("=")
+        if not sep or not name.strip() or not size.strip().isdigit():
+            raise ShardingError(f"--mesh {text!r}: expected AXIS=SIZE[,AXIS=SIZE...]")
+        axes[name.strip()] = int(size)
+    return axes
+
+
+def mesh_and_plan(args: argparse.Namespace, device: str) -> tuple[Any, Any]:
+    """(mesh, plan) for `Simulator(mesh=, sharding=)`, or (None, None) without `--devices`.
+
+    Raises:
+        ShardingError: `--shard`/`--mesh` without `--devices`, malformed entries, or fewer
+            devices than asked.
+    """
+    if not args.devices:
+        if args.shard or args.mesh:
+            raise ShardingError("--shard and --mesh need --devices N")
+        return None, None
+    if args.devices < 1:
+        raise ShardingError(f"--devices must be >= 1, got {args.devices}")
+    platform = {"gpu": "gpu", "cuda": "gpu"}.get(device.lower(), "cpu")
+    if platform == "cpu" and "xla_force_host_platform_device_count" not in os.environ.get(
+        "XLA_FLAGS", ""
+    ):
+        # Read by XLA when the CPU backend starts; no effect if it already has.
+        os.environ["XLA_FLAGS"] = (
+            os.environ.get("XLA_FLAGS", "")
+            + f" --xla_force_host_platform_device_count={args.devices}"
+        ).strip()
+    from openinfer_jax.sim.sharding import AUTO, device_mesh
+
+    axes = _axes(args.mesh) if args.mesh else None
+    mesh = device_mesh(args.devices, axes, platform)
+    plan: Any = AUTO
+    if args.shard:
+        plan = {}
+        for entry in args.shard:
+            key, sep, spec = entry.partition("=")
+            if not sep or not key.strip():
+                raise ShardingError(f"--shard {entry!r}: expected PATTERN=SPEC")
+            plan[key.strip()] = spec
+    return mesh, plan
+
+
+def summary(sim: Any) -> list[str]:
+    """Lines describing where a sharded simulator put things (empty on one device)."""
+    sharded = getattr(sim, "sharded", None)
+    if sharded is None:
+        return []
+    from openinfer_jax.sim.sharding_plan import spec_text
+
+    lines = [f"sharded over {sharded.text}: {len(sharded.specs)} variable(s) split"]
+    for name, spec in sorted(sharded.specs.items()):
+        lines.append(f"  {name}: {spec_text(spec)}")
+    for label, info in sorted(sharded.regions.items()):
+        stats = info["collectives"]
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(stats["counts"].items())) or "none"
+        lines.append(f"  {label}: collectives {kinds} ({stats['total_bytes']} bytes)")
+    return lines
