@@ -33,3 +33,8 @@ fuzz: setup
 
 clean:
 	rm -rf .venv build .pytest_cache
+
+# Regenerates tests/fixtures/references/ (MiniLM embeddings, SmolLM2 greedy tokens/logits)
+# with torch + transformers in a separate venv (build/refvenv, ~5 minutes the first time).
+references: setup
+	$(PY) scripts/make_references.py

