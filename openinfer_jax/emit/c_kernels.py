@@ -334,30 +334,46 @@ def _matmul(req: KernelRequest) -> str:
         accum = a.compute if a.family == "real" else "uint64_t"
         finish = out.store.format(f"({out.compute})s")
     if fast:
-        # i-k-j order, four rows of A at a time: the inner loop runs over contiguous rows of
-        # B and O (vectorizable) and each loaded B element serves four output rows.
-        inner = f"""            for (i = 0; i + 4 <= M; i += 4) {{
-                {out.storage} *O0 = O + ob + i * N, *O1 = O0 + N, *O2 = O1 + N, *O3 = O2 + N;
-                const {a.storage} *A0 = A + ab + i * K;
-                for (j = 0; j < 4 * N; j++) O0[j] = 0;
-                for (k = 0; k < K; k++) {{
-                    const {a.storage} a0 = A0[k], a1 = A0[K + k], a2 = A0[2 * K + k], a3 = A0[3 * K + k];
-                    const {b.storage} *Br = B + bb + k * N;
-                    for (j = 0; j < N; j++) {{
-                        const {b.storage} bj = Br[j];
-                        O0[j] += a0 * bj; O1[j] += a1 * bj; O2[j] += a2 * bj; O3[j] += a3 * bj;
+        # Register tiling: a 4 x W block of O is accumulated in four local arrays across the
+        # whole K loop (W = one or two SIMD registers' worth), so each step loads one row
+        # segment of B and four A values and does 4*W multiply-adds the compiler vectorizes.
+        # Column panels are the outer loop so the panel of B stays in cache for every row block.
+        w = 32 if a.storage == "float" else 16
+        inner = f"""            int64_t j0, jj;
+            for (j0 = 0; j0 + {w} <= N; j0 += {w}) {{
+                for (i = 0; i + 4 <= M; i += 4) {{
+                    {out.storage} c0[{w}] = {{0}}, c1[{w}] = {{0}}, c2[{w}] = {{0}}, c3[{w}] = {{0}};
+                    const {a.storage} *A0 = A + ab + i * K, *A1 = A0 + K, *A2 = A1 + K, *A3 = A2 + K;
+                    {out.storage} *Or = O + ob + i * N + j0;
+                    for (k = 0; k < K; k++) {{
+                        const {b.storage} *Bk = B + bb + k * N + j0;
+                        const {a.storage} a0 = A0[k], a1 = A1[k], a2 = A2[k], a3 = A3[k];
+                        for (jj = 0; jj < {w}; jj++) {{
+                            c0[jj] += a0 * Bk[jj]; c1[jj] += a1 * Bk[jj]; c2[jj] += a2 * Bk[jj]; c3[jj] += a3 * Bk[jj];
+                        }}
                     }}
+                    for (jj = 0; jj < {w}; jj++) {{ Or[jj] = c0[jj]; Or[N + jj] = c1[jj]; Or[2 * N + jj] = c2[jj]; Or[3 * N + jj] = c3[jj]; }}
+                }}
+                for (; i < M; i++) {{
+                    {out.storage} c0[{w}] = {{0}};
+                    for (k = 0; k < K; k++) {{
+                        const {a.storage} av = A[ab + i * K + k];
+                        const {b.storage} *Bk = B + bb + k * N + j0;
+                        for (jj = 0; jj < {w}; jj++) c0[jj] += av * Bk[jj];
+                    }}
+                    for (jj = 0; jj < {w}; jj++) O[ob + i * N + j0 + jj] = c0[jj];
                 }}
             }}
-            for (; i < M; i++) {{
-                {out.storage} *Or = O + ob + i * N;
-                for (j = 0; j < N; j++) Or[j] = 0;
-                for (k = 0; k < K; k++) {{
-                    const {a.storage} av = A[ab + i * K + k];
-                    const {b.storage} *Br = B + bb + k * N;
-                    for (j = 0; j < N; j++) Or[j] += av * Br[j];
-                }}
-            }}"""
+            if (j0 < N)
+                for (i = 0; i < M; i++) {{
+                    {out.storage} *Or = O + ob + i * N;
+                    for (j = j0; j < N; j++) Or[j] = 0;
+                    for (k = 0; k < K; k++) {{
+                        const {a.storage} av = A[ab + i * K + k];
+                        const {b.storage} *Br = B + bb + k * N;
+                        for (j = j0; j < N; j++) Or[j] += av * Br[j];
+                    }}
+                }}"""
     else:
         mul = "(uint64_t)(av) * (uint64_t)(bv)" if accum == "uint64_t" else f"({accum})av * ({accum})bv"
         inner = f"""            for (i = 0; i < M; i++)
@@ -669,6 +685,14 @@ def _attention(req: KernelRequest) -> str:
     scale_expr = repr(float(scale)) if scale is not None else "1.0 / sqrt((double)D)"
     if any(len(s) < 3 for s in info.in_shapes):
         raise SynthesisError(f"{req.where}: the C target's attention needs q, k, v of rank >= 3")
+    # f32 computes in float (as XLA does), other dtypes in double; the dot products keep 8
+    # partial sums so the compiler can vectorize them without reassociating a single sum.
+    acct = "float" if q.storage == "float" else "double"
+    ex = "expf" if acct == "float" else "exp"
+    qe = q.load.format("Q[qo + e + u]")
+    ke = k.load.format("K[ko + e + u]")
+    qt = q.load.format("Q[qo + e]")
+    kt = k.load.format("K[ko + e]")
     return f"""static int {req.name}(oi_tensor *o, const oi_tensor *x0, const oi_tensor *x1, const oi_tensor *x2) {{
     const {q.storage} *Q = (const {q.storage} *)x0->data;
     const {k.storage} *K = (const {k.storage} *)x1->data;
@@ -677,9 +701,9 @@ def _attention(req: KernelRequest) -> str:
     int nd = x0->ndim, d;
     int64_t B = 1, Hq = x0->dims[nd - 3], Sq = x0->dims[nd - 2], D = x0->dims[nd - 1];
     int64_t Hk = x1->dims[nd - 3], Sk = x1->dims[nd - 2], Dv = x2->dims[nd - 1];
-    int64_t dims[OI_MAX_DIMS], bb, h, i, j, e;
+    int64_t dims[OI_MAX_DIMS], bb, h, i, j, e, u;
     int rc;
-    double scale;
+    {acct} scale;
     for (d = 0; d < nd - 3; d++) B *= x0->dims[d];
     if (x1->ndim != nd || x2->ndim != nd || x1->dims[nd - 1] != D || x2->dims[nd - 2] != Sk || Hk == 0 || Hq % Hk) {{
         oi_set_error("attention: q, k, v shapes do not fit"); return OI_ERR_SHAPE;
@@ -688,30 +712,34 @@ def _attention(req: KernelRequest) -> str:
     dims[nd - 1] = Dv;
     rc = oi_set_shape(o, nd, dims);
     if (rc) return rc;
-    scale = {scale_expr};
+    scale = ({acct})({scale_expr});
     {{
-    double w[Sk > 0 ? Sk : 1], acc[Dv > 0 ? Dv : 1];
+    {acct} w[Sk > 0 ? Sk : 1], acc[Dv > 0 ? Dv : 1];
     for (bb = 0; bb < B; bb++)
         for (h = 0; h < Hq; h++) {{
             const int64_t hk = h / (Hq / Hk);
             for (i = 0; i < Sq; i++) {{
-                double m = -INFINITY, total = 0;
+                {acct} m = -INFINITY, total = 0;
                 const int64_t qo = ((bb * Hq + h) * Sq + i) * D, oo = ((bb * Hq + h) * Sq + i) * Dv;
                 for (j = 0; j < Sk; j++) {{
-                    double s = 0;
+                    {acct} s = 0, p[8] = {{0}};
                     const int64_t ko = ((bb * Hk + hk) * Sk + j) * D;
                     if ({int(causal)} && j > i + (Sk - Sq)) {{ w[j] = -INFINITY; continue; }}
-                    for (e = 0; e < D; e++) s += (double){q.load.format("Q[qo + e]")} * (double){k.load.format("K[ko + e]")};
+                    for (e = 0; e + 8 <= D; e += 8)
+                        for (u = 0; u < 8; u++) p[u] += ({acct}){qe} * ({acct}){ke};
+                    for (u = 0; u < 8; u++) s += p[u];
+                    for (; e < D; e++) s += ({acct}){qt} * ({acct}){kt};
                     w[j] = s * scale;
                     if (w[j] > m) m = w[j];
                 }}
-                for (j = 0; j < Sk; j++) {{ w[j] = w[j] == -INFINITY ? 0.0 : exp(w[j] - m); total += w[j]; }}
+                for (j = 0; j < Sk; j++) {{ w[j] = w[j] == -INFINITY ? 0 : {ex}(w[j] - m); total += w[j]; }}
                 for (e = 0; e < Dv; e++) acc[e] = 0;
                 for (j = 0; j < Sk; j++) {{
                     const int64_t vo = ((bb * Hk + hk) * Sk + j) * Dv;
-                    for (e = 0; e < Dv; e++) acc[e] += w[j] * (double){v.load.format("V[vo + e]")};
+                    const {acct} wj = w[j];
+                    for (e = 0; e < Dv; e++) acc[e] += wj * ({acct}){v.load.format("V[vo + e]")};
                 }}
-                for (e = 0; e < Dv; e++) O[oo + e] = {q.store.format(f"({q.compute})(total > 0 ? acc[e] / total : 0.0)")};
+                for (e = 0; e < Dv; e++) O[oo + e] = {q.store.format(f"({q.compute})(total > 0 ? acc[e] / total : 0)")};
             }}
         }}
     }}

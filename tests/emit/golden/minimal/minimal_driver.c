@@ -54,7 +54,7 @@ static int insert_all(const char *dir, int step) {
     rc = oi_insert_x((const float *)buf, ndim, dims);
     free(buf);
     if (rc) return rc;
-    (void)buf; (void)ndim; (void)dims;
+    (void)buf; (void)ndim; (void)dims; (void)dir; (void)step; (void)&read_input;
     return rc;
 }
 
@@ -86,7 +86,7 @@ static int fetch_all(const char *dir, int step) {
     if (!rc && write_output(dir, "y", step, buf, 4, ndim, dims)) rc = OI_ERR_IO;
     free(buf);
     if (rc) return rc;
-    (void)buf; (void)ndim; (void)dims;
+    (void)buf; (void)ndim; (void)dims; (void)dir; (void)step; (void)&write_output;
     return rc;
 }
 
