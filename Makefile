@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml scripts/setup.sh
 	touch $(STAMP)
 
 demo: setup
-	$(PY) -m openinfer_jax.demo
+	$(PY) examples/demo.py
 
 test: setup
 	$(PY) -m pytest -q -n 2 --dist loadgroup
