@@ -30,7 +30,7 @@ import numpy as np
 from openinfer_jax.errors import BackendError, OpenInferError
 from openinfer_jax.ir.nodes import VarName
 from openinfer_jax.oinf.dtypes import DType
-from openinfer_jax.vk import kernels
+from openinfer_jax.vk import kernels, launch
 from openinfer_jax.vk.capabilities import DeviceCapabilities, query_capabilities
 from openinfer_jax.vk.compiler import compile_glsl, compile_many
 from openinfer_jax.vk.expressions import ELEMENTWISE
@@ -400,8 +400,21 @@ class VulkanBackend:
     ) -> kernels.Kernel:  # fmt: skip
         dtypes = [t.dtype for t in inputs]
         shapes = [t.shape for t in inputs]
+        if op == "gelu" and params.get("approximate") == "tanh":
+            op = "gelu_tanh"
         if op in ELEMENTWISE:
             return kernels.elementwise_kernel(op, dtypes, shapes, out, out_shape, params)
+        if op in kernels.MOVEMENT:
+            in_shape = shapes[0]
+            if op == "reshape":
+                strides, offset = list(launch.contiguous_strides(out_shape)), 0
+            elif op == "slice":
+                strides, offset = kernels.slice_layout(in_shape, params)
+            else:
+                perm = list(params.get("perm") or reversed(range(len(in_shape))))
+                own = launch.contiguous_strides(in_shape)
+                strides, offset = [own[p % len(in_shape)] for p in perm], 0
+            return kernels.movement_kernel(op, dtypes[0], out_shape, strides, offset)
         if op == "cast":
             return kernels.cast_kernel(dtypes[0], out, shapes[0], params["rounding_mode"],
                                        bool(params["saturate"]))  # fmt: skip

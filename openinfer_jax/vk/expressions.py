@@ -159,6 +159,14 @@ ELEMENTWISE: dict[str, ElementwiseSpec] = {
     "tanh": ElementwiseSpec({"float": "tanh(x0)"}),
     "sigmoid": ElementwiseSpec({"float": "OT(1) / (OT(1) + exp(-x0))"}),
     "silu": ElementwiseSpec({"float": "x0 / (OT(1) + exp(-x0))"}),
+    # GLSL has no erf: erfc from Numerical Recipes' Chebyshev fit (fractional error < 1.2e-7
+    # everywhere, so the far negative tail of x * Phi(x) stays accurate).
+    "gelu": ElementwiseSpec({"float": "OT(0.5) * x0 * erfc_approx(-x0 * 0.70710678118654752)"}),
+    # 0.5x(1 + tanh(y)) == x / (1 + exp(-2y)): no cancellation of 1 + tanh(y) for x << 0.
+    "gelu_tanh": ElementwiseSpec(
+        {"float": "x0 / (OT(1) + exp(-1.5957691216057307 * (x0 + 0.044715 * x0 * x0 * x0)))"}
+    ),
+    "where": ElementwiseSpec({"*": "(x0 != 0u) ? x1 : x2"}),
 }
 
 
@@ -208,6 +216,15 @@ def helper_functions(ct: str, bits: int) -> str:
             out.append(
                 "double mul_add_unfused(double a, double b, double c) {\n"
                 "    precise double p = a * b;\n    precise double r = p + c;\n    return r;\n}\n"
+            )
+        if ct == "float":
+            out.append(
+                "float erfc_approx(float x) {\n"
+                "    float z = abs(x);\n    float t = 1.0 / (1.0 + 0.5 * z);\n"
+                "    float r = t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418"
+                " + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587"
+                " + t * (-0.82215223 + t * 0.17087277)))))))));\n"
+                "    return (x >= 0.0) ? r : 2.0 - r;\n}\n"
             )
         # Half away from zero, keeping the sign of zero (the registry's `round`).
         out.append(

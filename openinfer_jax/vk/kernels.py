@@ -46,6 +46,7 @@ __all__ = [
     "reduce_kernel",
 ]
 
+MOVEMENT = ("reshape", "transpose", "permute", "slice")
 REDUCTIONS = ("sum_axis", "prod_axis", "max_axis", "min_axis", "mean_axis",
               "argmax_axis", "argmin_axis")  # fmt: skip
 # (BM, BN, BK, TM, TN) of the tiled f32 matmul; "small" suits CPUs (lavapipe). Any
@@ -85,7 +86,7 @@ class Kernel:
 
 def kernel_ops() -> frozenset[str]:
     """Names of the ops that have a Vulkan kernel."""
-    return frozenset(ELEMENTWISE) | {"cast", "fill", "matmul", *REDUCTIONS}
+    return frozenset(ELEMENTWISE) | {"cast", "fill", "matmul", *REDUCTIONS, *MOVEMENT}
 
 
 # ---- shared pieces ------------------------------------------------------------------------------
@@ -185,12 +186,19 @@ def _check_words(words: list[int], limit: int, label: str) -> np.ndarray:
 
 # ---- elementwise ---------------------------------------------------------------------------------
 def _elementwise_push(
-    in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], params: list[int], label: str
+    in_shapes: Sequence[tuple[int, ...]],
+    out_shape: tuple[int, ...],
+    params: list[int],
+    label: str,
+    strides: Sequence[Sequence[int]] | None = None,
 ) -> tuple[np.ndarray, int]:
-    try:
-        strides = [launch.broadcast_strides(s, out_shape) for s in in_shapes]
-    except ValueError as exc:
-        raise BackendError(f"{label}: {exc}") from None
+    if strides is None:
+        try:
+            strides = [launch.broadcast_strides(s, out_shape) for s in in_shapes]
+        except ValueError as exc:
+            raise BackendError(f"{label}: {exc}") from None
+    # Negative strides (reversed slices) wrap modulo 2^32 like the index sums in the shader.
+    strides = [[s % (1 << 32) for s in row] for row in strides]
     shape, collapsed = launch.collapse(out_shape, strides)
     if len(shape) > launch.MAX_RANK:
         raise BackendError(
@@ -210,7 +218,12 @@ def _elementwise_push(
 
 
 def _elementwise_source(
-    in_dtypes: Sequence[DType], out: DType, expr: str, param_defs: str, label: str
+    in_dtypes: Sequence[DType],
+    out: DType,
+    expr: str,
+    param_defs: str,
+    label: str,
+    index_adjust: str = "",
 ) -> str:
     in_types = [glsl_type(d) for d in in_dtypes]
     out_t = glsl_type(out)
@@ -239,6 +252,7 @@ def _elementwise_source(
         OPERANDS=operands,
         EXPR=expr,
         STORE=store_snippet(out),
+        INDEX_ADJUST=index_adjust,
     )
 
 
@@ -297,6 +311,49 @@ def _host_params(op: str, dtype: DType, params: Mapping[str, Any]) -> dict[str, 
         lo, hi = int_bounds(dtype, float(params["clamp_min"]), float(params["clamp_max"]))
         values["clamp_min"], values["clamp_max"] = lo, hi
     return values
+
+
+def movement_kernel(
+    op: str, dtype: DType, out_shape: tuple[int, ...], strides: Sequence[int], offset: int
+) -> Kernel:
+    """Reshape/transpose/slice as one strided gather: out[o] = in[offset + sum c_d * s_d].
+
+    Strides may be negative (reversed slices); the sum wraps modulo 2^32 in the shader
+    and lands on the right element.
+    """
+    label = f"{op}({dtype.short})"
+    source = _elementwise_source(
+        [dtype], dtype, f"{glsl_type(dtype).compute}(x0)", "", label,
+        index_adjust="    idx[0] += pc.p[0];",
+    )  # fmt: skip
+    push, n = _elementwise_push(
+        [()], out_shape, [offset % (1 << 32)], label, strides=[list(strides)]
+    )
+    return Kernel(label, source, push, launch.dispatch_grid(invocations(dtype, n)))
+
+
+def slice_layout(in_shape: tuple[int, ...], params: Mapping[str, Any]) -> tuple[list[int], int]:
+    """Element strides over the output and the start offset of an ONNX Slice.
+
+    Starts and ends are clamped as the ONNX spec says (negative values count from the end;
+    for a negative step the start is clamped to dim-1 and the end to -1).
+    """
+    strides = list(launch.contiguous_strides(in_shape))
+    out = list(strides)
+    offset = 0
+    starts, ends = params["starts"], params["ends"]
+    axes = list(params.get("axes") or range(len(starts)))
+    steps = list(params.get("steps") or [1] * len(starts))
+    for start, axis, step in zip(starts, axes, steps):
+        axis %= len(in_shape)
+        dim = in_shape[axis]
+        if start < 0:
+            start += dim
+        start = max(0, min(start, dim)) if step > 0 else max(0, min(start, dim - 1))
+        offset += start * strides[axis]
+        out[axis] = strides[axis] * step
+    del ends  # the output shape (from the registry) already holds the clamped lengths
+    return out, offset
 
 
 def fill_kernel(in_dtype: DType, out_shape: tuple[int, ...], value: Any) -> Kernel:

@@ -44,7 +44,7 @@ def check_case(backend: VulkanBackend, case: Case) -> None:
     reason = backend.supports(case.op, list(case.dtypes), case.params)
     assert reason is True, reason
     tensors = [backend.upload(a, d) for a, d in zip(arrays, case.dtypes)]
-    out = tensors[0] if case.inplace else None
+    out = tensors[case.inplace_index] if case.inplace else None
     result = backend.run(case.op, tensors, case.params, out_dtype, out_shape, out=out)
     got = backend.download(result)
     assert got.shape == expected.shape == tuple(out_shape)

@@ -36,6 +36,7 @@ class Case:
     shapes: tuple[tuple[int, ...], ...]
     params: dict[str, Any] = field(default_factory=dict, hash=False)
     inplace: bool = False
+    inplace_index: int = 0  # which input is also the output when `inplace`
     seed: int = 0
 
     @property
@@ -109,7 +110,7 @@ def _dtype_order(dtypes: frozenset[DType]) -> list[DType]:
 
 # (op, dtype) pairs that have no Vulkan kernel by design: GLSL's exp/log/tanh take no
 # doubles. `supports` must name the reason, and the simulator runs them on the CPU.
-FALLBACKS = [(op, DType.F64) for op in ("exp", "log", "tanh", "sigmoid", "silu")]
+FALLBACKS = [(op, DType.F64) for op in ("exp", "log", "tanh", "sigmoid", "silu", "gelu")]
 
 
 def _elementwise_cases() -> list[Case]:
@@ -124,6 +125,8 @@ def _elementwise_cases() -> list[Case]:
                 continue
             if op == "filter":
                 dtypes = (DType.BOOL if dtype is not DType.F32 else DType.F32, dtype, dtype)
+            elif op == "where":
+                dtypes = (DType.BOOL, dtype, dtype)
             else:
                 dtypes = (dtype,) * arity
             variants: list[dict[str, Any]] = [{}]
@@ -137,15 +140,43 @@ def _elementwise_cases() -> list[Case]:
                 variants = [{}, {"min": -2.5, "max": 3.7}, {"min": 1}]
             elif op == "relu":
                 variants = [{}, {"negative_slope": 0.5, "clamp_max": 3.0}]
+            elif op == "gelu":
+                variants = [{}, {"approximate": "tanh"}]
             for params in variants:
                 if arity == 2 and opdef.broadcast_ok:
                     cases.append(Case(op, dtypes, ((2, 3, 5), (3, 1)), params))
                     cases.append(Case(op, dtypes, ((1, 45), (3, 45)), params))
+                elif arity == 3 and opdef.broadcast_ok:
+                    cases.append(Case(op, dtypes, ((3, 1), (2, 3, 5), (5,)), params))
+                    cases.append(Case(op, dtypes, ((2, 45),) * 3, params))
                 else:
                     cases.append(Case(op, dtypes, ((2, 45),) * arity, params))
             same_out = opdef.output_dtype(list(dtypes), opdef.resolve_params(variants[-1])) is dtype
             if opdef.inplace_ok and same_out and op != "filter":
-                cases.append(Case(op, dtypes, ((3, 21),) * arity, variants[-1], inplace=True))
+                at = 1 if op == "where" else 0  # where's output has the dtype of a, not cond
+                cases.append(Case(op, dtypes, ((3, 21),) * arity, variants[-1], inplace=True,
+                                  inplace_index=at))  # fmt: skip
+    return cases
+
+
+_MOVEMENT_PARAMS: dict[str, list[dict[str, Any]]] = {
+    "transpose": [{"perm": (2, 0, 1)}, {}],
+    "permute": [{"perm": (1, 2, 0)}],
+    "reshape": [{"shape": (5, -1)}, {"shape": (0, 20)}],
+    "slice": [{"starts": (-1, 1), "ends": (-100, 4), "axes": (2, 1), "steps": (-2, 2)},
+              {"starts": (1,), "ends": (3,)}],
+}  # fmt: skip
+
+
+def _movement_cases() -> list[Case]:
+    cases = []
+    for op, variants in _MOVEMENT_PARAMS.items():
+        opdef = registry.get(op)
+        if opdef is None:
+            continue
+        for dtype in _dtype_order(opdef.inputs[0].dtypes):
+            for params in variants:
+                cases.append(Case(op, (dtype,), ((3, 4, 5),), params))
     return cases
 
 
@@ -223,7 +254,8 @@ def _matmul_cases() -> list[Case]:
 
 def all_cases() -> list[Case]:
     """Every parity case, in a stable order."""
-    return _elementwise_cases() + _fill_cases() + _cast_cases() + _reduce_cases() + _matmul_cases()
+    return (_elementwise_cases() + _movement_cases() + _fill_cases() + _cast_cases()
+            + _reduce_cases() + _matmul_cases())  # fmt: skip
 
 
 def make_inputs(case: Case) -> list[np.ndarray]:

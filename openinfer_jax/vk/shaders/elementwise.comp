@@ -30,6 +30,7 @@ layout(push_constant) uniform Push {
         rest /= pc.shape[d];
         for (int k = 0; k < ARITY; k++) idx[k] += c * pc.strides[k * MAX_RANK + d];
     }
+{{INDEX_ADJUST}}
 {{OPERANDS}}
     return {{EXPR}};
 }
