@@ -288,6 +288,10 @@ NN_OPS: tuple[NnOp, ...] = (
          check=_check_attention_mask,
          doc="softmax(q k^T * scale + mask) v; q [..., Hq, Sq, D], k/v [..., Hkv, Skv, D]; Hq % Hkv == 0 "
          "(grouped KV); bool mask true = attend; rows with no visible key give 0"),
+    NnOp("linear", "numerical", _in("x w bias", FLOAT), nn_jax.linear, nn_reference.linear, nn_shapes.linear_shape,
+         min_inputs=2,
+         doc="x @ w^T + bias with w [out, in] (PyTorch/HF layout, no transpose op needed); "
+         "bias optional; f8/bf16/f16 in f32"),
     *_CONV_ROWS,
     NnOp("max_pool", "pooling", _in("x", FLOAT | SIGNED | UNSIGNED), nn_jax.max_pool, nn_reference.max_pool,
          nn_shapes.pool_shape,

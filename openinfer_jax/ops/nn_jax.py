@@ -36,6 +36,7 @@ __all__ = [
     "gelu",
     "global_average_pool",
     "layer_norm",
+    "linear",
     "log_softmax",
     "max_pool",
     "pad",
@@ -354,7 +355,19 @@ def attention(
     return _narrow(out.reshape((*batch, hq, sq, v.shape[-1])), q.dtype)
 
 
-# ---- convolution and pooling ------------------------------------------------------------------
+# ---- linear layers, convolution and pooling ---------------------------------------------------
+
+
+def linear(x: Array, w: Array, *bias: Array) -> Array:
+    """`x @ w^T + bias` with w in the [out, in] layout of PyTorch/HF checkpoints.
+
+    The transpose is folded into the contraction (no copy of the weight).
+    """
+    xc, wc = _widen(x), _widen(w)
+    y = lax.dot_general(xc, wc, (((x.ndim - 1,), (1,)), ((), ())), precision=_EXACT)
+    if bias:
+        y = y + _widen(bias[0])
+    return _narrow(y, x.dtype)
 
 
 def _spatial_dimension_numbers(spatial: int) -> tuple[str, str, str]:

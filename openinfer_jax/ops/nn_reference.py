@@ -31,6 +31,7 @@ __all__ = [
     "gelu",
     "global_average_pool",
     "layer_norm",
+    "linear",
     "log_softmax",
     "max_pool",
     "pad",
@@ -334,6 +335,14 @@ def attention(
         total = np.sum(weights, axis=-1, keepdims=True)
         weights = np.divide(weights, total, out=np.zeros_like(weights), where=total > 0)
     return (weights @ vr).astype(q.dtype)
+
+
+def linear(x: np.ndarray, w: np.ndarray, *bias: np.ndarray) -> np.ndarray:
+    """sum over k of x[..., k] * w[o, k], plus bias[o], in f64."""
+    y = np.einsum("...k,ok->...o", _f64(x), _f64(w))
+    if bias:
+        y = y + _f64(bias[0])
+    return y.astype(x.dtype)
 
 
 def _window_defaults(

@@ -27,6 +27,7 @@ __all__ = [
     "embedding_shape",
     "gather_shape",
     "global_pool_shape",
+    "linear_shape",
     "norm_shape",
     "normalize_axis",
     "pad_shape",
@@ -365,6 +366,22 @@ def attention_shape(op: str, shapes: Sequence[Shape], params: dict[str, Any]) ->
                 f"{op}: mask shape {mask} must broadcast to [..., Hq, Sq, Skv] = {target}"
             )
     return out
+
+
+def linear_shape(op: str, shapes: Sequence[Shape], params: dict[str, Any]) -> Shape:
+    """linear: x [..., in], w [out, in], optional bias [out] -> [..., out]."""
+    x, w = tuple(shapes[0]), tuple(shapes[1])
+    if not x or len(w) != 2:
+        raise OpCheckError(
+            f"{op} needs x of rank >= 1 and w of rank 2 ([out, in]), got {x} and {w}"
+        )
+    if x[-1] != w[1]:
+        raise OpCheckError(
+            f"{op}: x's last dim ({x[-1]}) must equal w's dim 1 (in features, {w[1]}); w is [out, in]"
+        )
+    if len(shapes) > 2 and tuple(shapes[2]) != (w[0],):
+        raise OpCheckError(f"{op}: bias must have shape ({w[0]},), got {tuple(shapes[2])}")
+    return (*x[:-1], w[0])
 
 
 def window_params(

@@ -41,6 +41,11 @@ HAND_WRITTEN: dict[str, tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any
     "gelu": (lambda x: jax.nn.gelu(x, approximate=True), (X,), {"approximate": "tanh"}),
     "silu": (jax.nn.silu, (X,), {}),
     "exp": (jnp.exp, (X,), {}),
+    "linear": (
+        lambda x, w, b: jnp.matmul(x, w.T, precision=jax.lax.Precision.HIGHEST) + b,
+        (X, X[:8], X[0, :8]),
+        {},
+    ),
 }
 
 

@@ -208,6 +208,16 @@ def attention_case(draw: Any, dtype: DType) -> Case:
     return arrays, params, dtypes
 
 
+def linear_case(draw: Any, dtype: DType) -> Case:
+    lead = shapes(draw, max_rank=2, max_side=4)
+    n_in, n_out = draw(st.integers(1, 9)), draw(st.integers(1, 7))
+    rng = rng_of(draw)
+    arrays = [sample(dtype, (*lead, n_in), rng), sample(dtype, (n_out, n_in), rng)]
+    if draw(st.booleans()):
+        arrays.append(sample(dtype, (n_out,), rng))
+    return arrays, {}, [dtype] * len(arrays)
+
+
 def window(
     draw: Any, spatial: int, max_pad_below_span: bool
 ) -> tuple[list[int], dict[str, Any], list[int]]:
@@ -304,6 +314,7 @@ FLOAT_CASES: dict[str, tuple[str, Callable[[Any, DType], Case], tuple[DType, ...
     "batch_norm": ("batch_norm", batch_norm_case, FLOATS, 10.0),
     "rope": ("rope", rope_case, FLOATS, 4.0),
     "attention": ("attention", attention_case, FLOATS, 10.0),
+    "linear": ("linear", linear_case, FLOATS, 20.0),
     "conv1d": ("conv1d", conv_case(1), FLOATS, 20.0),
     "conv2d": ("conv2d", conv_case(2), FLOATS, 40.0),
     "max_pool": ("max_pool", pool_case("max"), FLOATS + INTS, 1.0),

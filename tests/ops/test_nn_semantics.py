@@ -440,6 +440,21 @@ def test_attention_scale_param() -> None:
 # ---- convolution and pooling -------------------------------------------------------------------------------------
 
 
+def test_linear_equals_transpose_then_matmul_plus_bias() -> None:
+    """linear(x, w, b) with w [out, in] is the registry's transpose + matmul + add."""
+    x, w, b = (
+        normal(2, 3, 8, dtype=np.float64),
+        normal(5, 8, dtype=np.float64),
+        normal(5, dtype=np.float64),
+    )
+    wt = lower("transpose", w, perm=(1, 0))
+    expected = lower("add", lower("matmul", x, wt), b)
+    for got in both("linear", x, w, b):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+    for got in both("linear", x, w):
+        np.testing.assert_allclose(got, lower("matmul", x, wt), rtol=1e-12)
+
+
 def loop_conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride: tuple[int, int],
                 pads: tuple[int, int, int, int], dil: tuple[int, int], groups: int) -> np.ndarray:  # fmt: skip
     """Direct seven-loop convolution (ONNX Conv semantics)."""
