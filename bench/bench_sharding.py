@@ -40,7 +40,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="a tiny decoder (2 layers, d=256)")
     parser.add_argument("--devices", type=int, default=2, help="devices of the sharded run (2)")
     parser.add_argument("--steps", type=int, default=0, help="timed steps (default 20, quick 5)")
-    parser.add_argument("--context", type=int, default=0, help="prefilled KV length (256, quick 32)")
+    parser.add_argument(
+        "--context", type=int, default=0, help="prefilled KV length (256, quick 32)"
+    )
     parser.add_argument("--layers", type=int, default=0, help="override the number of layers")
     parser.add_argument("--batch", type=int, default=0, help="override the batch (8)")
     parser.add_argument(

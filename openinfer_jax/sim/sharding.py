@@ -231,8 +231,8 @@ class ShardedPlacement:
         """
         sharding = self.sharding_for(decl.name)
 
-        def shard(index: tuple[slice, ...]) -> np.ndarray:
-            return np.asarray(view[index])
+        def shard(index: tuple[slice, ...] | None) -> np.ndarray:
+            return np.asarray(view if index is None else view[index])
 
         return jax.make_array_from_callback(tuple(view.shape), sharding, shard)
 

@@ -19,7 +19,7 @@ from jax.sharding import PartitionSpec
 
 from openinfer_jax.oinf import OinfWriter
 
-__all__ = ["DecoderConfig", "LAYER_WEIGHTS", "decoder_graph", "decoder_plan", "write_decoder"]
+__all__ = ["LAYER_WEIGHTS", "DecoderConfig", "decoder_graph", "decoder_plan", "write_decoder"]
 
 # Per-layer weights: (DSL name, dims in sizevars). Table-driven so that the writer, the
 # declarations and the plan cannot drift apart.

@@ -37,11 +37,11 @@ __all__ = [
     "PlanValue",
     "VariableLayout",
     "auto_plan",
+    "check_spec",
     "parse_spec",
     "resolve_plan",
     "spec_text",
     "variable_layouts",
-    "check_spec",
 ]
 
 PlanKey = str | re.Pattern[str]

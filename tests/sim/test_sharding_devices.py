@@ -115,7 +115,7 @@ def _random_model(path: Path, sizevars: dict[str, int], tables: tuple, layers: i
             writer.add_tensor(name, data)
 
 
-def _trimmed(spec) -> tuple:  # noqa: ANN001
+def _trimmed(spec) -> tuple:
     """A spec without trailing Nones (JAX drops them in the shardings it returns)."""
     items = list(spec)
     while items and items[-1] is None:
@@ -281,7 +281,7 @@ def _examples(meshes: list) -> None:
             sys.modules.pop(spec.name, None)
 
 
-def _behaviour(tmp: Path, mesh) -> None:  # noqa: ANN001
+def _behaviour(tmp: Path, mesh) -> None:
     import numpy as np
     from jax.sharding import PartitionSpec as P
 
@@ -308,7 +308,11 @@ def _behaviour(tmp: Path, mesh) -> None:  # noqa: ANN001
                 assert word in str(err), (word, str(err))
         else:
             raise AssertionError(f"no ShardingError for {plan}")
-    for kwargs in ({"sharding": {"wq": P()}}, {"mesh": "8 devices"}, {"mesh": mesh, "device": "numpy"}):
+    for kwargs in (
+        {"sharding": {"wq": P()}},
+        {"mesh": "8 devices"},
+        {"mesh": mesh, "device": "numpy"},
+    ):
         try:
             Simulator(path, text, **kwargs)
         except ShardingError:
@@ -316,8 +320,12 @@ def _behaviour(tmp: Path, mesh) -> None:  # noqa: ANN001
         else:
             raise AssertionError(f"no ShardingError for {kwargs}")
     # Weights land shard by shard; the glob matches model tensor names of a prefix table.
-    sim = Simulator(path, text, mesh=mesh, sharding={"layers.*.wq": P(None, "model"),
-                                                      "K": P(None, None, None, None, "model")})
+    sim = Simulator(
+        path,
+        text,
+        mesh=mesh,
+        sharding={"layers.*.wq": P(None, "model"), "K": P(None, None, None, None, "model")},
+    )
     sim.with_trace()
     ex = sim.make_executor()
     x = np.ones((cfg.batch, cfg.d), np.float32)
@@ -332,18 +340,76 @@ def _behaviour(tmp: Path, mesh) -> None:  # noqa: ANN001
     assert all(ev.sharding["mesh"] == "cpu mesh(model=8)" for ev in events)
     region_events = [ev for ev in events if ev.region is not None]
     assert any(ev.sharding.get("collectives", {}).get("total", 0) > 0 for ev in region_events)
-    writes = [ev for ev in events if ev.kind == "CacheWrite" and ev.output and ev.output[0].startswith("K")]
-    assert writes and writes[0].sharding["outputs"][writes[0].output[0]] == "[None, None, None, None, model]"
+    writes = [
+        ev
+        for ev in events
+        if ev.kind == "CacheWrite" and ev.output and ev.output[0].startswith("K")
+    ]
+    assert (
+        writes
+        and writes[0].sharding["outputs"][writes[0].output[0]] == "[None, None, None, None, model]"
+    )
     # The cache fetched back from the devices holds the one token written.
     before = ex.fetch("K")
     sim.model.close()
     assert before.shape[1] == 1
+    _atomic_step(tmp, mesh)
     try:
         device_mesh(9)
     except ShardingError as err:
         assert "9 devices" in str(err)
     else:
         raise AssertionError("device_mesh(9) on 8 devices must fail")
+
+
+ATOMIC_GRAPH = """
+graph {
+  dynamic { x: f32[D]; }
+  volatile { w: f32[D]; h: f32[D]; }
+  persistent {
+    step: i32 @init(0);
+    A(t): f32[D] @table;
+    B(t): f32[D] @table @fixed(t=2);
+  }
+  block entry {
+    op add(x, w) >> h;
+    cache.write h >> A[step];
+    cache.increment step;
+    cache.write h >> B[step];
+    return;
+  }
+}
+"""
+
+
+def _atomic_step(tmp: Path, mesh) -> None:
+    """A step failing mid-way leaves the sharded tables exactly as they were."""
+    import numpy as np
+    from jax.sharding import PartitionSpec as P
+
+    from openinfer_jax.errors import SimulationError
+    from openinfer_jax.oinf import write_oinf
+    from openinfer_jax.sim import Simulator
+
+    path = tmp / "atomic.oinf"
+    write_oinf(path, sizevars={"D": 8}, metadata={}, tensors={"w": np.ones(8, np.float32)})
+    plan = {"[AB]": P(None, "model"), "w": P("model")}
+    ex = Simulator(path, ATOMIC_GRAPH, mesh=mesh, sharding=plan).make_executor()
+    ex.insert(x=np.full(8, 1, np.float32))
+    ex.step()  # A[0], step=1, B[1]
+    before = {n: ex.fetch(n).copy() for n in ("A", "B", "step")}
+    ex.insert(x=np.full(8, 7, np.float32))
+    try:
+        ex.step()  # writes A[1], bumps step, then B[2] overflows @fixed(t=2)
+    except SimulationError as err:
+        assert "exceeds fixed size t=2" in str(err)
+    else:
+        raise AssertionError("the overflowing step did not fail")
+    for name, value in before.items():
+        np.testing.assert_array_equal(ex.fetch(name), value)
+    assert ex.persistent.tables["A"].counts == {"t": 1}
+    assert _trimmed(ex.persistent.tables["A"].buffer.sharding.spec) == (None, "model")
+    ex.sim.model.close()
 
 
 def main(argv: list[str]) -> int:

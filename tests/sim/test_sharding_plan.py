@@ -7,7 +7,8 @@ import re
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from jax.sharding import AbstractMesh, PartitionSpec as P
+from jax.sharding import AbstractMesh
+from jax.sharding import PartitionSpec as P
 
 from openinfer_jax.errors import ShardingError
 from openinfer_jax.ir.nodes import MemoryKind
@@ -66,7 +67,10 @@ def test_exact_name_beats_pattern_and_first_pattern_wins() -> None:
     [
         ({"Wq": P(None, "tensor")}, ["'Wq'", "dim 1", "'tensor'", "data=2, model=4"]),
         ({"Wq": P(None, None, "model")}, ["'Wq'", "3 entries", "2 dims"]),
-        ({"x": P(None, ("data", "model")), "Wq": P("model", "model")}, ["'Wq'", "dim 1", "more than one"]),
+        (
+            {"x": P(None, ("data", "model")), "Wq": P("model", "model")},
+            ["'Wq'", "dim 1", "more than one"],
+        ),
         ({"Wnope": P("model")}, ["'Wnope'", "matches no declared variable", "Wq"]),
         ({"A": P(None, "data")}, ["'A'", "dim 1", "@auto_dim"]),
         ({"x": P(None, "data"), "step": P("model")}, ["'step'", "1 entries", "0 dims"]),
@@ -99,9 +103,7 @@ def test_auto_plan_splits_last_fixed_divisible_dim() -> None:
         auto_plan(LAYOUTS, MESH, "tensor")
 
 
-axis_item = st.one_of(
-    st.none(), st.sampled_from(["data", "model"]), st.just(("data", "model"))
-)
+axis_item = st.one_of(st.none(), st.sampled_from(["data", "model"]), st.just(("data", "model")))
 
 
 @given(st.lists(axis_item, max_size=4))
