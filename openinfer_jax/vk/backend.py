@@ -303,6 +303,10 @@ class VulkanBackend:
         for name, value in resolved.items():
             if isinstance(value, VarName):
                 raise BackendError(f"{op_name}: param {name} is a variable; it runs on the CPU")
+        if op_name in ("softmax", "log_softmax") and in_dtypes[0] is DType.F64:
+            raise BackendError(
+                f"{op_name}: no Vulkan kernel for f64 inputs (GLSL's exp takes no doubles)"
+            )
         if (
             op_name in ELEMENTWISE
             and ELEMENTWISE[op_name].expr_for(glsl_type(in_dtypes[0]).family) is None
@@ -365,12 +369,30 @@ class VulkanBackend:
                 )
             if any(out is t for t in inputs) and not opdef.inplace_ok:
                 raise BackendError(f"op {op_name} does not support inplace writes")
-        kernel = self._kernel(op_name, inputs, resolved, out_dtype, out_shape)
         target = out if out is not None else self.empty(out_dtype, out_shape)
+        if math.prod(out_shape) == 0:
+            return target
+        if op_name in kernels.NORMALIZATIONS:
+            stats_kernel, apply_kernel = self._norm_kernels(op_name, inputs, resolved)
+            stats = self.empty(DType.F64 if inputs[0].dtype is DType.F64 else DType.F32,
+                               (stats_kernel.push[0],))  # fmt: skip
+            self._launch(stats_kernel, [inputs[0], stats])
+            self._launch(apply_kernel, [inputs[0], stats, *inputs[1:], target])
+            return target
+        kernel = self._kernel(op_name, inputs, resolved, out_dtype, out_shape)
         bound = [] if op_name == "fill" else list(inputs)
-        if math.prod(out_shape) > 0:
-            self._launch(kernel, [*bound, target])
+        self._launch(kernel, [*bound, target])
         return target
+
+    def _norm_kernels(
+        self, op: str, inputs: Sequence[DeviceTensor], params: dict[str, Any]
+    ) -> tuple[kernels.Kernel, kernels.Kernel]:
+        x = inputs[0]
+        axes = kernels.norm_axes(op, len(x.shape), int(params.get("axis", -1)))
+        stats = kernels.norm_stats_kernel(op, x.dtype, x.shape, axes)
+        apply = kernels.norm_apply_kernel(op, x.dtype, [t.shape for t in inputs], axes,
+                                          float(params.get("epsilon", 0.0)))  # fmt: skip
+        return stats, apply
 
     def precompile(
         self,
@@ -389,7 +411,10 @@ class VulkanBackend:
                 shapes = [tuple(int(d) for d in s) for s in in_shapes]
                 out_shape = opdef.output_shape(shapes, resolved)
                 fake = [DeviceTensor(d, s, None) for d, s in zip(in_dtypes, shapes)]
-                sources.append(self._kernel(op_name, fake, resolved, out, out_shape).source)
+                if op_name in kernels.NORMALIZATIONS:
+                    sources += [k.source for k in self._norm_kernels(op_name, fake, resolved)]
+                else:
+                    sources.append(self._kernel(op_name, fake, resolved, out, out_shape).source)
             except OpenInferError:
                 continue
         return compile_many(sources)

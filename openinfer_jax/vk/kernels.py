@@ -47,6 +47,7 @@ __all__ = [
 ]
 
 MOVEMENT = ("reshape", "transpose", "permute", "slice")
+NORMALIZATIONS = ("softmax", "log_softmax", "layer_norm", "rms_norm")
 REDUCTIONS = ("sum_axis", "prod_axis", "max_axis", "min_axis", "mean_axis",
               "argmax_axis", "argmin_axis")  # fmt: skip
 # (BM, BN, BK, TM, TN) of the tiled f32 matmul; "small" suits CPUs (lavapipe). Any
@@ -86,7 +87,14 @@ class Kernel:
 
 def kernel_ops() -> frozenset[str]:
     """Names of the ops that have a Vulkan kernel."""
-    return frozenset(ELEMENTWISE) | {"cast", "fill", "matmul", *REDUCTIONS, *MOVEMENT}
+    return frozenset(ELEMENTWISE) | {
+        "cast",
+        "fill",
+        "matmul",
+        *REDUCTIONS,
+        *MOVEMENT,
+        *NORMALIZATIONS,
+    }
 
 
 # ---- shared pieces ------------------------------------------------------------------------------
@@ -191,6 +199,7 @@ def _elementwise_push(
     params: list[int],
     label: str,
     strides: Sequence[Sequence[int]] | None = None,
+    max_rank: int = launch.MAX_RANK,
 ) -> tuple[np.ndarray, int]:
     if strides is None:
         try:
@@ -200,21 +209,21 @@ def _elementwise_push(
     # Negative strides (reversed slices) wrap modulo 2^32 like the index sums in the shader.
     strides = [[s % (1 << 32) for s in row] for row in strides]
     shape, collapsed = launch.collapse(out_shape, strides)
-    if len(shape) > launch.MAX_RANK:
+    if len(shape) > max_rank:
         raise BackendError(
             f"{label}: broadcast of rank {len(shape)} (after merging contiguous dims) exceeds "
-            f"the Vulkan kernels' limit of {launch.MAX_RANK}; run this node on the CPU"
+            f"the Vulkan kernels' limit of {max_rank}; run this node on the CPU"
         )
     rank = len(shape)
     n = int(np.prod(out_shape, dtype=np.int64))
-    words = [n, rank, *shape, *([1] * (launch.MAX_RANK - rank))]
+    words = [n, rank, *shape, *([1] * (max_rank - rank))]
     for s in collapsed:
-        words += [*s, *([0] * (launch.MAX_RANK - rank))]
+        words += [*s, *([0] * (max_rank - rank))]
     if not in_shapes:  # the template declares at least one stride row (ARITY >= 1)
-        words += [0] * launch.MAX_RANK
+        words += [0] * max_rank
     words += params
     rows = max(1, len(in_shapes))
-    return _check_words(words, 2 + launch.MAX_RANK * (1 + rows) + 6, label), n
+    return _check_words(words, 2 + max_rank * (1 + rows) + 6, label), n
 
 
 def _elementwise_source(
@@ -224,6 +233,7 @@ def _elementwise_source(
     param_defs: str,
     label: str,
     index_adjust: str = "",
+    max_rank: int = launch.MAX_RANK,
 ) -> str:
     in_types = [glsl_type(d) for d in in_dtypes]
     out_t = glsl_type(out)
@@ -243,7 +253,7 @@ def _elementwise_source(
     return render(
         "elementwise.comp",
         EXTENSIONS=extensions(*in_types, out_t),
-        MAX_RANK=launch.MAX_RANK,
+        MAX_RANK=max_rank,
         ARITY=max(1, len(in_dtypes)),
         LOCAL_SIZE=launch.LOCAL_SIZE,
         BUFFERS=buffers(len(in_dtypes)),
@@ -354,6 +364,119 @@ def slice_layout(in_shape: tuple[int, ...], params: Mapping[str, Any]) -> tuple[
         out[axis] = strides[axis] * step
     del ends  # the output shape (from the registry) already holds the clamped lengths
     return out, offset
+
+
+# ---- normalizations ----------------------------------------------------------------------------------
+_NORM_RANK = 4  # apply kernels bind up to 5 buffers: 2 + 4 * 5 + 6 words stay under 128 bytes
+
+
+def norm_axes(op: str, ndim: int, axis: int) -> list[int]:
+    """The axes a normalization reduces: softmax one axis, the norms axis..ndim-1."""
+    axis %= ndim
+    return [axis] if op in ("softmax", "log_softmax") else list(range(axis, ndim))
+
+
+def norm_stats_kernel(op: str, dtype: DType, in_shape: tuple[int, ...], axes: list[int]) -> Kernel:
+    """Per-row statistics of a normalization, two per row into an f32 (f64) buffer.
+
+    softmax: (max, sum of exp(x - max)) by the online rescaling; layer_norm: (mean,
+    variance) by Welford; rms_norm: (mean of squares, 0). Output element 2r + c is
+    component c of row r; the kept dims get an extra innermost dim of 2 with stride 0.
+    """
+    t = glsl_type(dtype)
+    ct = t.compute
+    stats = DType.F64 if ct == "double" else DType.F32
+    if op in ("softmax", "log_softmax"):
+        init = f"    {ct} m = {ct}(-1.0 / 0.0);\n    {ct} s = {ct}(0);"
+        step = (f"        if (v > m) {{ s = s * exp(m - v) + {ct}(1); m = v; }}\n"
+                f"        else if (v != {ct}(-1.0 / 0.0)) s += exp(v - m);")  # fmt: skip
+        # exp(x - max) is NaN in the reference when max is +inf or every x is -inf.
+        finish = (f"    if (isinf(m)) s = {ct}(0.0 / 0.0);\n"
+                  "    return ((o & 1u) == 0u) ? m : s;")  # fmt: skip
+    elif op == "layer_norm":
+        init = f"    {ct} mean = {ct}(0);\n    {ct} m2 = {ct}(0);\n    {ct} cnt = {ct}(0);"
+        step = (f"        cnt += {ct}(1);\n        {ct} d = v - mean;\n        mean += d / cnt;\n"
+                "        m2 += d * (v - mean);")  # fmt: skip
+        finish = "    return ((o & 1u) == 0u) ? mean : m2 / cnt;"
+    else:
+        init = f"    {ct} ss = {ct}(0);"
+        step = "        ss += v * v;"
+        finish = f"    return ((o & 1u) == 0u) ? ss / {ct}(pc.n_red) : {ct}(0);"
+    source = render(
+        "reduce.comp",
+        EXTENSIONS=extensions(t),
+        MAX_RANK=launch.MAX_RANK,
+        LOCAL_SIZE=launch.LOCAL_SIZE,
+        BUFFERS=buffers(1),
+        FUNCTIONS=load_function("load0", "in0", dtype) + encode_function("encode_out", stats),
+        OUT_TYPE=ct,
+        INIT=init,
+        ACC_TYPE=ct,
+        LOAD=f"{ct}(load0(i))",
+        STEP=step,
+        FINISH=finish,
+        STORE=store_snippet(stats),
+    )
+    label = f"{op}-stats({dtype.short}, axes={tuple(axes)})"
+    k_shape, k_stride, r_shape, r_stride = _reduce_layout(in_shape, axes)
+    k_shape, k_stride = [*k_shape, 2], [*k_stride, 0]
+    if len(k_shape) > launch.MAX_RANK or len(r_shape) > launch.MAX_RANK:
+        raise BackendError(f"{label}: too many non-contiguous dims for the Vulkan kernel")
+    n_red = int(np.prod([in_shape[d] for d in axes], dtype=np.int64))
+    n = 2 * int(
+        np.prod([in_shape[d] for d in range(len(in_shape)) if d not in axes], dtype=np.int64)
+    )
+    pad = lambda v, fill: v + [fill] * (launch.MAX_RANK - len(v))  # noqa: E731
+    words = [n, len(k_shape), len(r_shape), n_red, *pad(k_shape, 1), *pad(k_stride, 0),
+             *pad(r_shape, 1), *pad(r_stride, 0)]  # fmt: skip
+    push = _check_words(words, 4 + 4 * launch.MAX_RANK, label)
+    return Kernel(label, source, push, launch.dispatch_grid(invocations(stats, n)))
+
+
+def norm_apply_kernel(
+    op: str, dtype: DType, in_shapes: Sequence[tuple[int, ...]], axes: list[int], epsilon: float
+) -> Kernel:
+    """out = f(x, row stats[, scale[, bias]]) with the stats broadcast along the reduced axes."""
+    x_shape = in_shapes[0]
+    ndim = len(x_shape)
+    t = glsl_type(dtype)
+    ct = t.compute
+    stats = DType.F64 if ct == "double" else DType.F32
+    kept = [d for d in range(ndim) if d not in axes]
+    kept_strides = dict(zip(kept, launch.contiguous_strides([x_shape[d] for d in kept])))
+    stat_strides = [0 if d in axes else 2 * kept_strides[d] for d in range(ndim)]
+    strides = [list(launch.contiguous_strides(x_shape)), stat_strides]
+    normalized = tuple(x_shape[axes[0] :])
+    for shape in in_shapes[1:]:  # scale, bias: broadcast over the normalized dims
+        try:
+            tail = launch.broadcast_strides(shape, normalized)
+        except ValueError as exc:
+            raise BackendError(f"{op}: {exc}") from None
+        strides.append([0] * (ndim - len(normalized)) + list(tail))
+    s0, s1 = "S0", "S1"
+    expr = {
+        "softmax": f"exp(x0 - {s0}) / {s1}",
+        "log_softmax": f"x0 - {s0} - log({s1})",
+        "layer_norm": f"(x0 - {s0}) / sqrt({s1} + P_epsilon)",
+        "rms_norm": f"x0 / sqrt({s0} + P_epsilon)",
+    }[op]
+    # operands: x0 = x, x1 = stats (read through S0/S1), x2 = scale, x3 = bias
+    if len(in_shapes) > 1:
+        expr = f"({expr}) * x2"
+    if len(in_shapes) > 2:
+        expr = f"{expr} + x3"
+    defs = (param_decl("epsilon", 0, t) + f"#define S0 {ct}(load1(idx[1]))\n"
+            f"#define S1 {ct}(load1(idx[1] + 1u))\n")  # fmt: skip
+    label = f"{op}({dtype.short})"
+    in_dtypes = [dtype, stats, *[dtype] * (len(in_shapes) - 1)]
+    source = _elementwise_source(
+        in_dtypes, dtype, f"{ct}({expr})", defs, label, max_rank=_NORM_RANK
+    )
+    push, n = _elementwise_push(
+        [x_shape, (), *in_shapes[1:]], x_shape, param_words(epsilon, t), label,
+        strides=strides, max_rank=_NORM_RANK,
+    )  # fmt: skip
+    return Kernel(label, source, push, launch.dispatch_grid(invocations(dtype, n)))
 
 
 def fill_kernel(in_dtype: DType, out_shape: tuple[int, ...], value: Any) -> Kernel:

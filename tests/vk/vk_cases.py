@@ -110,7 +110,8 @@ def _dtype_order(dtypes: frozenset[DType]) -> list[DType]:
 
 # (op, dtype) pairs that have no Vulkan kernel by design: GLSL's exp/log/tanh take no
 # doubles. `supports` must name the reason, and the simulator runs them on the CPU.
-FALLBACKS = [(op, DType.F64) for op in ("exp", "log", "tanh", "sigmoid", "silu", "gelu")]
+FALLBACKS = [(op, DType.F64) for op in
+             ("exp", "log", "tanh", "sigmoid", "silu", "gelu", "softmax", "log_softmax")]  # fmt: skip
 
 
 def _elementwise_cases() -> list[Case]:
@@ -177,6 +178,33 @@ def _movement_cases() -> list[Case]:
         for dtype in _dtype_order(opdef.inputs[0].dtypes):
             for params in variants:
                 cases.append(Case(op, (dtype,), ((3, 4, 5),), params))
+    return cases
+
+
+_NORM_VARIANTS: dict[str, list[tuple[int, dict[str, Any]]]] = {
+    # (number of inputs, params)
+    "softmax": [(1, {}), (1, {"axis": 1})],
+    "log_softmax": [(1, {"axis": 0})],
+    "layer_norm": [(1, {}), (2, {}), (3, {"axis": 1, "epsilon": 1e-3})],
+    "rms_norm": [(1, {}), (2, {"axis": -1})],
+}
+
+
+def _norm_cases() -> list[Case]:
+    cases = []
+    for op, variants in _NORM_VARIANTS.items():
+        opdef = registry.get(op)
+        if opdef is None:
+            continue
+        for dtype in _dtype_order(opdef.inputs[0].dtypes):
+            if (op, dtype) in FALLBACKS:
+                continue
+            for count, params in variants:
+                axis = params.get("axis", -1) % 3
+                tail = (3, 4, 7)[axis:]
+                shapes = ((3, 4, 7), *[tail] * (count - 1))
+                cases.append(Case(op, (dtype,) * count, shapes, params))
+            cases.append(Case(op, (dtype,), ((3, 4, 7),), variants[0][1], inplace=True))
     return cases
 
 
@@ -254,7 +282,7 @@ def _matmul_cases() -> list[Case]:
 
 def all_cases() -> list[Case]:
     """Every parity case, in a stable order."""
-    return (_elementwise_cases() + _movement_cases() + _fill_cases() + _cast_cases()
+    return (_elementwise_cases() + _movement_cases() + _norm_cases() + _fill_cases() + _cast_cases()
             + _reduce_cases() + _matmul_cases())  # fmt: skip
 
 
@@ -264,7 +292,11 @@ def make_inputs(case: Case) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     arrays = []
     for dtype, shape in zip(case.dtypes, case.shapes):
-        edges = not (case.op in ("matmul", "prod_axis", "sum_axis", "mean_axis") and dtype.is_float)
+        # No NaN/inf in float accumulations: the order of operations decides where they
+        # turn up (normalization rows with non-finite values are NaN on both sides).
+        no_edges = ("matmul", "prod_axis", "sum_axis", "mean_axis", "softmax", "log_softmax",
+                    "layer_norm", "rms_norm")  # fmt: skip
+        edges = not (case.op in no_edges and dtype.is_float)
         arrays.append(sample(dtype, shape, rng, edges=edges))
     if case.op in ("div", "floor_div", "rem") and len(arrays) == 2:
         arrays[1].reshape(-1)[:2] = 0  # zero divisors always present
