@@ -28,6 +28,7 @@ from openinfer_jax.emit.analysis import Analysis, VarInfo, resolve_dims
 from openinfer_jax.emit.c_kernels import ALIAS_SAFE, KernelRequest, c_literal, render_kernel
 from openinfer_jax.emit.c_types import ctype
 from openinfer_jax.emit.memory import Buffer, MemoryPlan, plan_memory
+from openinfer_jax.emit.vk_kernels import compile_spirv, render_vk_kernel
 from openinfer_jax.errors import SynthesisError
 from openinfer_jax.ir.nodes import (
     Assign,
@@ -80,8 +81,11 @@ class _Scope:
 class _Gen:
     """One generation run: kernels, statements, live positions, labels."""
 
-    def __init__(self, an: Analysis, name: str, outputs: tuple[str, ...]) -> None:
+    def __init__(self, an: Analysis, name: str, outputs: tuple[str, ...], target: str = "c") -> None:
         self.an = an
+        self.target = target
+        self.shaders: dict[str, str] = {}  # kernel name -> GLSL (Vulkan target)
+        self.prefix_slots: list[tuple[str, int]] = []  # (slot name, bytes) for prefix views (Vulkan)
         self.name = name
         self.outputs = outputs
         self.kernels: dict[str, str] = {}  # signature -> function name
@@ -192,8 +196,14 @@ class _Gen:
             self.tmp_count += 1
             tmp = f"P{self.tmp_count}"
             args = ", ".join(self.scalar(i, scope, where) for i in ref.indices)
+            slot = "NULL"
+            if self.target == "vulkan":
+                # The GPU sees only the arena: the model tensor is copied into a slot of it.
+                shape = resolve_dims(decl.dims, self.an.sizevars, f"variable {decl.name!r}")
+                slot = f"PXS_{self.tmp_count}"
+                self.prefix_slots.append((slot, math.prod(shape) * ctype(decl.dtype).size))
             pre.append(f"oi_tensor {tmp};")
-            pre.append(f'OI_TRY(oi_prefix_{ref.name}(&{tmp}, {args}), "{where}");')
+            pre.append(f'OI_TRY(oi_prefix_{ref.name}(&{tmp}, {slot}, {args}), "{where}");')
             return f"&{tmp}"
         self.touch(ref.name, scope, write)
         return f"&{self.var(ref.name, scope)}"
@@ -288,8 +298,13 @@ class _Gen:
         fn = self.kernels.get(key)
         if fn is None:
             fn = f"k{len(self.kernels)}_{info.opdef.name}_{info.in_dtypes[0].short if info.in_dtypes else 'x'}"
+            if self.target == "vulkan":
+                kernel = render_vk_kernel(fn, len(self.shaders), info, where)
+                self.shaders[fn] = kernel.glsl
+                self.kernel_code.append(kernel.host)
+            else:
+                self.kernel_code.append(render_kernel(KernelRequest(fn, info, where)))
             self.kernels[key] = fn
-            self.kernel_code.append(render_kernel(KernelRequest(fn, info, where)))
         pre: list[str] = []
         args = [self.ref(r, scope, where, pre) for r in node.inputs]
         if node.output.indices:
@@ -506,14 +521,17 @@ def _pattern_format(decl_name: str, pattern: str | None, model_name: str, indice
     return fmt, order
 
 
-def generate_c(an: Analysis, name: str, outputs: tuple[str, ...], embed: bytes | None, device: str) -> CProgram:
-    """Generate the C program for `an` (see the module docstring).
+def generate_c(
+    an: Analysis, name: str, outputs: tuple[str, ...], embed: bytes | None, device: str, target: str = "c"
+) -> CProgram:
+    """Generate the C program for `an` (see the module docstring); `target` ``"vulkan"`` runs
+    the ops on the GPU through `openinfer_jax.emit.vk_kernels` and the rest on the host.
 
     Raises:
         SynthesisError: a node the C target cannot express, naming the node and the limit.
     """
     _c_ident_check(sorted(an.vars) + sorted(an.tables) + sorted(an.prefixes))
-    gen = _Gen(an, name, outputs)
+    gen = _Gen(an, name, outputs, target)
     body: list[str] = []
     scope = _Scope(end_label="step_end")
     gen.nodes(an.entry.nodes, an.entry.name, scope, body, 1)
@@ -522,27 +540,31 @@ def generate_c(an: Analysis, name: str, outputs: tuple[str, ...], embed: bytes |
             raise SynthesisError(f"block {blk.name}: consumer never runs (entry never yields all of what it awaits)")
     body = gen.resolve_assigns(body)
     mem = _plan(an, gen, outputs)
+    spirv = compile_spirv(gen.shaders) if target == "vulkan" else {}
     files = {
         f"{name}.h": _header(an, name, outputs, embed is not None),
-        f"{name}.c": _source(an, gen, name, outputs, mem, body, embed is not None, device),
+        f"{name}.c": _source(an, gen, name, outputs, mem, body, embed is not None, device, spirv),
         f"{name}_driver.c": _driver(an, name, outputs),
     }
+    for kname, glsl in gen.shaders.items():
+        files[f"{kname}.comp"] = glsl
     if embed is not None:
         files[f"{name}_weights.c"] = _weights(name, embed)
     return CProgram(files, mem, len(gen.kernels), outputs)
 
 
 # ---- memory --------------------------------------------------------------------------------
-def _needs_arena(info: VarInfo, an: Analysis) -> bool:
-    # Constants with model data are read in place from the loaded model.
-    return not (info.kind == "constant" and info.source == "tensor")
+def _needs_arena(info: VarInfo, target: str) -> bool:
+    # Constants with model data are read in place from the loaded model (the GPU of the
+    # Vulkan target sees only the arena, so there they are copied in).
+    return target == "vulkan" or not (info.kind == "constant" and info.source == "tensor")
 
 
 def _plan(an: Analysis, gen: _Gen, outputs: tuple[str, ...]) -> MemoryPlan:
     bufs: list[Buffer] = []
     for vname in sorted(an.vars):
         info = an.vars[vname]
-        if not _needs_arena(info, an):
+        if not _needs_arena(info, gen.target):
             continue
         nbytes = info.bound * ctype(info.dtype).size
         pinned = info.kind in ("persistent", "dynamic", "constant") or vname in outputs or vname not in gen.first
@@ -557,6 +579,8 @@ def _plan(an: Analysis, gen: _Gen, outputs: tuple[str, ...]) -> MemoryPlan:
         _blk, var = gen.shadows[cname]
         info = an.vars[var]
         bufs.append(Buffer(f"shadow:{cname}", info.bound * ctype(info.dtype).size))
+    for slot, nbytes in gen.prefix_slots:
+        bufs.append(Buffer(f"prefix:{slot}", nbytes))
     scratch = max((n * ctype(d).size for d, n in gen.scratch_elems.items()), default=0)
     if scratch:
         bufs.append(Buffer("scratch", scratch))
@@ -611,8 +635,10 @@ def _header(an: Analysis, name: str, outputs: tuple[str, ...], embedded: bool) -
 
 def _source(
     an: Analysis, gen: _Gen, name: str, outputs: tuple[str, ...], mem: MemoryPlan, body: list[str],
-    embedded: bool, device: str,
+    embedded: bool, device: str, spirv: dict[str, bytes] | None = None,
 ) -> str:
+    vulkan = gen.target == "vulkan"
+    spirv = spirv or {}
     out: list[str] = []
     out.append(f"/* {name}.c: generated by OpenInfer-JAX for {device}. Do not edit.")
     out.append(f" * Memory plan: {mem.summary()}.")
@@ -621,11 +647,29 @@ def _source(
         live = "pinned" if buf.pinned else f"{buf.first}..{buf.last}"
         out.append(f" *   {bname:<32} {buf.offset:>9} {buf.nbytes:>10}  {live}")
     out.append(" */")
-    out += [f'#include "{name}.h"', "", "#include <math.h>", "#include <stdio.h>", "#include <string.h>", ""]
+    out += [f'#include "{name}.h"', ""]
+    if vulkan:
+        out += ['#include "oi_vulkan.h"', ""]
+    out += ["#include <math.h>", "#include <stdio.h>", "#include <string.h>", ""]
     out.append(f"#define OI_ARENA_BYTES {mem.arena_bytes}")
-    out.append("/* one arena, 8-byte aligned; every buffer offset is a multiple of 64 */")
-    out.append(f"static uint64_t oi_arena[{max(mem.arena_bytes // 8, 1)}];")
-    out.append("static unsigned char *const A = (unsigned char *)oi_arena;")
+    if vulkan:
+        out.append("/* one arena: the host-visible Vulkan storage buffer, mapped at oi_init */")
+        out.append("static unsigned char *A;")
+        out.append("#define OI_VK_OFF(t) ((uint32_t)(((const unsigned char *)(t)->data - A) / 4))")
+        for slot, _nbytes in gen.prefix_slots:
+            out.append(f"#define {slot} (A + {mem.buffers['prefix:' + slot].offset})")
+        for kname in gen.shaders:
+            words = spirv[kname]
+            ints = [int.from_bytes(words[i : i + 4], "little") for i in range(0, len(words), 4)]
+            out.append(f"/* SPIR-V of {kname}.comp (glslc) */")
+            out.append(f"static const uint32_t SPV_{kname}[{len(ints)}] = {{")
+            for i in range(0, len(ints), 8):
+                out.append("    " + ", ".join(f"0x{v:08x}u" for v in ints[i : i + 8]) + ",")
+            out.append("};")
+    else:
+        out.append("/* one arena, 8-byte aligned; every buffer offset is a multiple of 64 */")
+        out.append(f"static uint64_t oi_arena[{max(mem.arena_bytes // 8, 1)}];")
+        out.append("static unsigned char *const A = (unsigned char *)oi_arena;")
     out.append("static oi_model oi_m;")
     out.append("static int oi_ready;")
     if embedded:
@@ -675,7 +719,7 @@ def _source(
         ctype(decl.dtype, f"prefix table {pname!r}")
         params = ", ".join(f"int64_t i{k}" for k in range(len(decl.table_indices)))
         args = ", ".join(f"(long long)i{k}" for k in order)
-        out.append(f"static int oi_prefix_{pname}(oi_tensor *t, {params}) {{")
+        out.append(f"static int oi_prefix_{pname}(oi_tensor *t, unsigned char *slot, {params}) {{")
         out.append(f"    static const int64_t dims[{max(len(shape), 1)}] = {_dims_init(shape)};")
         out.append("    char nm[256];")
         out.append("    const void *p;")
@@ -684,7 +728,8 @@ def _source(
         out.append(f"    rc = oi_model_get(&oi_m, nm, {decl.dtype.code}u, {len(shape)}, dims, &p);")
         out.append("    if (rc) return rc;")
         out.append('    if (!p) { oi_set_error("model tensor %s has no data", nm); return OI_ERR_MODEL; }')
-        out.append("    t->data = (void *)p;")
+        out.append(f"    if (slot) memcpy(slot, p, {math.prod(shape) * ctype(decl.dtype).size});")
+        out.append("    t->data = slot ? (void *)slot : (void *)p;")
         out.append(f"    t->ndim = {len(shape)};")
         out.append(f"    for (d = 0; d < {len(shape)}; d++) t->dims[d] = dims[d];")
         out.append(f"    t->cap = {math.prod(shape)};")
@@ -696,7 +741,7 @@ def _source(
     # Initial values.
     source_vars = [n for n in sorted(an.vars) if an.vars[n].kind in ("volatile", "constant", "persistent")]
     for vname in source_vars:
-        out.extend(_init_function(an.vars[vname]))
+        out.extend(_init_function(an.vars[vname], in_place=not vulkan))
     # Binding the arena.
     out.append("static void oi_bind(void) {")
     for vname in sorted(an.vars):
@@ -744,6 +789,10 @@ def _source(
         out.append("        rc = OI_ERR_MODEL;")
         out.append("        goto fail;")
         out.append("    }")
+    if vulkan:
+        out.append(f'    OI_TRY(oi_vk_init(OI_ARENA_BYTES, &A, {len(gen.shaders)}), "Vulkan setup");')
+        for pid, kname in enumerate(gen.shaders):
+            out.append(f'    OI_TRY(oi_vk_pipeline({pid}, SPV_{kname}, sizeof SPV_{kname}), "pipeline {kname}");')
     out.append("    oi_bind();")
     for vname in source_vars:
         info = an.vars[vname]
@@ -755,11 +804,15 @@ def _source(
     out.append("    goto fail; /* keeps the label used when no check jumps to it */")
     out.append("fail:")
     out.append("    oi_model_close(&oi_m);")
+    if vulkan:
+        out.append("    oi_vk_free();")
     out.append("    return rc;")
     out.append("}")
     out.append("")
     out.append("void oi_free(void) {")
     out.append("    if (oi_ready || oi_m.bytes) oi_model_close(&oi_m);")
+    if vulkan:
+        out.append("    oi_vk_free();")
     out.append("    oi_ready = 0;")
     for vname in dynamic:
         out.append(f"    oi_have_{vname} = 0;")
@@ -835,7 +888,7 @@ def _source(
     return "\n".join(out)
 
 
-def _init_function(info: VarInfo) -> list[str]:
+def _init_function(info: VarInfo, in_place: bool = True) -> list[str]:
     """`oi_init_<var>()`: the value a variable starts from (model tensor, scalar, @init, zeros)."""
     ct = ctype(info.dtype, f"variable {info.name!r}")
     v = f"V_{info.name}"
@@ -846,7 +899,7 @@ def _init_function(info: VarInfo) -> list[str]:
             f'    rc = oi_model_get(&oi_m, "{info.model_name}", {info.dtype.code}u, {len(info.shape)}, {_dims_name(info.name)}, &p);'
         )
         lines.append("    if (rc) return rc;")
-        if info.kind == "constant":
+        if info.kind == "constant" and in_place:
             # Read in place from the loaded model: no copy, no arena space.
             lines.append(f"    {v}.data = (void *)p;")
             lines.append(f"    {v}.cap = {info.numel};")

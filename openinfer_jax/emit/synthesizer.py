@@ -16,7 +16,7 @@ from openinfer_jax.emit.analysis import analyze
 from openinfer_jax.emit.c_program import generate_c
 from openinfer_jax.emit.device import DeviceArch, host_arch, load_arch
 from openinfer_jax.emit.plan import Plan
-from openinfer_jax.emit.runtime_files import runtime_files
+from openinfer_jax.emit.runtime_files import runtime_files, vulkan_files
 from openinfer_jax.errors import GraphValidationError, SynthesisError
 from openinfer_jax.ir.nodes import Graph
 
@@ -25,7 +25,8 @@ __all__ = ["TARGETS", "Synthesizer"]
 #: Targets and what they emit.
 TARGETS: dict[str, str] = {
     "c": "plain C99 (libc + libm): <name>.h, <name>.c, oi_runtime.[ch], a test driver",
-    "vulkan": "not available yet: synthesize raises SynthesisError (see docs/synthesis.md)",
+    "vulkan": "C99 host code on the Vulkan API + GLSL compute shaders (SPIR-V via glslc) for the f32 "
+    "elementwise+matmul subset; other ops raise SynthesisError",
 }
 
 
@@ -108,11 +109,6 @@ class Synthesizer:
         """
         if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
             raise SynthesisError(f"program name {name!r} must be a C identifier")
-        if self.target == "vulkan":
-            raise SynthesisError(
-                "the Vulkan target is not available in this version; emit the C target "
-                "(`openinfer emit c ...`) — see docs/synthesis.md"
-            )
         loader, _raw, opened = _load_model(model)
         try:
             g = _load_graph(graph)
@@ -129,7 +125,7 @@ class Synthesizer:
                 if out not in names:
                     raise SynthesisError(f"output {out!r} is not a variable of the graph (known: {', '.join(sorted(names))})")
             embed = _model_bytes(loader) if embed_weights else None
-            program = generate_c(an, name, chosen, embed, self.arch.describe())
+            program = generate_c(an, name, chosen, embed, self.arch.describe(), self.target)
             limit = self.arch.memory("global_bytes")
             if program.memory.arena_bytes > limit:
                 raise SynthesisError(
@@ -137,7 +133,9 @@ class Synthesizer:
                     f"{self.arch.name!r} has memory.global_bytes={limit}"
                 )
             files = {**runtime_files(), **program.files}
-            return Plan("c", name, dict(sorted(files.items())), program.memory, program.kernels, program.outputs)
+            if self.target == "vulkan":
+                files.update(vulkan_files())
+            return Plan(self.target, name, dict(sorted(files.items())), program.memory, program.kernels, program.outputs)
         finally:
             if opened:
                 loader.close()

@@ -33,12 +33,16 @@ def build(plan: Plan, out: Path, *, cc: str = CC, flags: Sequence[str] = CFLAGS,
     plan.emit(out)
     sources = [f"{plan.name}.c", "oi_runtime.c", f"{plan.name}_driver.c"]
     sources += [f for f in plan.files if f.endswith("_weights.c")]
+    libs = ["-lm"]
+    if plan.target == "vulkan":
+        sources.append("oi_vulkan.c")
+        libs.insert(0, "-lvulkan")
     if not link:
         for src in sources:
             subprocess.run([cc, *flags, "-c", src, "-o", src[:-2] + ".o"], cwd=out, check=True, capture_output=True, text=True)
         return out
     exe = out / "driver"
-    result = subprocess.run([cc, *flags, *sources, "-lm", "-o", "driver"], cwd=out, capture_output=True, text=True)
+    result = subprocess.run([cc, *flags, *sources, *libs, "-o", "driver"], cwd=out, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-4000:]
     return exe
 

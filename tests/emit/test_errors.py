@@ -102,12 +102,6 @@ def test_unknown_output_and_bad_name(tmp_path: Path) -> None:
         Synthesizer("cuda")
 
 
-def test_vulkan_target_is_refused_clearly(tmp_path: Path) -> None:
-    case = CASES["minimal"](tmp_path)
-    with pytest.raises(SynthesisError, match="Vulkan target is not available"):
-        Synthesizer("vulkan").synthesize(case.model, case.graph)
-
-
 # ---- atomic emit ---------------------------------------------------------------------------------
 def test_failed_emit_leaves_nothing(tmp_path: Path) -> None:
     plan = Plan("c", "p", {"a.c": "int a;\n", "sub/b.c": "int b;\n"}, MemoryPlan(), 0, ())

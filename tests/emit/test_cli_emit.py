@@ -1,0 +1,59 @@
+"""`openinfer emit`: writes the sources, prints the memory plan, errors are one line + exit 1."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from openinfer_jax.cli import main
+from openinfer_jax.ir import format_graph
+from tests.emit.cases import CASES, test_arch
+
+
+def _graph_file(tmp: Path, name: str) -> tuple[Path, Path]:
+    case = CASES[name](tmp)
+    graph = case.graph if isinstance(case.graph, str) else format_graph(case.graph)
+    path = tmp / f"{name}.graph"
+    path.write_text(graph)
+    return case.model, path
+
+
+def test_emit_c_writes_sources(tmp_path: Path, capsys) -> None:
+    model, graph = _graph_file(tmp_path, "mlp")
+    out = tmp_path / "out"
+    rc = main(["emit", "c", "--model", str(model), "--graph", str(graph), "-o", str(out), "--name", "mlp", "--output", "y"])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "memory: arena" in printed and f"wrote 5 files to {out}" in printed
+    assert sorted(p.name for p in out.iterdir()) == ["mlp.c", "mlp.h", "mlp_driver.c", "oi_runtime.c", "oi_runtime.h"]
+    assert "int oi_fetch_y(float *out" in (out / "mlp.h").read_text()
+    assert "oi_fetch_h" not in (out / "mlp.h").read_text()
+
+
+def test_emit_with_arch_and_errors(tmp_path: Path, capsys) -> None:
+    model, graph = _graph_file(tmp_path, "cache_window_slice")
+    out = tmp_path / "out"
+    rc = main(["emit", "c", "--model", str(model), "--graph", str(graph), "-o", str(out)])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: cache table 'A': index 't' is unbounded") and err.count("\n") == 1
+    assert not out.exists()
+    arch = tmp_path / "dev.json"
+    arch.write_text(json.dumps(test_arch(cache_capacity=32)))
+    rc = main(["emit", "c", "--model", str(model), "--graph", str(graph), "--arch", str(arch), "-o", str(out)])
+    assert rc == 0 and (out / "model.c").exists()
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"device": {}}))
+    rc = main(["emit", "c", "--model", str(model), "--graph", str(graph), "--arch", str(broken), "-o", str(out)])
+    assert rc == 1 and "missing field device.type" in capsys.readouterr().err
+
+
+def test_emit_vulkan_from_cli(tmp_path: Path, capsys) -> None:
+    model, graph = _graph_file(tmp_path, "minimal")
+    out = tmp_path / "vk"
+    rc = main(["emit", "vulkan", "--model", str(model), "--graph", str(graph), "-o", str(out)])
+    if rc != 0:  # only without glslc: the message says so
+        assert "needs glslc" in capsys.readouterr().err
+        return
+    names = sorted(p.name for p in out.iterdir())
+    assert "oi_vulkan.c" in names and any(n.endswith(".comp") for n in names)
