@@ -324,7 +324,11 @@ def _behaviour(tmp: Path, mesh) -> None:
         path,
         text,
         mesh=mesh,
-        sharding={"layers.*.wq": P(None, "model"), "K": P(None, None, None, None, "model")},
+        sharding={
+            "layers.*.wq": P(None, "model"),
+            "K": P(None, None, None, None, "model"),
+            "a": P(None, "model"),  # an `assign`ed activation: constrained where produced
+        },
     )
     sim.with_trace()
     ex = sim.make_executor()
@@ -333,6 +337,7 @@ def _behaviour(tmp: Path, mesh) -> None:
     ex.step()
     wq = ex._pristine["layers.0.wq"]
     assert _trimmed(wq.sharding.spec) == (None, "model")
+    assert _trimmed(ex._store["a"].sharding.spec) == (None, "model")
     assert {s.data.shape for s in wq.addressable_shards} == {(64, 64 // 8)}
     events = ex.trace()
     with_sharding = [ev for ev in events if ev.sharding]

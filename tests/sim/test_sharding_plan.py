@@ -124,3 +124,37 @@ def test_collectives_of_counts_kinds_and_bytes() -> None:
     assert stats.counts == {"all-reduce": 2, "all-gather": 1}
     assert stats.bytes == {"all-reduce": 32 + 32, "all-gather": 128}
     assert stats.total == 3 and stats.to_dict()["total_bytes"] == 192
+
+
+def test_variable_layouts_of_a_real_graph(tmp_path) -> None:
+    from openinfer_jax.oinf import ModelLoader
+    from openinfer_jax.sim.sharding_models import DecoderConfig, decoder_graph, write_decoder
+    from openinfer_jax.sim.sharding_plan import variable_layouts
+    from openinfer_jax.trace import parse
+
+    cfg = DecoderConfig(layers=2, d=32, heads=4, kv_heads=2, ffn=48, batch=3)
+    write_decoder(tmp_path / "d.oinf", cfg)
+    graph = parse(decoder_graph(cfg))
+    with ModelLoader.open(tmp_path / "d.oinf") as model:
+        sizes = {**model.sizevars, "num_layers": cfg.layers}
+
+        def resolve(decl):
+            return tuple(d if isinstance(d, int) else sizes[str(d)] for d in decl.dims)
+
+        layouts = {
+            lay.name: lay
+            for lay in variable_layouts(graph, resolve, list(model.tensors), lambda d, i: 16)
+        }
+    assert layouts["K"].shape == (16, 16, 3, 2, 8) and layouts["K"].growing == {0, 1}
+    assert layouts["wq"].shape == (32, 32)
+    assert layouts["wq"].tensors == ("layers.0.wq", "layers.1.wq")
+    assert layouts["final_norm"].tensors == ("final_norm",)
+    assert layouts["x"].kind is MemoryKind.DYNAMIC and layouts["x"].tensors == ()
+
+
+def test_parse_spec_text_forms() -> None:
+    assert parse_spec("(data, model), _", "plan") == P(("data", "model"), None)
+    assert parse_spec(" None , model ", "plan") == P(None, "model")
+    assert parse_spec("", "plan") == P()
+    assert parse_spec(["model", None], "plan") == P("model", None)
+    assert parse_spec(None, "plan") == P()
