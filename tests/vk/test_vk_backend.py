@@ -95,9 +95,10 @@ def test_precompile_builds_kernels_in_one_batch(
     calls = [
         ("add", [DType.F32, DType.F32], [(2,), (2,)], {}),
         ("cast", [DType.I8], [(3,)], {"to": DType.F16}),
-        ("softmax", [DType.F32], [(3,)], {}),
-    ]  # no kernel: skipped
-    assert backend.precompile(calls) == 2
+        ("softmax", [DType.F32], [(3,)], {}),  # two kernels: statistics and apply
+        ("attention", [DType.F32] * 3, [(1, 2, 4)] * 3, {}),  # no kernel: skipped
+    ]
+    assert backend.precompile(calls) == 4
     assert backend.precompile(calls) == 0  # cached
 
 
