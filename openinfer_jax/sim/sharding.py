@@ -16,7 +16,8 @@ weight is read. From then on the simulator asks it where each variable lives:
 
 The effect scheduler is unchanged: it only sees arrays that happen to live on many devices.
 The trace (`TraceEvent.sharding`) names the mesh, each output's spec and, per region, the
-collectives XLA inserted (counts and bytes, read from the compiled HLO).
+collectives XLA inserted (counts and bytes, read from the compiled HLO; with the timer on,
+also their time measured standalone, see sharding_timing.py).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from openinfer_jax.sim.sharding_plan import (
     spec_text,
     variable_layouts,
 )
+from openinfer_jax.sim.sharding_timing import region_collective_ns
 
 if TYPE_CHECKING:
     from openinfer_jax.sim.events import TraceEvent
@@ -273,6 +275,7 @@ class ShardedPlacement:
             "inputs": [_spec_of(s) for s in jax.tree_util.tree_leaves(compiled.input_shardings)],
             "outputs": [_spec_of(s) for s in jax.tree_util.tree_leaves(compiled.output_shardings)],
             "collectives": stats.to_dict(),
+            "instances": list(stats.instances),
         }
 
     def annotate(self, ev: TraceEvent, ex: Executor) -> None:
@@ -289,7 +292,11 @@ class ShardedPlacement:
         info: dict[str, Any] = {"mesh": self.text, "outputs": outputs}
         region = self.regions.get(_label_of(ev))
         if region is not None:
-            info["collectives"] = region["collectives"]
+            collectives = region["collectives"]
+            if self.sim.timing and "time_ns" not in collectives:
+                # Measured here, after the region's own time was taken, not inside it.
+                collectives["time_ns"] = region_collective_ns(self.mesh, region["instances"])
+            info["collectives"] = collectives
         ev.sharding = info
 
 

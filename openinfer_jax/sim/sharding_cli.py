@@ -104,5 +104,6 @@ def summary(sim: Any) -> list[str]:
     for label, info in sorted(sharded.regions.items()):
         stats = info["collectives"]
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(stats["counts"].items())) or "none"
-        lines.append(f"  {label}: collectives {kinds} ({stats['total_bytes']} bytes)")
+        took = f", {stats['time_ns'] / 1e3:.1f} us standalone" if "time_ns" in stats else ""
+        lines.append(f"  {label}: collectives {kinds} ({stats['total_bytes']} bytes{took})")
     return lines

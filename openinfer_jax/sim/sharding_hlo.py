@@ -43,6 +43,8 @@ class CollectiveStats:
 
     counts: dict[str, int] = field(default_factory=dict)
     bytes: dict[str, int] = field(default_factory=dict)
+    # Every collective in program order: (kind, result bytes).
+    instances: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -64,8 +66,8 @@ class CollectiveStats:
         }
 
 
-def _shape_bytes(shape: str) -> int:
-    total = 0
+def _array_bytes(shape: str) -> list[int]:
+    sizes = []
     for dtype, dims in _ARRAY.findall(shape):
         size = _ELEMENT_BYTES.get(dtype)
         if size is None:
@@ -74,8 +76,8 @@ def _shape_bytes(shape: str) -> int:
         for dim in dims.split(","):
             if dim:
                 count *= int(dim)
-        total += count * size
-    return total
+        sizes.append(count * size)
+    return sizes
 
 
 def collectives_of(hlo_text: str) -> CollectiveStats:
@@ -86,6 +88,10 @@ def collectives_of(hlo_text: str) -> CollectiveStats:
         if match is None:
             continue
         kind = match.group("kind")
+        arrays = _array_bytes(match.group("shape"))
+        # An async start returns (operand, result, [context...]): count the result once.
+        size = max(arrays, default=0) if match.group("start") else sum(arrays)
         stats.counts[kind] = stats.counts.get(kind, 0) + 1
-        stats.bytes[kind] = stats.bytes.get(kind, 0) + _shape_bytes(match.group("shape"))
+        stats.bytes[kind] = stats.bytes.get(kind, 0) + size
+        stats.instances.append((kind, size))
     return stats

@@ -76,7 +76,7 @@ def test_cli_run_devices(tmp_path: Path) -> None:
     assert ok.returncode == 0, ok.stderr[-3000:]
     assert "sharded over cpu mesh(model=4): 6 variable(s) split" in ok.stdout
     assert "K: [None, None, None, model]" in ok.stdout
-    assert "all-reduce" in ok.stdout
+    assert "all-reduce" in ok.stdout and "us standalone" in ok.stdout
     bad = subprocess.run(
         [*base, "--shard", "wq=None,tensor"], cwd=tmp_path, env=env, capture_output=True,
         text=True, timeout=300,
@@ -330,7 +330,7 @@ def _behaviour(tmp: Path, mesh) -> None:
             "a": P(None, "model"),  # an `assign`ed activation: constrained where produced
         },
     )
-    sim.with_trace()
+    sim.with_trace().with_timer()
     ex = sim.make_executor()
     x = np.ones((cfg.batch, cfg.d), np.float32)
     ex.insert(x=x)
@@ -344,7 +344,8 @@ def _behaviour(tmp: Path, mesh) -> None:
     assert len(with_sharding) == len(events), "every event of a sharded run names its placement"
     assert all(ev.sharding["mesh"] == "cpu mesh(model=8)" for ev in events)
     region_events = [ev for ev in events if ev.region is not None]
-    assert any(ev.sharding.get("collectives", {}).get("total", 0) > 0 for ev in region_events)
+    timed = [ev.sharding["collectives"] for ev in region_events if "collectives" in ev.sharding]
+    assert any(c["total"] > 0 and c["time_ns"] > 0 for c in timed), timed
     writes = [
         ev
         for ev in events

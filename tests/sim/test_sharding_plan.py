@@ -122,8 +122,10 @@ def test_collectives_of_counts_kinds_and_bytes() -> None:
 """
     stats = collectives_of(hlo)
     assert stats.counts == {"all-reduce": 2, "all-gather": 1}
-    assert stats.bytes == {"all-reduce": 32 + 32, "all-gather": 128}
-    assert stats.total == 3 and stats.to_dict()["total_bytes"] == 192
+    # The async start's tuple holds operand and result: the result counts once.
+    assert stats.bytes == {"all-reduce": 32 + 16, "all-gather": 128}
+    assert stats.total == 3 and stats.to_dict()["total_bytes"] == 176
+    assert stats.instances == [("all-reduce", 32), ("all-gather", 128), ("all-reduce", 16)]
 
 
 def test_variable_layouts_of_a_real_graph(tmp_path) -> None:
