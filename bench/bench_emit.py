@@ -37,7 +37,9 @@ def _configure_xla(threads: str) -> None:
     # Must run before jax is imported: one XLA thread makes the comparison one core vs one core.
     if threads == "1":
         flags = os.environ.get("XLA_FLAGS", "")
-        os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1".strip()
+        os.environ["XLA_FLAGS"] = (
+            f"{flags} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1".strip()
+        )
 
 
 def _encoder_graph(layers: int, seq: int, d: int, heads: int, ffn: int) -> str:
@@ -149,12 +151,19 @@ def _workloads(quick: bool, tmp: Path) -> list[dict[str, Any]]:
     out.append({"name": "encoder", "model": path, "graph": _encoder_graph(layers, seq, d, heads, ffn),
                 "feed": {"x": rng.standard_normal((seq, d)).astype(np.float32)}, "steps": 5 if quick else 10, "fetch": "h",
                 "arch": "c", "grows": False, "shape": f"{layers} layers d={d} heads={heads} tokens={seq}"})  # fmt: skip
-    cfg = kv_cache_decode.Config(layers=2, d=64, heads=4) if quick else kv_cache_decode.Config(layers=4, d=256, heads=4)
+    cfg = (
+        kv_cache_decode.Config(layers=2, d=64, heads=4)
+        if quick
+        else kv_cache_decode.Config(layers=4, d=256, heads=4)
+    )
     path = tmp / "decode.oinf"
     kv_cache_decode.write_model(path, cfg)
     steps = 16 if quick else 48
     arch = json.loads((ROOT / "devices" / "cortex_a53.json").read_text())
-    arch["cache_capacity"] = {"K": {"l": cfg.layers, "t": steps}, "V": {"l": cfg.layers, "t": steps}}
+    arch["cache_capacity"] = {
+        "K": {"l": cfg.layers, "t": steps},
+        "V": {"l": cfg.layers, "t": steps},
+    }
     arch["memory"]["global_bytes"] = 1 << 34
     out.append({"name": "decode", "model": path, "graph": kv_cache_decode.graph_text(cfg),
                 "feed": {"x": rng.standard_normal((1, cfg.d)).astype(np.float32)}, "steps": steps, "arch": arch, "fetch": "y",
@@ -168,7 +177,9 @@ def _c_side(work: dict[str, Any], tmp: Path) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
     import numpy as np
 
-    plan = Synthesizer(work["arch"]).synthesize(work["model"], work["graph"], name="prog", outputs=[])
+    plan = Synthesizer(work["arch"]).synthesize(
+        work["model"], work["graph"], name="prog", outputs=[]
+    )
     out = plan.emit(tmp / f"{work['name']}_c")
     sources = ["prog.c", "oi_runtime.c", "prog_driver.c"]
     cc = os.environ.get("CC", "cc")
@@ -180,7 +191,11 @@ def _c_side(work: dict[str, Any], tmp: Path) -> dict[str, Any]:
     for var, value in work["feed"].items():
         arr = np.ascontiguousarray(value)
         with open(ins / f"{var}.0.bin", "wb") as fh:
-            fh.write(np.int32(arr.ndim).tobytes() + np.asarray(arr.shape, np.int64).tobytes() + arr.tobytes())
+            fh.write(
+                np.int32(arr.ndim).tobytes()
+                + np.asarray(arr.shape, np.int64).tobytes()
+                + arr.tobytes()
+            )
     # Growing workloads start from an empty cache: no plain steps, only the timed repeats.
     result = subprocess.run([str(out / "driver"), str(work["model"]), "0", str(ins), str(tmp), str(work["steps"])],
                             capture_output=True, text=True, check=True)  # fmt: skip
@@ -214,7 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark, print the table, write bench/results/emit.json."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small workloads")
-    parser.add_argument("--xla-threads", choices=("1", "all"), default="1", help="XLA intra-op threads (default 1)")
+    parser.add_argument(
+        "--xla-threads", choices=("1", "all"), default="1", help="XLA intra-op threads (default 1)"
+    )
     args = parser.parse_args(argv)
     _configure_xla(args.xla_threads)
     from rich.console import Console
@@ -228,8 +245,19 @@ def main(argv: list[str] | None = None) -> int:
             sim_ms = _sim_side(work)
             rows.append({"workload": work["name"], "shape": work["shape"], "c_ms": c["ms"], "sim_ms": sim_ms,
                          "ratio_c_over_sim": c["ms"] / sim_ms, **{k: v for k, v in c.items() if k != "ms"}})  # fmt: skip
-    table = Table(title=f"emitted C (-O3 -march=native, 1 thread) vs simulator (XLA CPU, {args.xla_threads} thread(s))")
-    for col in ("workload", "shape", "C ms/step", "sim ms/step", "C/sim", "lines", "binary", "arena/buffers"):
+    table = Table(
+        title=f"emitted C (-O3 -march=native, 1 thread) vs simulator (XLA CPU, {args.xla_threads} thread(s))"
+    )
+    for col in (
+        "workload",
+        "shape",
+        "C ms/step",
+        "sim ms/step",
+        "C/sim",
+        "lines",
+        "binary",
+        "arena/buffers",
+    ):
         table.add_column(col, justify="left" if col in ("workload", "shape") else "right")
     for r in rows:
         table.add_row(r["workload"], r["shape"], f"{r['c_ms']:.3f}", f"{r['sim_ms']:.3f}", f"{r['ratio_c_over_sim']:.2f}x",

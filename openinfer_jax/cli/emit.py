@@ -26,22 +26,38 @@ def register(subparsers: Any) -> None:
     parser.add_argument("target", choices=sorted(TARGETS), help="what to emit")
     parser.add_argument("--model", required=True, help="the .oinf model")
     parser.add_argument("--graph", required=True, help="graph{} text file (or .json graph)")
-    parser.add_argument("--arch", metavar="A.json", help="device-architecture JSON (default: a generic host)")
-    parser.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory (replaced atomically)")
-    parser.add_argument("--name", default="model", help="program name: <name>.h, <name>.c (default: model)")
+    parser.add_argument(
+        "--arch", metavar="A.json", help="device-architecture JSON (default: a generic host)"
+    )
+    parser.add_argument(
+        "-o", "--out", required=True, metavar="DIR", help="output directory (replaced atomically)"
+    )
+    parser.add_argument(
+        "--name", default="model", help="program name: <name>.h, <name>.c (default: model)"
+    )
     parser.add_argument(
         "--output", action="append", default=None, metavar="VAR",
         help="a variable the API can fetch (repeatable; default: all); others share memory by lifetime",
     )  # fmt: skip
-    parser.add_argument("--embed-weights", action="store_true", help="compile the model into the program")
+    parser.add_argument(
+        "--embed-weights", action="store_true", help="compile the model into the program"
+    )
     parser.set_defaults(handler=emit_command)
 
 
 def emit_command(args: argparse.Namespace) -> int:
     """Synthesize and write; prints the plan summary. Errors are SynthesisError (exit 1)."""
-    synth = Synthesizer.from_arch(args.arch).with_target(args.target) if args.arch else Synthesizer(args.target)
+    synth = (
+        Synthesizer.from_arch(args.arch).with_target(args.target)
+        if args.arch
+        else Synthesizer(args.target)
+    )
     plan = synth.synthesize(
-        args.model, args.graph, name=args.name, outputs=args.output, embed_weights=args.embed_weights
+        args.model,
+        args.graph,
+        name=args.name,
+        outputs=args.output,
+        embed_weights=args.embed_weights,
     )
     out = plan.emit(args.out)
     print(plan.summary())

@@ -194,7 +194,9 @@ class _Analyzer:
             if decl.is_table:
                 self.prefixes[decl.name] = decl
                 continue
-            info = VarInfo(decl.name, decl.dtype, decl.kind.value, shape, math.prod(shape), decl=decl)
+            info = VarInfo(
+                decl.name, decl.dtype, decl.kind.value, shape, math.prod(shape), decl=decl
+            )
             info.init = decl.init
             self._bind_source(info, decl, shape)
             self.vars[decl.name] = info
@@ -207,7 +209,9 @@ class _Analyzer:
                         raise SynthesisError(
                             f"{self.where(node, blk.name)}: assign shadows the declared variable {node.name!r}"
                         )
-                    self.vars[node.name] = VarInfo(node.name, node.dtype, "temp", shape, math.prod(shape))
+                    self.vars[node.name] = VarInfo(
+                        node.name, node.dtype, "temp", shape, math.prod(shape)
+                    )
                     self.shapes[node.name] = shape
 
     def _table(self, decl: VarDecl, entry: tuple[int, ...]) -> TableInfo:
@@ -218,12 +222,14 @@ class _Analyzer:
             if cap is None:
                 raise SynthesisError(
                     f"cache table {decl.name!r}: index {axis!r} is unbounded; the C target preallocates "
-                    f"tables, so give it a capacity with @fixed({axis}=N) or \"cache_capacity\" in the "
+                    f'tables, so give it a capacity with @fixed({axis}=N) or "cache_capacity" in the '
                     "device JSON"
                 )
             caps.append(cap)
         if decl.dtype.is_packed:
-            raise SynthesisError(f"cache table {decl.name!r}: packed dtype {decl.dtype.short} is not allowed in tables")
+            raise SynthesisError(
+                f"cache table {decl.name!r}: packed dtype {decl.dtype.short} is not allowed in tables"
+            )
         return TableInfo(decl.name, decl.dtype, decl.table_indices, tuple(caps), entry)
 
     def _bind_source(self, info: VarInfo, decl: VarDecl, shape: tuple[int, ...]) -> None:
@@ -251,19 +257,25 @@ class _Analyzer:
 
     def where(self, node: Node, block: str) -> str:
         loc = getattr(node, "loc", None)
-        return f"block {block} node `{_node_text(node)}`" + (f" at {loc}" if loc is not None else "")
+        return f"block {block} node `{_node_text(node)}`" + (
+            f" at {loc}" if loc is not None else ""
+        )
 
     # ---- bounded shapes -------------------------------------------------------------------
     def ref_info(self, ref: VarRef, where: str) -> tuple[DType, tuple[int, ...]]:
         if ref.indices:
             decl = self.prefixes.get(ref.name)
             if decl is None:
-                raise SynthesisError(f"{where}: {ref} indexes {ref.name!r}, which is not a prefix table")
+                raise SynthesisError(
+                    f"{where}: {ref} indexes {ref.name!r}, which is not a prefix table"
+                )
             return decl.dtype, resolve_dims(decl.dims, self.sizevars, f"variable {decl.name!r}")
         info = self.vars.get(ref.name)
         if info is None:
             if ref.name in self.tables:
-                raise SynthesisError(f"{where}: cache table {ref.name!r} must be read with cache.read")
+                raise SynthesisError(
+                    f"{where}: cache table {ref.name!r} must be read with cache.read"
+                )
             raise SynthesisError(f"{where}: {ref.name!r} is neither declared nor assigned")
         return info.dtype, self.shapes[ref.name]
 
@@ -287,10 +299,17 @@ class _Analyzer:
         self._walk(entry.nodes, entry.name, blocks, consumers, depth=0)
 
     def _walk(
-        self, nodes: tuple[Node, ...], block: str, blocks: dict[str, Block], consumers: list[Block], depth: int
+        self,
+        nodes: tuple[Node, ...],
+        block: str,
+        blocks: dict[str, Block],
+        consumers: list[Block],
+        depth: int,
     ) -> None:
         if depth > 32:
-            raise SynthesisError(f"block {block}: branches nest more than 32 deep (recursive blocks?)")
+            raise SynthesisError(
+                f"block {block}: branches nest more than 32 deep (recursive blocks?)"
+            )
         for node in nodes:
             where = self.where(node, block)
             if isinstance(node, Op):
@@ -321,7 +340,9 @@ class _Analyzer:
             raise SynthesisError(f"{where}: unknown op {node.op!r}")
         ins = [self.ref_info(ref, where) for ref in node.inputs]
         if node.output.name not in self.vars:
-            raise SynthesisError(f"{where}: output {node.output.name!r} is neither declared nor assigned")
+            raise SynthesisError(
+                f"{where}: output {node.output.name!r} is neither declared nor assigned"
+            )
         try:
             params = opdef.resolve_params(dict(node.params))
             out_dtype, out_shape = opdef.infer([d for d, _ in ins], [s for _, s in ins], params)
@@ -370,7 +391,18 @@ def analyze(graph: Graph, model: Any, arch: DeviceArch) -> Analysis:
     for blk in consumers:
         if any(isinstance(n, Await) for n in walk_nodes(blk.nodes)) is False:
             raise SynthesisError(f"block {blk.name}: a consumer block must start with await")
-    return Analysis(graph, an.sizevars, an.vars, an.tables, an.prefixes, an.ops, entry, targets, consumers, writes)
+    return Analysis(
+        graph,
+        an.sizevars,
+        an.vars,
+        an.tables,
+        an.prefixes,
+        an.ops,
+        entry,
+        targets,
+        consumers,
+        writes,
+    )
 
 
 def _written(nodes: tuple[Node, ...]) -> set[str]:

@@ -20,11 +20,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from openinfer_jax.emit.analysis import OpInfo
-from openinfer_jax.emit.c_types import CType, ctype, family
+from openinfer_jax.emit.c_types import CType, ctype
 from openinfer_jax.errors import SynthesisError
 from openinfer_jax.oinf.dtypes import DType
 
-__all__ = ["ELEMENTWISE", "STRUCTURED", "KernelRequest", "render_kernel", "supported_ops", "c_literal"]
+__all__ = [
+    "ELEMENTWISE",
+    "STRUCTURED",
+    "KernelRequest",
+    "c_literal",
+    "render_kernel",
+    "supported_ops",
+]
 
 
 @dataclass(frozen=True)
@@ -71,24 +78,52 @@ _MINMAX_REAL = "((x0 != x0) || x0 {op} x1) ? x0 : x1"
 _NAN_CLAMP = "oi_nan_clamp_{ct}({y}, {lo}, {hi})"
 
 ELEMENTWISE: dict[str, dict[str, str]] = {
-    "add": {"real": "x0 + x1", "sint": "(int64_t)((uint64_t)x0 + (uint64_t)x1)", "uint": "x0 + x1", "bool": "x0 | x1"},
-    "mul": {"real": "x0 * x1", "sint": "(int64_t)((uint64_t)x0 * (uint64_t)x1)", "uint": "x0 * x1", "bool": "x0 & x1"},
+    "add": {
+        "real": "x0 + x1",
+        "sint": "(int64_t)((uint64_t)x0 + (uint64_t)x1)",
+        "uint": "x0 + x1",
+        "bool": "x0 | x1",
+    },
+    "mul": {
+        "real": "x0 * x1",
+        "sint": "(int64_t)((uint64_t)x0 * (uint64_t)x1)",
+        "uint": "x0 * x1",
+        "bool": "x0 & x1",
+    },
     "sub": {"real": "x0 - x1", "sint": "(int64_t)((uint64_t)x0 - (uint64_t)x1)", "uint": "x0 - x1"},
-    "div": {"real": "(x1 == 0) ? {div_by_zero_mask} : x0 / x1", "sint": "oi_tdiv(x0, x1, {div_by_zero_mask})",
-            "uint": "(x1 == 0) ? {div_by_zero_mask} : x0 / x1"},
-    "floor_div": {"sint": "oi_floordiv(x0, x1, {div_by_zero_mask})", "uint": "(x1 == 0) ? {div_by_zero_mask} : x0 / x1"},
+    "div": {
+        "real": "(x1 == 0) ? {div_by_zero_mask} : x0 / x1",
+        "sint": "oi_tdiv(x0, x1, {div_by_zero_mask})",
+        "uint": "(x1 == 0) ? {div_by_zero_mask} : x0 / x1",
+    },
+    "floor_div": {
+        "sint": "oi_floordiv(x0, x1, {div_by_zero_mask})",
+        "uint": "(x1 == 0) ? {div_by_zero_mask} : x0 / x1",
+    },
     "rem": {"sint": "oi_trem(x0, x1)", "uint": "(x1 == 0) ? 0 : x0 % x1"},
     "fma": {"real": "FN(fma)(x0, x1, x2)"},
-    "abs": {"real": "(x0 < 0) ? -x0 : ((x0 == 0) ? (OT)0 : x0)", "sint": "(x0 < 0) ? (int64_t)(0 - (uint64_t)x0) : x0"},
+    "abs": {
+        "real": "(x0 < 0) ? -x0 : ((x0 == 0) ? (OT)0 : x0)",
+        "sint": "(x0 < 0) ? (int64_t)(0 - (uint64_t)x0) : x0",
+    },
     "neg": {"real": "-x0", "sint": "(int64_t)(0 - (uint64_t)x0)"},
     "recip": {"real": "(x0 == 0) ? {div_by_zero_mask} : (OT)1 / x0"},
     "and": {"sint": "x0 & x1", "uint": "x0 & x1", "bool": "x0 & x1"},
     "or": {"sint": "x0 | x1", "uint": "x0 | x1", "bool": "x0 | x1"},
     "xor": {"sint": "x0 ^ x1", "uint": "x0 ^ x1", "bool": "x0 ^ x1"},
     "not": {"sint": "~x0", "uint": "~x0", "bool": "!x0"},
-    "shl": {"sint": "({bits} >= W) ? 0 : (int64_t)((uint64_t)x0 << {bits})", "uint": "({bits} >= W) ? 0 : (x0 << {bits})"},
-    "shr": {"sint": "x0 >> ({bits} < W ? {bits} : W - 1)", "uint": "({bits} >= W) ? 0 : (x0 >> {bits})"},
-    "popcount": {"sint": "oi_popcount((uint64_t)x0 & WMASK)", "uint": "oi_popcount((uint64_t)x0 & WMASK)"},
+    "shl": {
+        "sint": "({bits} >= W) ? 0 : (int64_t)((uint64_t)x0 << {bits})",
+        "uint": "({bits} >= W) ? 0 : (x0 << {bits})",
+    },
+    "shr": {
+        "sint": "x0 >> ({bits} < W ? {bits} : W - 1)",
+        "uint": "({bits} >= W) ? 0 : (x0 >> {bits})",
+    },
+    "popcount": {
+        "sint": "oi_popcount((uint64_t)x0 & WMASK)",
+        "uint": "oi_popcount((uint64_t)x0 & WMASK)",
+    },
     "eq": {"*": "x0 == x1"},
     "ne": {"*": "x0 != x1"},
     "lt": {"*": "x0 < x1"},
@@ -101,16 +136,30 @@ ELEMENTWISE: dict[str, dict[str, str]] = {
     "is_nan": {"real": "isnan(x0)"},
     "is_inf": {"real": "isinf(x0)"},
     "is_neg": {"real": "x0 < 0", "sint": "x0 < 0", "uint": "0"},
-    "min": {"real": _MINMAX_REAL.format(op="<"), "sint": "(x0 < x1) ? x0 : x1", "uint": "(x0 < x1) ? x0 : x1"},
-    "max": {"real": _MINMAX_REAL.format(op=">"), "sint": "(x0 > x1) ? x0 : x1", "uint": "(x0 > x1) ? x0 : x1"},
+    "min": {
+        "real": _MINMAX_REAL.format(op="<"),
+        "sint": "(x0 < x1) ? x0 : x1",
+        "uint": "(x0 < x1) ? x0 : x1",
+    },
+    "max": {
+        "real": _MINMAX_REAL.format(op=">"),
+        "sint": "(x0 > x1) ? x0 : x1",
+        "uint": "(x0 > x1) ? x0 : x1",
+    },
     "floor": {"real": "FN(floor)(x0)"},
     "ceil": {"real": "FN(ceil)(x0)"},
     "trunc": {"real": "FN(trunc)(x0)"},
     "round": {"real": "FN(round)(x0)"},
     "sign": {"real": "(x0 > 0) - (x0 < 0)", "sint": "(x0 > 0) - (x0 < 0)"},
-    "clamp": {"real": "CLAMP(x0, {min}, {max})", "sint": "CLAMP(x0, {min}, {max})", "uint": "CLAMP(x0, {min}, {max})"},
-    "relu": {"real": "CLAMP((x0 < 0) ? x0 * {negative_slope} : x0, {clamp_min}, {clamp_max})",
-             "sint": "CLAMP((x0 < 0) ? (int64_t)trunc((double)x0 * {negative_slope}) : x0, {clamp_min}, {clamp_max})"},
+    "clamp": {
+        "real": "CLAMP(x0, {min}, {max})",
+        "sint": "CLAMP(x0, {min}, {max})",
+        "uint": "CLAMP(x0, {min}, {max})",
+    },
+    "relu": {
+        "real": "CLAMP((x0 < 0) ? x0 * {negative_slope} : x0, {clamp_min}, {clamp_max})",
+        "sint": "CLAMP((x0 < 0) ? (int64_t)trunc((double)x0 * {negative_slope}) : x0, {clamp_min}, {clamp_max})",
+    },
     "exp": {"real": "FN(exp)(x0)"},
     "log": {"real": "FN(log)(x0)"},
     "sqrt": {"real": "FN(sqrt)(x0)"},
@@ -180,7 +229,9 @@ def _elementwise(req: KernelRequest) -> str:
     fam = key_ct.family
     expr = table.get(fam, table.get("*"))
     if expr is None:
-        raise SynthesisError(f"{req.where}: op {op} has no C kernel for dtype {info.in_dtypes[0].short}")
+        raise SynthesisError(
+            f"{req.where}: op {op} has no C kernel for dtype {info.in_dtypes[0].short}"
+        )
     ct = key_ct.compute
     params = dict(info.params)
     if op == "gelu":
@@ -191,7 +242,9 @@ def _elementwise(req: KernelRequest) -> str:
         if f"{{{name}}}" not in expr:
             continue
         if type(value).__name__ == "VarName":
-            raise SynthesisError(f"{req.where}: param {name}={value} names a variable; the C target needs literals")
+            raise SynthesisError(
+                f"{req.where}: param {name}={value} names a variable; the C target needs literals"
+            )
         if name == "div_by_zero_mask" and value is None:
             value = math.nan if fam == "real" else 0
         if name in ("min", "max", "clamp_min", "clamp_max"):
@@ -228,9 +281,17 @@ def _elementwise(req: KernelRequest) -> str:
     )
     n = len(info.in_dtypes)
     args = "".join(f", const oi_tensor *x{k}_t" for k in range(n))
-    ptrs = "".join(f"    const {in_cts[k].storage} *X{k} = (const {in_cts[k].storage} *){f'x{k}_t'}->data;\n" for k in range(n))
-    flat_loads = " ".join(f"{in_cts[k].compute} x{k} = {in_cts[k].load.format(f'X{k}[i]')};" for k in range(n))
-    iter_loads = " ".join(f"{in_cts[k].compute} x{k} = {in_cts[k].load.format(f'X{k}[it.off[{k}]]')};" for k in range(n))
+    ptrs = "".join(
+        f"    const {in_cts[k].storage} *X{k} = (const {in_cts[k].storage} *){f'x{k}_t'}->data;\n"
+        for k in range(n)
+    )
+    flat_loads = " ".join(
+        f"{in_cts[k].compute} x{k} = {in_cts[k].load.format(f'X{k}[i]')};" for k in range(n)
+    )
+    iter_loads = " ".join(
+        f"{in_cts[k].compute} x{k} = {in_cts[k].load.format(f'X{k}[it.off[{k}]]')};"
+        for k in range(n)
+    )
     unused = " ".join(f"(void)x{k};" for k in range(n))
     store = out_ct.store.format(f"({out_ct.compute})({expr})")
     inputs = ", ".join(f"x{k}_t" for k in range(n))
@@ -266,7 +327,9 @@ def _cast(req: KernelRequest) -> str:
     elif sdt.is_float:
         fn = {"trunc": "trunc", "floor": "floor", "ceil": "ceil", "nearest": "nearbyint"}.get(mode)
         if fn is None:
-            raise SynthesisError(f"{req.where}: cast rounding_mode={mode!r} is not supported by the C target")
+            raise SynthesisError(
+                f"{req.where}: cast rounding_mode={mode!r} is not supported by the C target"
+            )
         lo, hi = _int_range(ddt)
         if saturate:
             body = (
@@ -323,10 +386,14 @@ def _matmul(req: KernelRequest) -> str:
     a_shape, b_shape = info.in_shapes
     if not a_shape or not b_shape:
         raise SynthesisError(f"{req.where}: the C target's matmul needs inputs of rank >= 1")
-    fast = a.storage == b.storage == out.storage and a.storage in ("float", "double") and acc is None
+    fast = (
+        a.storage == b.storage == out.storage and a.storage in ("float", "double") and acc is None
+    )
     if acc is not None:
         acc_ct = ctype(acc[0], req.where)
-        accum = "double" if acc_ct.family == "real" and acc_ct.compute == "double" else acc_ct.compute
+        accum = (
+            "double" if acc_ct.family == "real" and acc_ct.compute == "double" else acc_ct.compute
+        )
         if acc_ct.family != "real":
             accum = "uint64_t"
         finish = out.store.format(f"({out.compute})({acc_ct.storage})s")
@@ -375,7 +442,11 @@ def _matmul(req: KernelRequest) -> str:
                     }}
                 }}"""
     else:
-        mul = "(uint64_t)(av) * (uint64_t)(bv)" if accum == "uint64_t" else f"({accum})av * ({accum})bv"
+        mul = (
+            "(uint64_t)(av) * (uint64_t)(bv)"
+            if accum == "uint64_t"
+            else f"({accum})av * ({accum})bv"
+        )
         inner = f"""            for (i = 0; i < M; i++)
                 for (j = 0; j < N; j++) {{
                     {accum} s = 0;
@@ -459,9 +530,13 @@ def _reduce(req: KernelRequest) -> str:
             fin = f"({out.compute})({acc_ct.storage})s"
             mean_div = f"({out.compute})({fin}) / ({out.compute})cnt"
         else:
-            accum = "double" if src.compute == "float" and False else (src.compute if fam == "real" else "uint64_t")
+            accum = src.compute if fam == "real" else "uint64_t"
             conv = f"({accum})x"
-            fin = f"({out.compute})s" if fam == "real" else f"({out.compute})({src.storage if not info.in_dtypes[0].is_packed else 'int64_t'})s"
+            fin = (
+                f"({out.compute})s"
+                if fam == "real"
+                else f"({out.compute})({src.storage if not info.in_dtypes[0].is_packed else 'int64_t'})s"
+            )
             if fam == "real":
                 mean_div = f"({out.compute})s / ({out.compute})cnt"
             elif fam == "sint":
@@ -471,7 +546,11 @@ def _reduce(req: KernelRequest) -> str:
         init = "1" if op == "prod_axis" else "0"
         step = "s *= v;" if op == "prod_axis" else "s += v;"
         if accum == "uint64_t":
-            step = "s = (uint64_t)s * (uint64_t)v;" if op == "prod_axis" else "s = (uint64_t)s + (uint64_t)v;"
+            step = (
+                "s = (uint64_t)s * (uint64_t)v;"
+                if op == "prod_axis"
+                else "s = (uint64_t)s + (uint64_t)v;"
+            )
         result = mean_div if op == "mean_axis" else fin
         body = f"""        {accum} s = {init};
         for (r = 0; r < rn; r++) {{ {src.compute} x = {src.load.format("X[base + oi_red_offset(&rp, r)]")}; {accum} v = {conv}; {step} }}
@@ -486,7 +565,13 @@ def _reduce(req: KernelRequest) -> str:
         cmp = ">" if op == "argmax_axis" else "<"
         first = bool(info.params.get("select_first", True))
         tie = "" if first else "="
-        nan = "if (x != x) { if (!seen_nan || !" + str(int(first)) + ") { bi = r; seen_nan = 1; } continue; } if (seen_nan) continue;" if fam == "real" else ""
+        nan = (
+            "if (x != x) { if (!seen_nan || !"
+            + str(int(first))
+            + ") { bi = r; seen_nan = 1; } continue; } if (seen_nan) continue;"
+            if fam == "real"
+            else ""
+        )
         body = f"""        {src.compute} best = 0; int64_t bi = 0; int seen_nan = 0;
         for (r = 0; r < rn; r++) {{ {src.compute} x = {src.load.format("X[base + oi_red_offset(&rp, r)]")}; {nan} if (r == 0 || x {cmp}{tie} best) {{ best = x; bi = r; }} }}
         (void)seen_nan; O[q] = (int64_t)bi;"""
@@ -578,7 +663,9 @@ def _slice(req: KernelRequest) -> str:
     steps = list(p.get("steps") or [1] * len(starts))
     rows = []
     for a, s, e, st in zip(axes, starts, ends, steps):
-        rows.append(f"{{{a % nd}, INT64_C({max(min(s, 2**62), -(2**62))}), INT64_C({max(min(e, 2**62), -(2**62))}), INT64_C({st})}}")
+        rows.append(
+            f"{{{a % nd}, INT64_C({max(min(s, 2**62), -(2**62))}), INT64_C({max(min(e, 2**62), -(2**62))}), INT64_C({st})}}"
+        )
     return f"""static int {req.name}(oi_tensor *o, const oi_tensor *x0) {{
     static const int64_t spec[{max(len(rows), 1)}][4] = {{{", ".join(rows) or "{0, 0, 0, 1}"}}};
     const {ct.storage} *X = (const {ct.storage} *)x0->data;
@@ -620,7 +707,10 @@ def _norm(req: KernelRequest) -> str:
     eps = float(info.params.get("epsilon", 0.0))
     n_in = len(info.in_dtypes)
     args = "".join(f", const oi_tensor *x{k}" for k in range(n_in))
-    ptrs = "".join(f"    const {cts[k].storage} *X{k} = (const {cts[k].storage} *)x{k}->data;\n" for k in range(n_in))
+    ptrs = "".join(
+        f"    const {cts[k].storage} *X{k} = (const {cts[k].storage} *)x{k}->data;\n"
+        for k in range(n_in)
+    )
     load = x.load.format("X0[b + j * inner]")
     if op in ("layer_norm", "rms_norm"):
         # Normalized over axes axis..rank-1: a contiguous row of `len` elements.
@@ -773,7 +863,14 @@ STRUCTURED: dict[str, Renderer] = {
 
 #: Ops whose kernel writes each output element only after reading the same input element,
 #: so the output may alias an input of the same shape.
-ALIAS_SAFE: frozenset[str] = frozenset(ELEMENTWISE) | {"cast", "reshape", "layer_norm", "rms_norm", "softmax", "log_softmax"}
+ALIAS_SAFE: frozenset[str] = frozenset(ELEMENTWISE) | {
+    "cast",
+    "reshape",
+    "layer_norm",
+    "rms_norm",
+    "softmax",
+    "log_softmax",
+}
 
 
 def supported_ops() -> list[str]:

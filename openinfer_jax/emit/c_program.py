@@ -81,11 +81,15 @@ class _Scope:
 class _Gen:
     """One generation run: kernels, statements, live positions, labels."""
 
-    def __init__(self, an: Analysis, name: str, outputs: tuple[str, ...], target: str = "c") -> None:
+    def __init__(
+        self, an: Analysis, name: str, outputs: tuple[str, ...], target: str = "c"
+    ) -> None:
         self.an = an
         self.target = target
         self.shaders: dict[str, str] = {}  # kernel name -> GLSL (Vulkan target)
-        self.prefix_slots: list[tuple[str, int]] = []  # (slot name, bytes) for prefix views (Vulkan)
+        self.prefix_slots: list[
+            tuple[str, int]
+        ] = []  # (slot name, bytes) for prefix views (Vulkan)
         self.name = name
         self.outputs = outputs
         self.kernels: dict[str, str] = {}  # signature -> function name
@@ -128,7 +132,9 @@ class _Gen:
             name = self.shadows[key][1] if key in self.shadows else key
             info = self.an.vars[name]
             if int(k_text) in dead:
-                out.append(f'{ind}OI_TRY(oi_set_shape(&{_c_var(key)}, {len(info.shape)}, {_dims_name(name)}), "{where}");')
+                out.append(
+                    f'{ind}OI_TRY(oi_set_shape(&{_c_var(key)}, {len(info.shape)}, {_dims_name(name)}), "{where}");'
+                )
             else:
                 out.append(
                     f'{ind}OI_TRY(oi_zero(&{_c_var(key)}, {len(info.shape)}, {_dims_name(name)}, {ctype(info.dtype).size}), "{where}");'
@@ -178,7 +184,9 @@ class _Gen:
         info = self.an.vars.get(raw)
         if info is not None:
             if as_int and info.dtype.is_float:
-                raise SynthesisError(f"{where}: {raw!r} is {info.dtype.short}; an index or bound must be an integer")
+                raise SynthesisError(
+                    f"{where}: {raw!r} is {info.dtype.short}; an index or bound must be an integer"
+                )
             self.touch(raw, scope)
             fn = "oi_get_i64" if as_int else "oi_get_f64"
             return f"{fn}({self.var(raw, scope)}.data, {info.dtype.code}u)"
@@ -187,12 +195,16 @@ class _Gen:
         raise SynthesisError(f"{where}: {raw!r} is not a loop index, variable or sizevar")
 
     # ---- references -------------------------------------------------------------------
-    def ref(self, ref: VarRef, scope: _Scope, where: str, pre: list[str], write: bool = False) -> str:
+    def ref(
+        self, ref: VarRef, scope: _Scope, where: str, pre: list[str], write: bool = False
+    ) -> str:
         """A C expression (address of an oi_tensor) for a use of `ref`; may add setup lines."""
         if ref.indices:
             decl = self.an.prefixes.get(ref.name)
             if decl is None:
-                raise SynthesisError(f"{where}: {ref} indexes {ref.name!r}, which is not a prefix table")
+                raise SynthesisError(
+                    f"{where}: {ref} indexes {ref.name!r}, which is not a prefix table"
+                )
             self.tmp_count += 1
             tmp = f"P{self.tmp_count}"
             args = ", ".join(self.scalar(i, scope, where) for i in ref.indices)
@@ -209,13 +221,17 @@ class _Gen:
         return f"&{self.var(ref.name, scope)}"
 
     # ---- nodes ------------------------------------------------------------------------
-    def nodes(self, nodes: tuple[Node, ...], block: str, scope: _Scope, out: list[str], depth: int) -> None:
+    def nodes(
+        self, nodes: tuple[Node, ...], block: str, scope: _Scope, out: list[str], depth: int
+    ) -> None:
         for node in nodes:
             self.pos += 1
             where = _c_string(self.an.where(node, block))
             self.node(node, block, scope, out, depth, where)
 
-    def node(self, node: Node, block: str, scope: _Scope, out: list[str], depth: int, where: str) -> None:
+    def node(
+        self, node: Node, block: str, scope: _Scope, out: list[str], depth: int, where: str
+    ) -> None:
         ind = "    " * depth
         if isinstance(node, Op):
             self.op(node, scope, out, ind, where)
@@ -230,7 +246,9 @@ class _Gen:
             pre: list[str] = []
             src = self.ref(node.src, scope, where, pre)
             if node.dst.indices:
-                raise SynthesisError(f"{where}: transfer into a prefix-table entry is not supported by the C target")
+                raise SynthesisError(
+                    f"{where}: transfer into a prefix-table entry is not supported by the C target"
+                )
             dst = self.ref(node.dst, scope, where, pre, write=True)
             elem = ctype(self.an.vars[node.dst.name].dtype).size
             out.extend(f"{ind}{line}" for line in ["{", *pre])
@@ -280,21 +298,51 @@ class _Gen:
                 raise SynthesisError(f"{where}: {node.name!r} is not a persistent scalar")
             delta = node.amount if isinstance(node, CacheIncrement) else -node.amount
             self.touch(node.name, scope)
-            out.append(f"{ind}oi_add_scalar(V_{node.name}.data, {info.dtype.code}u, INT64_C({delta}));")
+            out.append(
+                f"{ind}oi_add_scalar(V_{node.name}.data, {info.dtype.code}u, INT64_C({delta}));"
+            )
         elif isinstance(node, CacheReset):
             self.cache_reset(node, scope, out, ind, where)
         elif isinstance(node, (Barrier, Dep)):
-            out.append(f"{ind}/* {type(node).__name__.lower()}: nodes already run in program order */")
+            out.append(
+                f"{ind}/* {type(node).__name__.lower()}: nodes already run in program order */"
+            )
         else:  # pragma: no cover - every IR node kind is listed above
-            raise SynthesisError(f"{where}: node kind {type(node).__name__} is not supported by the C target")
+            raise SynthesisError(
+                f"{where}: node kind {type(node).__name__} is not supported by the C target"
+            )
 
     def op(self, node: Op, scope: _Scope, out: list[str], ind: str, where: str) -> None:
         info = self.an.ops[id(node)]
-        key = repr((info.opdef.name, info.in_dtypes, info.out_dtype, sorted(info.params.items(), key=str),
-                    info.in_shapes if info.opdef.name in ("matmul", "slice", "transpose", "permute", "sum_axis",
-                                                            "prod_axis", "mean_axis", "max_axis", "min_axis",
-                                                            "argmax_axis", "argmin_axis", "layer_norm", "rms_norm",
-                                                            "softmax", "log_softmax", "attention") else ()))
+        key = repr(
+            (
+                info.opdef.name,
+                info.in_dtypes,
+                info.out_dtype,
+                sorted(info.params.items(), key=str),
+                info.in_shapes
+                if info.opdef.name
+                in (
+                    "matmul",
+                    "slice",
+                    "transpose",
+                    "permute",
+                    "sum_axis",
+                    "prod_axis",
+                    "mean_axis",
+                    "max_axis",
+                    "min_axis",
+                    "argmax_axis",
+                    "argmin_axis",
+                    "layer_norm",
+                    "rms_norm",
+                    "softmax",
+                    "log_softmax",
+                    "attention",
+                )
+                else (),
+            )
+        )
         fn = self.kernels.get(key)
         if fn is None:
             fn = f"k{len(self.kernels)}_{info.opdef.name}_{info.in_dtypes[0].short if info.in_dtypes else 'x'}"
@@ -308,14 +356,20 @@ class _Gen:
         pre: list[str] = []
         args = [self.ref(r, scope, where, pre) for r in node.inputs]
         if node.output.indices:
-            raise SynthesisError(f"{where}: writing a prefix-table entry is not supported by the C target")
+            raise SynthesisError(
+                f"{where}: writing a prefix-table entry is not supported by the C target"
+            )
         dst = self.ref(node.output, scope, where, pre, write=True)
         out_name = node.output.name
         aliased = any(r.name == out_name and not r.indices for r in node.inputs)
-        same_shape = all(s == info.out_shape for r, s in zip(node.inputs, info.in_shapes) if r.name == out_name)
+        same_shape = all(
+            s == info.out_shape for r, s in zip(node.inputs, info.in_shapes) if r.name == out_name
+        )
         if aliased and not (info.opdef.name in ALIAS_SAFE and same_shape):
             elems = self.an.vars[out_name].bound
-            self.scratch_elems[info.out_dtype] = max(self.scratch_elems.get(info.out_dtype, 0), elems)
+            self.scratch_elems[info.out_dtype] = max(
+                self.scratch_elems.get(info.out_dtype, 0), elems
+            )
             size = ctype(info.out_dtype).size
             out.extend(f"{ind}{line}" for line in ["{", *pre])
             out.append(f"{ind}    oi_tensor T = oi_scratch_tensor({elems});")
@@ -330,15 +384,25 @@ class _Gen:
         else:
             out.append(f'{ind}OI_TRY({fn}({dst}, {", ".join(args)}), "{where}");')
 
-    def branch(self, node: Branch, block: str, scope: _Scope, out: list[str], depth: int, where: str) -> None:
+    def branch(
+        self, node: Branch, block: str, scope: _Scope, out: list[str], depth: int, where: str
+    ) -> None:
         ind = "    " * depth
         if depth > 40:
-            raise SynthesisError(f"{where}: branches nest too deep (a block that branches to itself?)")
-        arms = [(node.then_block, None)] if node.cond is None else [(node.then_block, True), (node.else_block, False)]
+            raise SynthesisError(
+                f"{where}: branches nest too deep (a block that branches to itself?)"
+            )
+        arms = (
+            [(node.then_block, None)]
+            if node.cond is None
+            else [(node.then_block, True), (node.else_block, False)]
+        )
         if node.cond is not None:
             info = self.an.vars.get(node.cond)
             if info is not None and info.dtype.is_packed:
-                raise SynthesisError(f"{where}: branch condition {node.cond!r} is packed; use a non-packed scalar")
+                raise SynthesisError(
+                    f"{where}: branch condition {node.cond!r} is packed; use a non-packed scalar"
+                )
             cond = self.scalar(node.cond, scope, where, as_int=False)
             out.append(f"{ind}if (({cond}) != 0) {{")
         else:
@@ -356,14 +420,18 @@ class _Gen:
                 out.append(f"{ind}    {end}:;")
         out.append(f"{ind}}}")
 
-    def on_yield(self, node: Yield, block: str, scope: _Scope, out: list[str], depth: int, where: str) -> None:
+    def on_yield(
+        self, node: Yield, block: str, scope: _Scope, out: list[str], depth: int, where: str
+    ) -> None:
         ind = "    " * depth
         if block != self.an.entry.name:
             self.used_labels.add(scope.end_label)
             out.append(f"{ind}goto {scope.end_label}; /* a consumer's yield ends it */")
             return
         if depth != 1:
-            raise SynthesisError(f"{where}: the C target runs consumers at a yield of the entry block's top level only")
+            raise SynthesisError(
+                f"{where}: the C target runs consumers at a yield of the entry block's top level only"
+            )
         self.yielded |= set(node.vars)
         for blk in self.an.consumers:
             awaits = {v for n in blk.nodes if isinstance(n, Await) for v in n.vars}
@@ -379,7 +447,9 @@ class _Gen:
                 self.shadows[cname] = (blk.name, var)
                 inner.shadows[var] = cname
                 self.touch(var, scope)
-                out.append(f'{ind}OI_TRY(oi_copy(&{cname}, &V_{var}, {ctype(self.an.vars[var].dtype).size}), "{where}");')
+                out.append(
+                    f'{ind}OI_TRY(oi_copy(&{cname}, &V_{var}, {ctype(self.an.vars[var].dtype).size}), "{where}");'
+                )
             self.nodes(blk.nodes, blk.name, inner, out, depth)
             if inner.end_label in self.used_labels:
                 out.append(f"{ind}{inner.end_label}:;")
@@ -389,19 +459,27 @@ class _Gen:
             return
         for var in node.vars:
             writers = [
-                blk.name for blk in self.an.consumers
-                if blk.name in self.ran and var in self.an.consumer_writes[blk.name]
+                blk.name
+                for blk in self.an.consumers
+                if blk.name in self.ran
+                and var in self.an.consumer_writes[blk.name]
                 and any(isinstance(n, Yield) and var in n.vars for n in blk.nodes)
             ]
             if len(writers) > 1:
-                raise SynthesisError(f"await {var}: consumers {', '.join(writers)} both mutate {var!r}; only one may")
+                raise SynthesisError(
+                    f"await {var}: consumers {', '.join(writers)} both mutate {var!r}; only one may"
+                )
             if writers:
                 self.touch(var, scope)
                 size = ctype(self.an.vars[var].dtype).size
-                out.append(f'{ind}OI_TRY(oi_copy(&V_{var}, &S_{writers[0]}_{var}, {size}), "await {var}");')
+                out.append(
+                    f'{ind}OI_TRY(oi_copy(&V_{var}, &S_{writers[0]}_{var}, {size}), "await {var}");'
+                )
 
     # ---- caches -------------------------------------------------------------------------
-    def selection(self, access: CacheAccess, scope: _Scope, where: str, out: list[str], ind: str) -> tuple[str, int]:
+    def selection(
+        self, access: CacheAccess, scope: _Scope, where: str, out: list[str], ind: str
+    ) -> tuple[str, int]:
         sels = []
         for idx in access.indices:
             if isinstance(idx, CacheIndex):
@@ -410,7 +488,9 @@ class _Gen:
                 assert isinstance(idx, CacheSlice)
                 lo = "0" if idx.start is None else self.scalar(idx.start, scope, where)
                 hi = "0" if idx.end is None else self.scalar(idx.end, scope, where)
-                sels.append(f"{{1, {int(idx.start is not None)}, {int(idx.end is not None)}, {lo}, {hi}}}")
+                sels.append(
+                    f"{{1, {int(idx.start is not None)}, {int(idx.end is not None)}, {lo}, {hi}}}"
+                )
         if not sels:
             return "NULL", 0
         self.tmp_count += 1
@@ -418,11 +498,15 @@ class _Gen:
         out.append(f"{ind}oi_sel {name}[{len(sels)}] = {{{', '.join(sels)}}};")
         return name, len(sels)
 
-    def cache_read(self, node: CacheRead, scope: _Scope, out: list[str], ind: str, where: str) -> None:
+    def cache_read(
+        self, node: CacheRead, scope: _Scope, out: list[str], ind: str, where: str
+    ) -> None:
         pre: list[str] = []
         name = node.src.name
         if node.dst.indices:
-            raise SynthesisError(f"{where}: cache.read into a prefix-table entry is not supported by the C target")
+            raise SynthesisError(
+                f"{where}: cache.read into a prefix-table entry is not supported by the C target"
+            )
         out.append(f"{ind}{{")
         if name in self.an.tables:
             sel, n = self.selection(node.src, scope, where, out, ind + "    ")
@@ -438,32 +522,46 @@ class _Gen:
             self._check_dtype(info.dtype, self.an.vars[node.dst.name].dtype, where)
             self.touch(name, scope)
             dst = self.ref(node.dst, scope, where, pre, write=True)
-            out.append(f'{ind}    OI_TRY(oi_copy({dst}, &V_{name}, {ctype(info.dtype).size}), "{where}");')
+            out.append(
+                f'{ind}    OI_TRY(oi_copy({dst}, &V_{name}, {ctype(info.dtype).size}), "{where}");'
+            )
         out.append(f"{ind}}}")
 
-    def cache_write(self, node: CacheWrite, scope: _Scope, out: list[str], ind: str, where: str) -> None:
+    def cache_write(
+        self, node: CacheWrite, scope: _Scope, out: list[str], ind: str, where: str
+    ) -> None:
         pre: list[str] = []
         src = self.ref(node.src, scope, where, pre)
         name = node.dst.name
-        src_dtype = self.an.vars[node.src.name].dtype if not node.src.indices else self.an.prefixes[node.src.name].dtype
+        src_dtype = (
+            self.an.vars[node.src.name].dtype
+            if not node.src.indices
+            else self.an.prefixes[node.src.name].dtype
+        )
         out.append(f"{ind}{{")
         out.extend(f"{ind}    {line}" for line in pre)
         if name in self.an.tables:
             self._check_dtype(self.an.tables[name].dtype, src_dtype, where)
             sel, n = self.selection(node.dst, scope, where, out, ind + "    ")
             self.touch(name, scope)
-            out.append(f'{ind}    OI_TRY(oi_table_write(&TB_{name}, {sel}, {n}, {src}), "{where}");')
+            out.append(
+                f'{ind}    OI_TRY(oi_table_write(&TB_{name}, {sel}, {n}, {src}), "{where}");'
+            )
         else:
             info = self.an.vars.get(name)
             if info is None or info.kind != "persistent":
                 raise SynthesisError(f"{where}: {name!r} is not a persistent variable")
             self._check_dtype(info.dtype, src_dtype, where)
             self.touch(name, scope)
-            out.append(f'{ind}    OI_TRY(oi_write_whole(&V_{name}, {src}, {len(info.shape)}, {_dims_name(name)}, '
-                       f'{ctype(info.dtype).size}), "{where}");')
+            out.append(
+                f"{ind}    OI_TRY(oi_write_whole(&V_{name}, {src}, {len(info.shape)}, {_dims_name(name)}, "
+                f'{ctype(info.dtype).size}), "{where}");'
+            )
         out.append(f"{ind}}}")
 
-    def cache_reset(self, node: CacheReset, scope: _Scope, out: list[str], ind: str, where: str) -> None:
+    def cache_reset(
+        self, node: CacheReset, scope: _Scope, out: list[str], ind: str, where: str
+    ) -> None:
         name = node.target.name
         out.append(f"{ind}{{")
         if name in self.an.tables:
@@ -480,7 +578,9 @@ class _Gen:
     @staticmethod
     def _check_dtype(want: DType, got: DType, where: str) -> None:
         if want is not got:
-            raise SynthesisError(f"{where}: dtype {got.short} does not match the persistent variable's {want.short}")
+            raise SynthesisError(
+                f"{where}: dtype {got.short} does not match the persistent variable's {want.short}"
+            )
 
 
 def _c_string(text: str) -> str:
@@ -505,7 +605,9 @@ def _c_ident_check(names: list[str]) -> None:
             raise SynthesisError(f"variable {name!r} is not a valid C identifier; rename it")
 
 
-def _pattern_format(decl_name: str, pattern: str | None, model_name: str, indices: tuple[str, ...]) -> tuple[str, list[int]]:
+def _pattern_format(
+    decl_name: str, pattern: str | None, model_name: str, indices: tuple[str, ...]
+) -> tuple[str, list[int]]:
     """A printf format for a prefix table's model names and the order of indices in it."""
     pat = pattern or model_name + "".join(f".{{{i}}}" for i in indices)
     fmt, order = "", []
@@ -513,7 +615,9 @@ def _pattern_format(decl_name: str, pattern: str | None, model_name: str, indice
         if piece.startswith("{") and piece.endswith("}"):
             name = piece[1:-1]
             if name not in indices:
-                raise SynthesisError(f"@pattern({pat!r}) of {decl_name!r} names {name!r}, which is not one of its indices")
+                raise SynthesisError(
+                    f"@pattern({pat!r}) of {decl_name!r} names {name!r}, which is not one of its indices"
+                )
             fmt += "%lld"
             order.append(indices.index(name))
         else:
@@ -522,7 +626,12 @@ def _pattern_format(decl_name: str, pattern: str | None, model_name: str, indice
 
 
 def generate_c(
-    an: Analysis, name: str, outputs: tuple[str, ...], embed: bytes | None, device: str, target: str = "c"
+    an: Analysis,
+    name: str,
+    outputs: tuple[str, ...],
+    embed: bytes | None,
+    device: str,
+    target: str = "c",
 ) -> CProgram:
     """Generate the C program for `an` (see the module docstring); `target` ``"vulkan"`` runs
     the ops on the GPU through `openinfer_jax.emit.vk_kernels` and the rest on the host.
@@ -537,7 +646,9 @@ def generate_c(
     gen.nodes(an.entry.nodes, an.entry.name, scope, body, 1)
     for blk in an.consumers:
         if blk.name not in gen.ran:
-            raise SynthesisError(f"block {blk.name}: consumer never runs (entry never yields all of what it awaits)")
+            raise SynthesisError(
+                f"block {blk.name}: consumer never runs (entry never yields all of what it awaits)"
+            )
     body = gen.resolve_assigns(body)
     mem = _plan(an, gen, outputs)
     spirv = compile_spirv(gen.shaders) if target == "vulkan" else {}
@@ -567,11 +678,17 @@ def _plan(an: Analysis, gen: _Gen, outputs: tuple[str, ...]) -> MemoryPlan:
         if not _needs_arena(info, gen.target):
             continue
         nbytes = info.bound * ctype(info.dtype).size
-        pinned = info.kind in ("persistent", "dynamic", "constant") or vname in outputs or vname not in gen.first
+        pinned = (
+            info.kind in ("persistent", "dynamic", "constant")
+            or vname in outputs
+            or vname not in gen.first
+        )
         interval = gen.live_interval(vname) or (0, 0)
         # Volatile variables are written at the start of every step (their reset).
         first = 0 if info.kind == "volatile" else interval[0]
-        bufs.append(Buffer(vname, nbytes, None if pinned else first, None if pinned else interval[1]))
+        bufs.append(
+            Buffer(vname, nbytes, None if pinned else first, None if pinned else interval[1])
+        )
     for tname in sorted(an.tables):
         t = an.tables[tname]
         bufs.append(Buffer(f"table:{tname}", t.numel * ctype(t.dtype).size))
@@ -601,8 +718,9 @@ def _header(an: Analysis, name: str, outputs: tuple[str, ...], embedded: bool) -
         "",
         '#include "oi_runtime.h"',
         "",
-        "/* Load and check the model (docs/oinf.md rules), bind weights, initialize persistent state." if not embedded else
-        "/* Load the model (NULL: the weights embedded at synthesis) and initialize persistent state.",
+        "/* Load and check the model (docs/oinf.md rules), bind weights, initialize persistent state."
+        if not embedded
+        else "/* Load the model (NULL: the weights embedded at synthesis) and initialize persistent state.",
         " * Returns OI_OK or an OI_ERR_* code; oi_last_error() says why. */",
         "int oi_init(const char *oinf_path);",
         "/* Run one step; dynamic inputs must be inserted before every step. */",
@@ -617,9 +735,13 @@ def _header(an: Analysis, name: str, outputs: tuple[str, ...], embedded: bool) -
         info = an.vars[vname]
         ct = ctype(info.dtype)
         lines.append(f"/* {vname}: {info.dtype.short}{list(info.shape)} */")
-        lines.append(f"int oi_insert_{vname}(const {ct.storage} *data, int ndim, const int64_t *dims);")
+        lines.append(
+            f"int oi_insert_{vname}(const {ct.storage} *data, int ndim, const int64_t *dims);"
+        )
     lines.append("")
-    lines.append("/* Fetch after a step: `capacity` elements at `out`; `dims` receives up to OI_MAX_DIMS sizes. */")
+    lines.append(
+        "/* Fetch after a step: `capacity` elements at `out`; `dims` receives up to OI_MAX_DIMS sizes. */"
+    )
     for vname in _fetchable(an, outputs):
         if vname in an.tables:
             t = an.tables[vname]
@@ -628,14 +750,23 @@ def _header(an: Analysis, name: str, outputs: tuple[str, ...], embedded: bool) -
             info = an.vars[vname]
             ct, bound = ctype(info.dtype), info.bound
         lines.append(f"#define OI_BOUND_{vname} {bound}")
-        lines.append(f"int oi_fetch_{vname}({ct.storage} *out, int64_t capacity, int *ndim, int64_t *dims);")
+        lines.append(
+            f"int oi_fetch_{vname}({ct.storage} *out, int64_t capacity, int *ndim, int64_t *dims);"
+        )
     lines += ["", "#endif", ""]
     return "\n".join(lines)
 
 
 def _source(
-    an: Analysis, gen: _Gen, name: str, outputs: tuple[str, ...], mem: MemoryPlan, body: list[str],
-    embedded: bool, device: str, spirv: dict[str, bytes] | None = None,
+    an: Analysis,
+    gen: _Gen,
+    name: str,
+    outputs: tuple[str, ...],
+    mem: MemoryPlan,
+    body: list[str],
+    embedded: bool,
+    device: str,
+    spirv: dict[str, bytes] | None = None,
 ) -> str:
     vulkan = gen.target == "vulkan"
     spirv = spirv or {}
@@ -676,7 +807,9 @@ def _source(
         out.append(f"extern const unsigned char oi_{name}_weights[];")
         out.append(f"extern const uint64_t oi_{name}_weights_size;")
     out.append("")
-    out.append("#define OI_TRY(expr, where) do { rc = (expr); if (rc) { oi_where(where); goto fail; } } while (0)")
+    out.append(
+        "#define OI_TRY(expr, where) do { rc = (expr); if (rc) { oi_where(where); goto fail; } } while (0)"
+    )
     out.append("")
     out.append("static void oi_where(const char *where) {")
     out.append("    char msg[512];")
@@ -687,14 +820,18 @@ def _source(
     # Tensors, dims, tables.
     for vname in sorted(an.vars):
         info = an.vars[vname]
-        out.append(f"static const int64_t {_dims_name(vname)}[{max(len(info.shape), 1)}] = {_dims_init(info.shape)};")
+        out.append(
+            f"static const int64_t {_dims_name(vname)}[{max(len(info.shape), 1)}] = {_dims_init(info.shape)};"
+        )
         out.append(f"static oi_tensor V_{vname};")
     for cname in sorted(gen.shadows):
         out.append(f"static oi_tensor {cname};")
     for tname in sorted(an.tables):
         t = an.tables[tname]
         out.append(f"static const int64_t TC_{tname}[{len(t.caps)}] = {_dims_init(t.caps)};")
-        out.append(f"static const int64_t TE_{tname}[{max(len(t.entry), 1)}] = {_dims_init(t.entry)};")
+        out.append(
+            f"static const int64_t TE_{tname}[{max(len(t.entry), 1)}] = {_dims_init(t.entry)};"
+        )
         out.append(f"static int64_t TN_{tname}[{len(t.caps)}];")
         out.append(f"static oi_table TB_{tname};")
     dynamic = sorted(n for n, v in an.vars.items() if v.kind == "dynamic")
@@ -727,7 +864,9 @@ def _source(
         out.append(f'    snprintf(nm, sizeof nm, "{fmt}"{", " + args if args else ""});')
         out.append(f"    rc = oi_model_get(&oi_m, nm, {decl.dtype.code}u, {len(shape)}, dims, &p);")
         out.append("    if (rc) return rc;")
-        out.append('    if (!p) { oi_set_error("model tensor %s has no data", nm); return OI_ERR_MODEL; }')
+        out.append(
+            '    if (!p) { oi_set_error("model tensor %s has no data", nm); return OI_ERR_MODEL; }'
+        )
         out.append(f"    if (slot) memcpy(slot, p, {math.prod(shape) * ctype(decl.dtype).size});")
         out.append("    t->data = slot ? (void *)slot : (void *)p;")
         out.append(f"    t->ndim = {len(shape)};")
@@ -739,7 +878,9 @@ def _source(
     out.append("/* ---- kernels (rendered from the op registry) ---- */")
     out.extend(gen.kernel_code)
     # Initial values.
-    source_vars = [n for n in sorted(an.vars) if an.vars[n].kind in ("volatile", "constant", "persistent")]
+    source_vars = [
+        n for n in sorted(an.vars) if an.vars[n].kind in ("volatile", "constant", "persistent")
+    ]
     for vname in source_vars:
         out.extend(_init_function(an.vars[vname], in_place=not vulkan))
     # Binding the arena.
@@ -778,21 +919,33 @@ def _source(
     out.append("    uint64_t sv;")
     out.append("    oi_free();")
     if embedded:
-        out.append(f"    rc = oinf_path ? oi_model_open_file(&oi_m, oinf_path) : oi_model_open_buffer(&oi_m, oi_{name}_weights, oi_{name}_weights_size);")
+        out.append(
+            f"    rc = oinf_path ? oi_model_open_file(&oi_m, oinf_path) : oi_model_open_buffer(&oi_m, oi_{name}_weights, oi_{name}_weights_size);"
+        )
     else:
-        out.append('    if (!oinf_path) { oi_set_error("oi_init: no model path"); return OI_ERR_ARGUMENT; }')
+        out.append(
+            '    if (!oinf_path) { oi_set_error("oi_init: no model path"); return OI_ERR_ARGUMENT; }'
+        )
         out.append("    rc = oi_model_open_file(&oi_m, oinf_path);")
     out.append("    if (rc) return rc;")
     for sname in sorted(an.sizevars):
-        out.append(f'    if (!oi_model_sizevar(&oi_m, "{sname}", &sv) || sv != UINT64_C({an.sizevars[sname]})) {{')
-        out.append(f'        oi_set_error("model sizevar {sname} differs from the synthesized value {an.sizevars[sname]}");')
+        out.append(
+            f'    if (!oi_model_sizevar(&oi_m, "{sname}", &sv) || sv != UINT64_C({an.sizevars[sname]})) {{'
+        )
+        out.append(
+            f'        oi_set_error("model sizevar {sname} differs from the synthesized value {an.sizevars[sname]}");'
+        )
         out.append("        rc = OI_ERR_MODEL;")
         out.append("        goto fail;")
         out.append("    }")
     if vulkan:
-        out.append(f'    OI_TRY(oi_vk_init(OI_ARENA_BYTES, &A, {len(gen.shaders)}), "Vulkan setup");')
+        out.append(
+            f'    OI_TRY(oi_vk_init(OI_ARENA_BYTES, &A, {len(gen.shaders)}), "Vulkan setup");'
+        )
         for pid, kname in enumerate(gen.shaders):
-            out.append(f'    OI_TRY(oi_vk_pipeline({pid}, SPV_{kname}, sizeof SPV_{kname}), "pipeline {kname}");')
+            out.append(
+                f'    OI_TRY(oi_vk_pipeline({pid}, SPV_{kname}, sizeof SPV_{kname}), "pipeline {kname}");'
+            )
     out.append("    oi_bind();")
     for vname in source_vars:
         info = an.vars[vname]
@@ -823,12 +976,22 @@ def _source(
     for vname in dynamic:
         info = an.vars[vname]
         ct = ctype(info.dtype)
-        out.append(f"int oi_insert_{vname}(const {ct.storage} *data, int ndim, const int64_t *dims) {{")
+        out.append(
+            f"int oi_insert_{vname}(const {ct.storage} *data, int ndim, const int64_t *dims) {{"
+        )
         out.append("    int rc, d;")
-        out.append('    if (!oi_ready) { oi_set_error("insert before oi_init"); return OI_ERR_STATE; }')
-        out.append('    if (!data || (ndim && !dims)) { oi_set_error("insert: NULL argument"); return OI_ERR_ARGUMENT; }')
-        out.append(f"    if (ndim != {len(info.shape)}) {{ oi_set_error(\"insert {vname}: rank %d, expected {len(info.shape)}\", ndim); return OI_ERR_SHAPE; }}")
-        out.append(f"    for (d = 0; d < ndim; d++) if (dims[d] != {_dims_name(vname)}[d]) {{ oi_set_error(\"insert {vname}: dim %d is %lld, expected %lld\", d, (long long)dims[d], (long long){_dims_name(vname)}[d]); return OI_ERR_SHAPE; }}")
+        out.append(
+            '    if (!oi_ready) { oi_set_error("insert before oi_init"); return OI_ERR_STATE; }'
+        )
+        out.append(
+            '    if (!data || (ndim && !dims)) { oi_set_error("insert: NULL argument"); return OI_ERR_ARGUMENT; }'
+        )
+        out.append(
+            f'    if (ndim != {len(info.shape)}) {{ oi_set_error("insert {vname}: rank %d, expected {len(info.shape)}", ndim); return OI_ERR_SHAPE; }}'
+        )
+        out.append(
+            f'    for (d = 0; d < ndim; d++) if (dims[d] != {_dims_name(vname)}[d]) {{ oi_set_error("insert {vname}: dim %d is %lld, expected %lld", d, (long long)dims[d], (long long){_dims_name(vname)}[d]); return OI_ERR_SHAPE; }}'
+        )
         out.append(f"    rc = oi_set_shape(&V_{vname}, ndim, dims);")
         out.append("    if (rc) return rc;")
         out.append(f"    memcpy(V_{vname}.data, data, (size_t)oi_numel(&V_{vname}) * {ct.size});")
@@ -840,11 +1003,15 @@ def _source(
         if vname in an.tables:
             t = an.tables[vname]
             ct = ctype(t.dtype)
-            out.append(f"int oi_fetch_{vname}({ct.storage} *out, int64_t capacity, int *ndim, int64_t *dims) {{")
+            out.append(
+                f"int oi_fetch_{vname}({ct.storage} *out, int64_t capacity, int *ndim, int64_t *dims) {{"
+            )
             out.append("    int rc, d;")
             out.append("    oi_tensor t;")
             out.append("    int64_t saved[OI_MAX_DIMS];")
-            out.append('    if (!oi_ready || !out || !ndim || !dims) { oi_set_error("fetch: not initialized or NULL argument"); return OI_ERR_STATE; }')
+            out.append(
+                '    if (!oi_ready || !out || !ndim || !dims) { oi_set_error("fetch: not initialized or NULL argument"); return OI_ERR_STATE; }'
+            )
             out.append(f"    for (d = 0; d < {len(t.caps)}; d++) saved[d] = TN_{vname}[d];")
             out.append("    t.data = out; t.cap = capacity; t.ndim = 0;")
             out.append(f"    rc = oi_table_read(&TB_{vname}, NULL, 0, &t);")
@@ -853,12 +1020,18 @@ def _source(
         else:
             info = an.vars[vname]
             ct = ctype(info.dtype)
-            out.append(f"int oi_fetch_{vname}({ct.storage} *out, int64_t capacity, int *ndim, int64_t *dims) {{")
+            out.append(
+                f"int oi_fetch_{vname}({ct.storage} *out, int64_t capacity, int *ndim, int64_t *dims) {{"
+            )
             out.append("    int d;")
             out.append("    oi_tensor t;")
-            out.append('    if (!oi_ready || !out || !ndim || !dims) { oi_set_error("fetch: not initialized or NULL argument"); return OI_ERR_STATE; }')
+            out.append(
+                '    if (!oi_ready || !out || !ndim || !dims) { oi_set_error("fetch: not initialized or NULL argument"); return OI_ERR_STATE; }'
+            )
             out.append(f"    t = V_{vname};")
-            out.append(f'    if (oi_numel(&t) > capacity) {{ oi_set_error("fetch {vname}: %lld elements do not fit in %lld", (long long)oi_numel(&t), (long long)capacity); return OI_ERR_STATE; }}')
+            out.append(
+                f'    if (oi_numel(&t) > capacity) {{ oi_set_error("fetch {vname}: %lld elements do not fit in %lld", (long long)oi_numel(&t), (long long)capacity); return OI_ERR_STATE; }}'
+            )
             out.append(f"    memcpy(out, t.data, (size_t)oi_numel(&t) * {ct.size});")
         out.append("    *ndim = t.ndim;")
         out.append("    for (d = 0; d < t.ndim; d++) dims[d] = t.dims[d];")
@@ -868,9 +1041,13 @@ def _source(
     # oi_step
     out.append("int oi_step(void) {")
     out.append("    int rc = OI_OK;")
-    out.append('    if (!oi_ready) { oi_set_error("oi_step before oi_init"); return OI_ERR_STATE; }')
+    out.append(
+        '    if (!oi_ready) { oi_set_error("oi_step before oi_init"); return OI_ERR_STATE; }'
+    )
     for vname in dynamic:
-        out.append(f'    if (!oi_have_{vname}) {{ oi_set_error("step: dynamic input {vname} not inserted; call oi_insert_{vname} first"); return OI_ERR_STATE; }}')
+        out.append(
+            f'    if (!oi_have_{vname}) {{ oi_set_error("step: dynamic input {vname} not inserted; call oi_insert_{vname} first"); return OI_ERR_STATE; }}'
+        )
     for vname in sorted(n for n, v in an.vars.items() if v.kind == "volatile"):
         out.append(f'    OI_TRY(oi_init_{vname}(), "reset volatile {vname}");')
     out.extend(body)
@@ -903,9 +1080,13 @@ def _init_function(info: VarInfo, in_place: bool = True) -> list[str]:
             # Read in place from the loaded model: no copy, no arena space.
             lines.append(f"    {v}.data = (void *)p;")
             lines.append(f"    {v}.cap = {info.numel};")
-            lines.append(f"    return oi_set_shape(&{v}, {len(info.shape)}, {_dims_name(info.name)});")
+            lines.append(
+                f"    return oi_set_shape(&{v}, {len(info.shape)}, {_dims_name(info.name)});"
+            )
         else:
-            lines.append(f"    rc = oi_set_shape(&{v}, {len(info.shape)}, {_dims_name(info.name)});")
+            lines.append(
+                f"    rc = oi_set_shape(&{v}, {len(info.shape)}, {_dims_name(info.name)});"
+            )
             lines.append("    if (rc) return rc;")
             lines.append(f"    memcpy({v}.data, p, (size_t){info.numel} * {ct.size});")
             lines.append("    return OI_OK;")
@@ -1010,8 +1191,12 @@ def _driver(an: Analysis, name: str, outputs: tuple[str, ...]) -> str:
         ct = ctype(dtype)
         out.append(f"    buf = malloc((size_t)OI_BOUND_{vname} * {ct.size} + 1);")
         out.append("    if (!buf) return OI_ERR_NOMEM;")
-        out.append(f"    rc = oi_fetch_{vname}(({ct.storage} *)buf, OI_BOUND_{vname}, &ndim, dims);")
-        out.append(f'    if (!rc && write_output(dir, "{vname}", step, buf, {ct.size}, ndim, dims)) rc = OI_ERR_IO;')
+        out.append(
+            f"    rc = oi_fetch_{vname}(({ct.storage} *)buf, OI_BOUND_{vname}, &ndim, dims);"
+        )
+        out.append(
+            f'    if (!rc && write_output(dir, "{vname}", step, buf, {ct.size}, ndim, dims)) rc = OI_ERR_IO;'
+        )
         out.append("    free(buf);")
         out.append("    if (rc) return rc;")
     out.append("    (void)buf; (void)ndim; (void)dims; (void)dir; (void)step; (void)&write_output;")

@@ -63,9 +63,19 @@ _TABLE: dict[DType, CType] = {
     DType.U2: CType(DType.U2, "uint8_t", "uint64_t", "(uint64_t)({})", "(uint8_t)(({}) & 3u)"),
     DType.U1: CType(DType.U1, "uint8_t", "uint64_t", "(uint64_t)({})", "(uint8_t)(({}) & 1u)"),
 }
-for _dt, _st in ((DType.I8, "int8_t"), (DType.I16, "int16_t"), (DType.I32, "int32_t"), (DType.I64, "int64_t")):
+for _dt, _st in (
+    (DType.I8, "int8_t"),
+    (DType.I16, "int16_t"),
+    (DType.I32, "int32_t"),
+    (DType.I64, "int64_t"),
+):
     _TABLE[_dt] = CType(_dt, _st, "int64_t", "(int64_t)({})", f"({_st})({{}})")
-for _dt, _st in ((DType.U8, "uint8_t"), (DType.U16, "uint16_t"), (DType.U32, "uint32_t"), (DType.U64, "uint64_t")):
+for _dt, _st in (
+    (DType.U8, "uint8_t"),
+    (DType.U16, "uint16_t"),
+    (DType.U32, "uint32_t"),
+    (DType.U64, "uint64_t"),
+):
     _TABLE[_dt] = CType(_dt, _st, "uint64_t", "(uint64_t)({})", f"({_st})({{}})")
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from openinfer_jax.errors import SynthesisError
 
-__all__ = ["SCHEMA", "DeviceArch", "load_arch", "host_arch"]
+__all__ = ["SCHEMA", "DeviceArch", "host_arch", "load_arch"]
 
 
 def _is_int(value: Any) -> bool:
@@ -142,7 +142,9 @@ def _check_capacity(value: Any, where: str) -> None:
                 if not _is_int(n) or n < 1:
                     raise SynthesisError(f"{where}.{table}.{axis}: must be an int >= 1, got {n!r}")
         elif not _is_int(entry) or entry < 1:
-            raise SynthesisError(f"{where}.{table}: must be an int >= 1 or {{axis: int}}, got {entry!r}")
+            raise SynthesisError(
+                f"{where}.{table}: must be an int >= 1 or {{axis: int}}, got {entry!r}"
+            )
 
 
 def parse_arch(data: Any, source: str = "<dict>") -> DeviceArch:
@@ -163,7 +165,9 @@ def parse_arch(data: Any, source: str = "<dict>") -> DeviceArch:
     sections: dict[str, dict[str, Any]] = {}
     for section, fields in SCHEMA.items():
         if section not in data:
-            raise SynthesisError(f"{source}: missing section {section!r} (fields: {', '.join(fields)})")
+            raise SynthesisError(
+                f"{source}: missing section {section!r} (fields: {', '.join(fields)})"
+            )
         body = data[section]
         if not isinstance(body, dict):
             raise SynthesisError(f"{source}: {section} must be an object")
@@ -171,7 +175,9 @@ def parse_arch(data: Any, source: str = "<dict>") -> DeviceArch:
             if name not in body:
                 raise SynthesisError(f"{source}: missing field {section}.{name} (must be {what})")
             if not check(body[name]):
-                raise SynthesisError(f"{source}: {section}.{name} must be {what}, got {body[name]!r}")
+                raise SynthesisError(
+                    f"{source}: {section}.{name} must be {what}, got {body[name]!r}"
+                )
         sections[section] = dict(body)
     cap = data.get("cache_capacity")
     if cap is not None:
@@ -193,7 +199,9 @@ def load_arch(arch: str | os.PathLike[str] | Mapping[str, Any] | DeviceArch) -> 
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
-        raise SynthesisError(f"cannot read device architecture {path.name}: {err.strerror}") from None
+        raise SynthesisError(
+            f"cannot read device architecture {path.name}: {err.strerror}"
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
@@ -208,15 +216,33 @@ def host_arch(api: str = "c") -> DeviceArch:
     kind = "cpu" if api == "c" else "gpu"
     return parse_arch(
         {
-            "device": {"type": kind, "api": api, "vendor": "generic", "name": f"generic-{api}",
-                       "architecture": "generic", "driver": "none"},
-            "limits": {"max_workgroup_size": [256, 256, 64], "max_shared_memory_bytes": 32768,
-                       "max_push_constants_bytes": 128,
-                       "max_storage_buffer_range_bytes": 2**31 - 1},
-            "features": {"fp16": True, "int8": True, "subgroup_ops": False, "cooperative_matrix": False},
+            "device": {
+                "type": kind,
+                "api": api,
+                "vendor": "generic",
+                "name": f"generic-{api}",
+                "architecture": "generic",
+                "driver": "none",
+            },
+            "limits": {
+                "max_workgroup_size": [256, 256, 64],
+                "max_shared_memory_bytes": 32768,
+                "max_push_constants_bytes": 128,
+                "max_storage_buffer_range_bytes": 2**31 - 1,
+            },
+            "features": {
+                "fp16": True,
+                "int8": True,
+                "subgroup_ops": False,
+                "cooperative_matrix": False,
+            },
             "memory": {"global_bytes": 2**34, "shared_bytes_per_sm": 32768, "l2_bytes": 2**22},
-            "preferences": {"default_precision": "fp32", "prefer_fusion": False,
-                            "prefer_persistent_kv": True, "max_kernel_ops": 1},
+            "preferences": {
+                "default_precision": "fp32",
+                "prefer_fusion": False,
+                "prefer_persistent_kv": True,
+                "max_kernel_ops": 1,
+            },
         },
         f"generic-{api}",
     )

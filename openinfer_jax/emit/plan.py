@@ -45,7 +45,9 @@ class Plan:
 
     def summary(self) -> str:
         """A few lines for humans and the CLI: files, kernels, the memory plan."""
-        lines = [f"{self.target} program {self.name!r}: {len(self.files)} files, {self.kernels} kernels"]
+        lines = [
+            f"{self.target} program {self.name!r}: {len(self.files)} files, {self.kernels} kernels"
+        ]
         lines.append(f"memory: {self.memory.summary()}")
         return "\n".join(lines)
 
@@ -59,7 +61,9 @@ class Plan:
         target = Path(directory)
         parent = target.parent if str(target.parent) else Path(".")
         if not parent.is_dir():
-            raise SynthesisError(f"cannot emit into {target}: parent directory {parent} does not exist")
+            raise SynthesisError(
+                f"cannot emit into {target}: parent directory {parent} does not exist"
+            )
         if target.exists() and not target.is_dir():
             raise SynthesisError(f"cannot emit into {target}: it exists and is not a directory")
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))

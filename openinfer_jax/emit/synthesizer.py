@@ -61,17 +61,23 @@ class Synthesizer:
         SynthesisError: an unknown target or an invalid device JSON.
     """
 
-    def __init__(self, device: str | DeviceArch | Mapping[str, Any] | os.PathLike[str] = "c") -> None:
+    def __init__(
+        self, device: str | DeviceArch | Mapping[str, Any] | os.PathLike[str] = "c"
+    ) -> None:
         if isinstance(device, str) and device in TARGETS:
             self.arch = host_arch(device)
         elif isinstance(device, str) and not device.endswith(".json"):
-            raise SynthesisError(f"unknown target {device!r}; use one of {', '.join(TARGETS)} or a device JSON path")
+            raise SynthesisError(
+                f"unknown target {device!r}; use one of {', '.join(TARGETS)} or a device JSON path"
+            )
         else:
             self.arch = load_arch(device)
         self.target = self.arch.api
 
     @classmethod
-    def from_arch(cls, arch: str | os.PathLike[str] | Mapping[str, Any] | DeviceArch) -> Synthesizer:
+    def from_arch(
+        cls, arch: str | os.PathLike[str] | Mapping[str, Any] | DeviceArch
+    ) -> Synthesizer:
         """A synthesizer for the device described by a JSON file path or a decoded dict.
 
         Raises:
@@ -117,13 +123,17 @@ class Synthesizer:
 
                 validate(g, loader)
             except GraphValidationError as err:
-                raise SynthesisError(f"the graph does not validate against the model: {err}") from None
+                raise SynthesisError(
+                    f"the graph does not validate against the model: {err}"
+                ) from None
             an = analyze(g, loader, self.arch)
             names = set(an.vars) | set(an.tables)
             chosen = tuple(sorted(names)) if outputs is None else tuple(sorted(set(outputs)))
             for out in chosen:
                 if out not in names:
-                    raise SynthesisError(f"output {out!r} is not a variable of the graph (known: {', '.join(sorted(names))})")
+                    raise SynthesisError(
+                        f"output {out!r} is not a variable of the graph (known: {', '.join(sorted(names))})"
+                    )
             embed = _model_bytes(loader) if embed_weights else None
             program = generate_c(an, name, chosen, embed, self.arch.describe(), self.target)
             limit = self.arch.memory("global_bytes")
@@ -135,7 +145,14 @@ class Synthesizer:
             files = {**runtime_files(), **program.files}
             if self.target == "vulkan":
                 files.update(vulkan_files())
-            return Plan(self.target, name, dict(sorted(files.items())), program.memory, program.kernels, program.outputs)
+            return Plan(
+                self.target,
+                name,
+                dict(sorted(files.items())),
+                program.memory,
+                program.kernels,
+                program.outputs,
+            )
         finally:
             if opened:
                 loader.close()

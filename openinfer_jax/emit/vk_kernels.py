@@ -104,8 +104,12 @@ def _elementwise(name: str, pipeline: int, info: OpInfo, where: str) -> VkKernel
     defaults = {"div_by_zero_mask": math.nan, "min": -math.inf, "max": math.inf}
     for key, value in info.params.items():
         if type(value).__name__ == "VarName":
-            raise SynthesisError(f"{where}: param {key}={value} names a variable; the Vulkan target needs literals")
-        expr = expr.replace(f"{{{key}}}", _glsl_float(defaults.get(key) if value is None else value))
+            raise SynthesisError(
+                f"{where}: param {key}={value} names a variable; the Vulkan target needs literals"
+            )
+        expr = expr.replace(
+            f"{{{key}}}", _glsl_float(defaults.get(key) if value is None else value)
+        )
     n = len(info.in_dtypes)
     fields = "uint n; uint o; " + " ".join(f"uint a{k}; uint n{k};" for k in range(n))
     loads = " ".join(f"float x{k} = data[p.a{k} + i % p.n{k}];" for k in range(n))
@@ -185,7 +189,9 @@ def compile_spirv(shaders: dict[str, str]) -> dict[str, bytes]:
     """
     glslc = shutil.which("glslc")
     if glslc is None:
-        raise SynthesisError("the Vulkan target needs glslc (shaderc) on PATH to compile its shaders")
+        raise SynthesisError(
+            "the Vulkan target needs glslc (shaderc) on PATH to compile its shaders"
+        )
     out: dict[str, bytes] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, source in sorted(shaders.items()):

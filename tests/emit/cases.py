@@ -58,7 +58,9 @@ def mlp(tmp: Path) -> Case:
     tensors = {"w1": _f32(rng, 16, 32, scale=0.3), "b1": _f32(rng, 32, scale=0.1),
                "w2": _f32(rng, 32, 4, scale=0.3), "b2": _f32(rng, 4, scale=0.1)}  # fmt: skip
     write_oinf(path, sizevars={"B": 8, "I": 16, "H": 32, "O": 4}, metadata={}, tensors=tensors)
-    return Case(load_example("mlp").build_graph(), path, [{"x": _f32(rng, 8, 16)} for _ in range(3)])
+    return Case(
+        load_example("mlp").build_graph(), path, [{"x": _f32(rng, 8, 16)} for _ in range(3)]
+    )
 
 
 def residual_mlp_stack(tmp: Path) -> Case:
@@ -66,7 +68,11 @@ def residual_mlp_stack(tmp: Path) -> Case:
     path = tmp / "m.oinf"
     weights = {f"W.{i}": _f32(rng, 16, 16, scale=0.2) for i in range(6)}
     write_oinf(path, sizevars={"B": 4, "D": 16}, metadata={"num_layers": 6}, tensors=weights)
-    return Case(load_example("residual_mlp_stack").build_graph(), path, [{"x": _f32(rng, 4, 16)} for _ in range(2)])
+    return Case(
+        load_example("residual_mlp_stack").build_graph(),
+        path,
+        [{"x": _f32(rng, 4, 16)} for _ in range(2)],
+    )
 
 
 def condensed(tmp: Path) -> Case:
@@ -86,7 +92,12 @@ def kv_cache_decode(tmp: Path) -> Case:
     mod.write_model(path, cfg)
     rng = np.random.default_rng(1)
     steps = [{"x": _f32(rng, 1, cfg.d)} for _ in range(3)]
-    return Case(mod.graph_text(cfg), path, steps, {**_ARCH, "cache_capacity": {"K": {"l": 2, "t": 8}, "V": {"l": 2, "t": 8}}})
+    return Case(
+        mod.graph_text(cfg),
+        path,
+        steps,
+        {**_ARCH, "cache_capacity": {"K": {"l": 2, "t": 8}, "V": {"l": 2, "t": 8}}},
+    )
 
 
 def cache_window_slice(tmp: Path) -> Case:
@@ -100,17 +111,31 @@ def cache_window_slice(tmp: Path) -> Case:
 def streaming_pipeline(tmp: Path) -> Case:
     rng = np.random.default_rng(4)
     path = tmp / "m.oinf"
-    write_oinf(path, sizevars={"N": 8}, metadata={}, tensors={"scale": rng.uniform(0.5, 2.0, 8).astype(np.float32)})
-    return Case(load_example("streaming_pipeline").GRAPH, path, [{"x": _f32(rng, 8)} for _ in range(3)])
+    write_oinf(
+        path,
+        sizevars={"N": 8},
+        metadata={},
+        tensors={"scale": rng.uniform(0.5, 2.0, 8).astype(np.float32)},
+    )
+    return Case(
+        load_example("streaming_pipeline").GRAPH, path, [{"x": _f32(rng, 8)} for _ in range(3)]
+    )
 
 
 def stability_guard(tmp: Path) -> Case:
     path = tmp / "m.oinf"
-    write_oinf(path, sizevars={"N": 6}, metadata={}, tensors={"w": np.linspace(0.5, 1.5, 6).astype(np.float32)})
+    write_oinf(
+        path,
+        sizevars={"N": 6},
+        metadata={},
+        tensors={"w": np.linspace(0.5, 1.5, 6).astype(np.float32)},
+    )
     clean = np.array([1, -2, 3, -4, 5, -6], np.float32)
     poisoned = clean.copy()
     poisoned[2] = np.nan
-    return Case(load_example("stability_guard").GRAPH, path, [{"x": clean}, {"x": poisoned}, {"x": -clean}])
+    return Case(
+        load_example("stability_guard").GRAPH, path, [{"x": clean}, {"x": poisoned}, {"x": -clean}]
+    )
 
 
 def moe_routing(tmp: Path) -> Case:

@@ -25,10 +25,18 @@ from openinfer_jax.sim import Simulator
 CC = os.environ.get("CC", "cc")
 CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror"]
 
-TOLERANCE: dict[DType, float] = {DType.F32: 1e-4, DType.F64: 1e-9, DType.F16: 2e-3, DType.BF16: 1.6e-2, DType.F8: 0.25}
+TOLERANCE: dict[DType, float] = {
+    DType.F32: 1e-4,
+    DType.F64: 1e-9,
+    DType.F16: 2e-3,
+    DType.BF16: 1.6e-2,
+    DType.F8: 0.25,
+}
 
 
-def build(plan: Plan, out: Path, *, cc: str = CC, flags: Sequence[str] = CFLAGS, link: bool = True) -> Path:
+def build(
+    plan: Plan, out: Path, *, cc: str = CC, flags: Sequence[str] = CFLAGS, link: bool = True
+) -> Path:
     """Emit `plan` into `out` and compile it (driver included); returns the executable (or object dir)."""
     plan.emit(out)
     sources = [f"{plan.name}.c", "oi_runtime.c", f"{plan.name}_driver.c"]
@@ -39,10 +47,18 @@ def build(plan: Plan, out: Path, *, cc: str = CC, flags: Sequence[str] = CFLAGS,
         libs.insert(0, "-lvulkan")
     if not link:
         for src in sources:
-            subprocess.run([cc, *flags, "-c", src, "-o", src[:-2] + ".o"], cwd=out, check=True, capture_output=True, text=True)
+            subprocess.run(
+                [cc, *flags, "-c", src, "-o", src[:-2] + ".o"],
+                cwd=out,
+                check=True,
+                capture_output=True,
+                text=True,
+            )
         return out
     exe = out / "driver"
-    result = subprocess.run([cc, *flags, *sources, *libs, "-o", "driver"], cwd=out, capture_output=True, text=True)
+    result = subprocess.run(
+        [cc, *flags, *sources, *libs, "-o", "driver"], cwd=out, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     return exe
 
@@ -65,7 +81,9 @@ def read_tensor(path: Path, dtype: DType) -> np.ndarray:
     return data.reshape(dims)
 
 
-def run_driver(exe: Path, model: Path, steps: Sequence[Mapping[str, np.ndarray]], work: Path) -> subprocess.CompletedProcess[str]:
+def run_driver(
+    exe: Path, model: Path, steps: Sequence[Mapping[str, np.ndarray]], work: Path
+) -> subprocess.CompletedProcess[str]:
     """Write the inputs of every step, run the driver, return the process result."""
     ins, outs = work / "in", work / "out"
     for d in (ins, outs):
@@ -74,7 +92,9 @@ def run_driver(exe: Path, model: Path, steps: Sequence[Mapping[str, np.ndarray]]
     for s, feed in enumerate(steps):
         for var, value in feed.items():
             write_tensor(ins / f"{var}.{s}.bin", np.asarray(value))
-    return subprocess.run([str(exe), str(model), str(len(steps)), str(ins), str(outs)], capture_output=True, text=True)
+    return subprocess.run(
+        [str(exe), str(model), str(len(steps)), str(ins), str(outs)], capture_output=True, text=True
+    )
 
 
 def assert_close(name: str, got: np.ndarray, want: np.ndarray, dtype: DType) -> None:
@@ -83,7 +103,12 @@ def assert_close(name: str, got: np.ndarray, want: np.ndarray, dtype: DType) -> 
     if dtype.is_float:
         tol = TOLERANCE[dtype]
         np.testing.assert_allclose(
-            got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol, equal_nan=True, err_msg=name
+            got.astype(np.float64),
+            want.astype(np.float64),
+            rtol=tol,
+            atol=tol,
+            equal_nan=True,
+            err_msg=name,
         )
     else:
         np.testing.assert_array_equal(got, want, err_msg=name)
@@ -118,7 +143,7 @@ def parity(
                 assert path.exists(), f"driver wrote no {path.name}"
                 try:
                     want = np.asarray(ex.fetch(var))
-                except Exception:  # noqa: BLE001 - a name the simulator never materialized
+                except Exception:
                     continue
                 dtype = dtypes.get(var) or _assign_dtype(sim.graph, var)
                 assert_close(f"step {s} {var}", read_tensor(path, dtype), want, dtype)

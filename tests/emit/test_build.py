@@ -20,7 +20,9 @@ CROSS = "aarch64-linux-gnu-gcc"
 CROSS_EXAMPLES = ("kv_cache_decode", "quantized_linear", "streaming_pipeline", "condensed")
 
 
-@pytest.mark.skipif(shutil.which(CROSS) is None, reason=f"{CROSS} not installed (scripts/setup.sh installs it)")
+@pytest.mark.skipif(
+    shutil.which(CROSS) is None, reason=f"{CROSS} not installed (scripts/setup.sh installs it)"
+)
 @pytest.mark.parametrize("name", CROSS_EXAMPLES)
 def test_examples_cross_compile_for_aarch64(name: str, tmp_path: Path) -> None:
     case = CASES[name](tmp_path)
@@ -28,13 +30,18 @@ def test_examples_cross_compile_for_aarch64(name: str, tmp_path: Path) -> None:
     out = tmp_path / "c"
     plan.emit(out)
     sources = [f"{name}.c", "oi_runtime.c", f"{name}_driver.c"]
-    result = subprocess.run([CROSS, *CFLAGS, *sources, "-lm", "-o", "driver"], cwd=out, capture_output=True, text=True)
+    result = subprocess.run(
+        [CROSS, *CFLAGS, *sources, "-lm", "-o", "driver"], cwd=out, capture_output=True, text=True
+    )
     assert result.returncode == 0, f"{name}: {result.stderr[-3000:]}"
     kind = subprocess.run(["file", "driver"], cwd=out, capture_output=True, text=True).stdout
     assert "aarch64" in kind or "ARM" in kind, kind
 
 
-@pytest.mark.skipif(shutil.which("clang") is None, reason="clang not installed (scripts/setup.sh: apt-get install -y clang)")
+@pytest.mark.skipif(
+    shutil.which("clang") is None,
+    reason="clang not installed (scripts/setup.sh: apt-get install -y clang)",
+)
 def test_clang_builds_cleanly(tmp_path: Path) -> None:
     case = CASES["kv_cache_decode"](tmp_path)
     plan = Synthesizer(case.arch).synthesize(case.model, case.graph, name="prog")
@@ -65,7 +72,9 @@ def test_embedded_weights_run_without_the_model_file(tmp_path: Path) -> None:
     sources = ["embedded_main.c", "prog.c", "oi_runtime.c", "prog_weights.c"]
     subprocess.run([CC, *CFLAGS, *sources, "-lm", "-o", "emb"], cwd=tmp_path / "c", check=True)
     case.model.unlink()  # the program must not need the file
-    got = subprocess.run([str(tmp_path / "c" / "emb")], capture_output=True, text=True, check=True).stdout.split()
+    got = subprocess.run(
+        [str(tmp_path / "c" / "emb")], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert got[:3] == ["2", "8", "4"]
     assert "oi_prog_weights" in (tmp_path / "c" / "prog.c").read_text()
     assert exe.exists()
@@ -74,7 +83,9 @@ def test_embedded_weights_run_without_the_model_file(tmp_path: Path) -> None:
 @pytest.mark.skipif(shutil.which(CC) is None, reason="no C compiler")
 def test_selected_outputs_share_memory_and_still_match(tmp_path: Path) -> None:
     case = CASES["kv_cache_decode"](tmp_path)
-    result = parity(tmp_path, case.model, case.graph, case.steps, outputs=["y", "step"], arch=case.arch)
+    result = parity(
+        tmp_path, case.model, case.graph, case.steps, outputs=["y", "step"], arch=case.arch
+    )
     plan = result["plan"]
     assert plan.arena_bytes < plan.buffer_bytes  # lifetimes let temporaries share space
     assert result["compared"] == 2 * len(case.steps)

@@ -21,11 +21,32 @@ def _graph_file(tmp: Path, name: str) -> tuple[Path, Path]:
 def test_emit_c_writes_sources(tmp_path: Path, capsys) -> None:
     model, graph = _graph_file(tmp_path, "mlp")
     out = tmp_path / "out"
-    rc = main(["emit", "c", "--model", str(model), "--graph", str(graph), "-o", str(out), "--name", "mlp", "--output", "y"])
+    rc = main(
+        [
+            "emit",
+            "c",
+            "--model",
+            str(model),
+            "--graph",
+            str(graph),
+            "-o",
+            str(out),
+            "--name",
+            "mlp",
+            "--output",
+            "y",
+        ]
+    )
     assert rc == 0
     printed = capsys.readouterr().out
     assert "memory: arena" in printed and f"wrote 5 files to {out}" in printed
-    assert sorted(p.name for p in out.iterdir()) == ["mlp.c", "mlp.h", "mlp_driver.c", "oi_runtime.c", "oi_runtime.h"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "mlp.c",
+        "mlp.h",
+        "mlp_driver.c",
+        "oi_runtime.c",
+        "oi_runtime.h",
+    ]
     assert "int oi_fetch_y(float *out" in (out / "mlp.h").read_text()
     assert "oi_fetch_h" not in (out / "mlp.h").read_text()
 
@@ -40,11 +61,37 @@ def test_emit_with_arch_and_errors(tmp_path: Path, capsys) -> None:
     assert not out.exists()
     arch = tmp_path / "dev.json"
     arch.write_text(json.dumps(test_arch(cache_capacity=32)))
-    rc = main(["emit", "c", "--model", str(model), "--graph", str(graph), "--arch", str(arch), "-o", str(out)])
+    rc = main(
+        [
+            "emit",
+            "c",
+            "--model",
+            str(model),
+            "--graph",
+            str(graph),
+            "--arch",
+            str(arch),
+            "-o",
+            str(out),
+        ]
+    )
     assert rc == 0 and (out / "model.c").exists()
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps({"device": {}}))
-    rc = main(["emit", "c", "--model", str(model), "--graph", str(graph), "--arch", str(broken), "-o", str(out)])
+    rc = main(
+        [
+            "emit",
+            "c",
+            "--model",
+            str(model),
+            "--graph",
+            str(graph),
+            "--arch",
+            str(broken),
+            "-o",
+            str(out),
+        ]
+    )
     assert rc == 1 and "missing field device.type" in capsys.readouterr().err
 
 

@@ -25,19 +25,30 @@ needs_cc = pytest.mark.skipif(shutil.which(CC) is None, reason="no C compiler")
     ("mutate", "message"),
     [
         (lambda a: a.pop("limits"), "missing section 'limits'"),
-        (lambda a: a["limits"].pop("max_workgroup_size"), "missing field limits.max_workgroup_size"),
-        (lambda a: a["memory"].update(global_bytes=-1), "memory.global_bytes must be a non-negative int"),
+        (
+            lambda a: a["limits"].pop("max_workgroup_size"),
+            "missing field limits.max_workgroup_size",
+        ),
+        (
+            lambda a: a["memory"].update(global_bytes=-1),
+            "memory.global_bytes must be a non-negative int",
+        ),
         (lambda a: a["device"].update(api="cuda"), 'device.api must be "c" or "vulkan"'),
         (lambda a: a["features"].update(fp16="yes"), "features.fp16 must be true or false"),
         (lambda a: a.update(extra=1), "unknown top-level key 'extra'"),
         (lambda a: a.update(cache_capacity=0), "cache_capacity: must be >= 1"),
-        (lambda a: a.update(cache_capacity={"K": {"t": "x"}}), "cache_capacity.K.t: must be an int >= 1"),
+        (
+            lambda a: a.update(cache_capacity={"K": {"t": "x"}}),
+            "cache_capacity.K.t: must be an int >= 1",
+        ),
     ],
 )
 def test_device_json_errors_name_the_field(mutate, message: str) -> None:
     arch = json.loads(json.dumps(test_arch()))
     mutate(arch)
-    with pytest.raises(SynthesisError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+    with pytest.raises(
+        SynthesisError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")
+    ):
         Synthesizer.from_arch(arch)
 
 
@@ -46,7 +57,7 @@ def test_device_json_files(tmp_path: Path) -> None:
     bad.write_text("{ not json")
     with pytest.raises(SynthesisError, match=r"bad\.json:1:3: not valid JSON"):
         Synthesizer.from_arch(bad)
-    with pytest.raises(SynthesisError, match="cannot read device architecture missing.json"):
+    with pytest.raises(SynthesisError, match=r"cannot read device architecture missing\.json"):
         Synthesizer.from_arch(tmp_path / "missing.json")
     devices = Path(__file__).resolve().parents[2] / "devices"
     for path in sorted(devices.glob("*.json")):
@@ -57,7 +68,10 @@ def test_device_json_files(tmp_path: Path) -> None:
 def test_unbounded_table_names_table_and_axis(tmp_path: Path) -> None:
     case = CASES["cache_window_slice"](tmp_path)
     out = tmp_path / "never"
-    with pytest.raises(SynthesisError, match=r"cache table 'A': index 't' is unbounded.*@fixed\(t=N\).*cache_capacity"):
+    with pytest.raises(
+        SynthesisError,
+        match=r"cache table 'A': index 't' is unbounded.*@fixed\(t=N\).*cache_capacity",
+    ):
         Synthesizer("c").synthesize(case.model, case.graph).emit(out)
     assert not out.exists()
 
@@ -75,21 +89,29 @@ graph {
   }
 }
 """
-    with pytest.raises(SynthesisError, match=r"block entry node `op conv2d\(x, w\) >> y` at 6:5: op conv2d is not supported by the C target"):
+    with pytest.raises(
+        SynthesisError,
+        match=r"block entry node `op conv2d\(x, w\) >> y` at 6:5: op conv2d is not supported by the C target",
+    ):
         Synthesizer("c").synthesize(model, graph)
 
 
 def test_memory_limit_of_the_device(tmp_path: Path) -> None:
     case = CASES["mlp"](tmp_path)
     arch = test_arch(memory={"global_bytes": 1024, "shared_bytes_per_sm": 0, "l2_bytes": 0})
-    with pytest.raises(SynthesisError, match=r"needs an arena of \d+ bytes; device 'test-cpu' has memory.global_bytes=1024"):
+    with pytest.raises(
+        SynthesisError,
+        match=r"needs an arena of \d+ bytes; device 'test-cpu' has memory.global_bytes=1024",
+    ):
         Synthesizer(arch).synthesize(case.model, case.graph)
 
 
 def test_graph_that_does_not_validate(tmp_path: Path) -> None:
     case = CASES["minimal"](tmp_path)
     with pytest.raises(SynthesisError, match="does not validate against the model"):
-        Synthesizer("c").synthesize(case.model, "graph { dynamic { x: f32[Q]; } block entry { return; } }")
+        Synthesizer("c").synthesize(
+            case.model, "graph { dynamic { x: f32[Q]; } block entry { return; } }"
+        )
 
 
 def test_unknown_output_and_bad_name(tmp_path: Path) -> None:
@@ -142,7 +164,10 @@ def test_model_mismatch_and_bad_files_at_init(tmp_path: Path) -> None:
     other = tmp_path / "other.oinf"
     write_oinf(other, sizevars={"B": 32}, metadata={}, tensors={"a": np.zeros(32, np.float32)})
     result = run_driver(exe, other, case.steps, tmp_path)
-    assert result.returncode == 1 and "model sizevar B differs from the synthesized value 64" in result.stderr
+    assert (
+        result.returncode == 1
+        and "model sizevar B differs from the synthesized value 64" in result.stderr
+    )
     garbage = tmp_path / "garbage.oinf"
     garbage.write_bytes(b"GGUF" + bytes(100))
     result = run_driver(exe, garbage, case.steps, tmp_path)

@@ -33,9 +33,13 @@ def test_emitted_sources_match_golden(name: str, tmp_path: Path) -> None:
         for fname, text in plan.files.items():
             (folder / fname).write_text(text, encoding="utf-8")
     on_disk = {p.name: p.read_text(encoding="utf-8") for p in sorted(folder.iterdir())}
-    assert sorted(on_disk) == sorted(plan.files), "file set changed; run with UPDATE_GOLDEN=1 and review"
+    assert sorted(on_disk) == sorted(plan.files), (
+        "file set changed; run with UPDATE_GOLDEN=1 and review"
+    )
     for fname, text in plan.files.items():
-        assert text == on_disk[fname], f"{name}/{fname} differs from golden; run with UPDATE_GOLDEN=1 and review the diff"
+        assert text == on_disk[fname], (
+            f"{name}/{fname} differs from golden; run with UPDATE_GOLDEN=1 and review the diff"
+        )
 
 
 def test_emission_is_byte_identical_on_repeat(tmp_path: Path) -> None:

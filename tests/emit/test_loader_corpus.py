@@ -41,12 +41,16 @@ def checker(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (work / "check.c").write_text(CHECKER)
     for src in RUNTIME_DIR.glob("oi_runtime.*"):
         shutil.copy(src, work / src.name)
-    subprocess.run([CC, *CFLAGS, "-I.", "check.c", "oi_runtime.c", "-lm", "-o", "check"], cwd=work, check=True)
+    subprocess.run(
+        [CC, *CFLAGS, "-I.", "check.c", "oi_runtime.c", "-lm", "-o", "check"], cwd=work, check=True
+    )
     return work / "check"
 
 
 def _run(checker: Path, files: list[Path]) -> list[str]:
-    out = subprocess.run([str(checker), *map(str, files)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [str(checker), *map(str, files)], capture_output=True, text=True, check=True
+    )
     return out.stdout.splitlines()
 
 
@@ -76,7 +80,11 @@ def test_valid_files_load(checker: Path, tmp_path: Path) -> None:
             w.add_tensor("p", rng.integers(-8, 8, 7).astype(np.int8), dtype=DType.I4)
             w.add_tensor("d", dtype=DType.F16, shape=(2, 2))
             if version == 2:
-                w.add_tensor("q", rng.integers(-2, 2, 5).astype(np.int8), dtype=DType.I2,
-                             quant=QuantParams.symmetric(QuantScale.per_tensor(0.5)))
+                w.add_tensor(
+                    "q",
+                    rng.integers(-2, 2, 5).astype(np.int8),
+                    dtype=DType.I2,
+                    quant=QuantParams.symmetric(QuantScale.per_tensor(0.5)),
+                )
         paths.append(path)
     assert _run(checker, paths) == ["ok", "ok"]

@@ -42,7 +42,9 @@ def _graph(cases: list[Case]) -> tuple[Graph, list[list[np.ndarray]], list[DType
         inputs = edge_inputs(case)
         opdef = registry.get(case.op)
         assert opdef is not None
-        out_dtype, out_shape = opdef.infer(list(case.dtypes), [a.shape for a in inputs], case.params)
+        out_dtype, out_shape = opdef.infer(
+            list(case.dtypes), [a.shape for a in inputs], case.params
+        )
         refs = []
         for j, (dtype, arr) in enumerate(zip(case.dtypes, inputs)):
             decls.append(VarDecl(f"i{k}_{j}", MemoryKind.DYNAMIC, dtype, tuple(arr.shape)))
@@ -80,7 +82,9 @@ def test_conformance_sample_matches_simulator(chunk: int, tmp_path: Path) -> Non
                 assert_conforms(case, feeds[k], got.astype(want.dtype), want)
             except AssertionError as err:
                 failures.append(str(err).splitlines()[0][:300])
-    assert not failures, f"{len(failures)} of {len(cases)} cases differ:\n" + "\n".join(failures[:40])
+    assert not failures, f"{len(failures)} of {len(cases)} cases differ:\n" + "\n".join(
+        failures[:40]
+    )
 
 
 def test_ternary_dtypes_are_rejected_before_writing(tmp_path: Path) -> None:

@@ -15,7 +15,9 @@ from openinfer_jax.errors import SynthesisError
 from tests.emit.cases import CASES
 from tests.emit.harness import CC, parity
 
-HAVE_VULKAN = ctypes.util.find_library("vulkan") is not None and Path("/usr/include/vulkan/vulkan.h").exists()
+HAVE_VULKAN = (
+    ctypes.util.find_library("vulkan") is not None and Path("/usr/include/vulkan/vulkan.h").exists()
+)
 needs_vulkan = pytest.mark.skipif(
     not (HAVE_VULKAN and shutil.which("glslc") and shutil.which(CC)),
     reason="libvulkan-dev, glslc or a C compiler missing",
@@ -40,5 +42,8 @@ def test_vulkan_example_matches_simulator(name: str, tmp_path: Path) -> None:
 @needs_vulkan
 def test_vulkan_rejects_ops_outside_its_subset(tmp_path: Path) -> None:
     case = CASES["moe_routing"](tmp_path)
-    with pytest.raises(SynthesisError, match=r"block entry node `op reshape\(score\) >> s`.*not supported by the Vulkan target"):
+    with pytest.raises(
+        SynthesisError,
+        match=r"block entry node `op reshape\(score\) >> s`.*not supported by the Vulkan target",
+    ):
         Synthesizer("vulkan").synthesize(case.model, case.graph)
