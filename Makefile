@@ -7,7 +7,7 @@ STAMP   := .venv/.setup-stamp
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PKGS := libvulkan-dev libfmt-dev mesa-vulkan-drivers glslc cmake graphviz gcc-aarch64-linux-gnu libc6-dev-arm64-cross
 
-.PHONY: setup demo test bench lint fuzz clean references
+.PHONY: setup demo test bench lint fuzz clean references docs
 
 setup: $(STAMP)
 
@@ -38,3 +38,7 @@ clean:
 # with torch + transformers in a separate venv (build/refvenv, ~5 minutes the first time).
 references: setup
 	$(PY) scripts/make_references.py
+
+# Regenerates docs/ops.md from the op registry (a test checks it is current).
+docs: setup
+	$(PY) -m openinfer_jax.ops.docgen > docs/ops.md

@@ -5,6 +5,7 @@ The public API, re-exported here (see README.md and docs/):
 - `.oinf` model packages: `OinfWriter`, `write_oinf`, `ModelLoader`, `verify_file`, `DType`, ...
 - the graph DSL: `parse`, `parse_file` (graph{} text), `GraphBuilder` (Python), `Graph`,
   `format_graph`, `to_json` / `from_json`, `validate`
+- ops: `registry` (every op's declaration), `OpDef`, `OpCheckError`
 - errors: `OpenInferError` and one subclass per layer
 """
 
@@ -44,6 +45,7 @@ from openinfer_jax.oinf import (
     write_oinf,
 )
 from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.ops import OpCheckError, OpDef, ParamKind, ParamSpec, registry
 from openinfer_jax.trace import GraphBuilder, parse, parse_file
 
 __version__ = "0.1.0"
@@ -60,7 +62,11 @@ __all__ = [
     "ModelLoader",
     "OinfFormatError",
     "OinfWriter",
+    "OpCheckError",
+    "OpDef",
     "OpenInferError",
+    "ParamKind",
+    "ParamSpec",
     "QuantParams",
     "QuantScale",
     "QuantZeroPoint",
@@ -78,6 +84,7 @@ __all__ = [
     "infer_var_types",
     "parse",
     "parse_file",
+    "registry",
     "to_json",
     "to_json_text",
     "validate",
