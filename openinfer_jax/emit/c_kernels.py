@@ -767,13 +767,13 @@ def _norm(req: KernelRequest) -> str:
 
 def _attention(req: KernelRequest) -> str:
     info = req.info
-    if len(info.in_dtypes) > 3:
-        raise SynthesisError(f"{req.where}: attention with a mask is not supported by the C target")
-    q, k, v = (ctype(d, req.where) for d in info.in_dtypes)
+    q, k, v = (ctype(d, req.where) for d in info.in_dtypes[:3])
+    masked = len(info.in_dtypes) > 3
+    mask_ct = ctype(info.in_dtypes[3], req.where) if masked else None
     causal = bool(info.params.get("causal", False))
     scale = info.params.get("scale")
     scale_expr = repr(float(scale)) if scale is not None else "1.0 / sqrt((double)D)"
-    if any(len(s) < 3 for s in info.in_shapes):
+    if any(len(s) < 3 for s in info.in_shapes[:3]):
         raise SynthesisError(f"{req.where}: the C target's attention needs q, k, v of rank >= 3")
     # f32 computes in float (as XLA does), other dtypes in double; the dot products keep 8
     # partial sums so the compiler can vectorize them without reassociating a single sum.
@@ -783,7 +783,34 @@ def _attention(req: KernelRequest) -> str:
     ke = k.load.format("K[ko + e + u]")
     qt = q.load.format("Q[qo + e]")
     kt = k.load.format("K[ko + e]")
-    return f"""static int {req.name}(oi_tensor *o, const oi_tensor *x0, const oi_tensor *x1, const oi_tensor *x2) {{
+    # A mask broadcasts (NumPy rules) against the scores [..., Hq, Sq, Sk]: bool hides
+    # positions, a float mask is added to the scores.
+    add = ""
+    if mask_ct is None:
+        mask_args = mask_setup = mask_apply = ""
+    else:
+        mask_args = ", const oi_tensor *x3"
+        mval = mask_ct.load.format("MK[moff]")
+        hide = (
+            f"if (!({mval})) {{ w[j] = -INFINITY; continue; }}" if mask_ct.family == "bool" else ""
+        )
+        add = "" if mask_ct.family == "bool" else f"w[j] += ({acct})({mval});"
+        mask_setup = f"""    const {mask_ct.storage} *MK = (const {mask_ct.storage} *)x3->data;
+    int64_t mstride[OI_MAX_DIMS], ms = 1;
+    if (x3->ndim > nd) {{ oi_set_error("attention: mask rank exceeds the scores' rank"); return OI_ERR_SHAPE; }}
+    for (d = nd - 1; d >= 0; d--) {{
+        int ad = d - (nd - x3->ndim);
+        int64_t dim = ad >= 0 ? x3->dims[ad] : 1;
+        int64_t want = d == nd - 1 ? Sk : (d == nd - 2 ? Sq : x0->dims[d]);
+        if (dim != 1 && dim != want) {{ oi_set_error("attention: the mask does not broadcast to the scores"); return OI_ERR_SHAPE; }}
+        mstride[d] = dim == 1 ? 0 : ms;
+        ms *= dim;
+    }}
+"""
+        mask_apply = f"""int64_t moff = h * mstride[nd - 3] + i * mstride[nd - 2] + j * mstride[nd - 1], rem = bb;
+                    for (d = nd - 4; d >= 0; d--) {{ moff += (rem % x0->dims[d]) * mstride[d]; rem /= x0->dims[d]; }}
+                    {hide}"""
+    return f"""static int {req.name}(oi_tensor *o, const oi_tensor *x0, const oi_tensor *x1, const oi_tensor *x2{mask_args}) {{
     const {q.storage} *Q = (const {q.storage} *)x0->data;
     const {k.storage} *K = (const {k.storage} *)x1->data;
     const {v.storage} *V = (const {v.storage} *)x2->data;
@@ -800,7 +827,7 @@ def _attention(req: KernelRequest) -> str:
     }}
     for (d = 0; d < nd; d++) dims[d] = x0->dims[d];
     dims[nd - 1] = Dv;
-    rc = oi_set_shape(o, nd, dims);
+{mask_setup}    rc = oi_set_shape(o, nd, dims);
     if (rc) return rc;
     scale = ({acct})({scale_expr});
     {{
@@ -815,11 +842,13 @@ def _attention(req: KernelRequest) -> str:
                     {acct} s = 0, p[8] = {{0}};
                     const int64_t ko = ((bb * Hk + hk) * Sk + j) * D;
                     if ({int(causal)} && j > i + (Sk - Sq)) {{ w[j] = -INFINITY; continue; }}
+                    {mask_apply}
                     for (e = 0; e + 8 <= D; e += 8)
                         for (u = 0; u < 8; u++) p[u] += ({acct}){qe} * ({acct}){ke};
                     for (u = 0; u < 8; u++) s += p[u];
                     for (; e < D; e++) s += ({acct}){qt} * ({acct}){kt};
                     w[j] = s * scale;
+                    {add}
                     if (w[j] > m) m = w[j];
                 }}
                 for (j = 0; j < Sk; j++) {{ w[j] = w[j] == -INFINITY ? 0 : {ex}(w[j] - m); total += w[j]; }}
@@ -833,6 +862,85 @@ def _attention(req: KernelRequest) -> str:
             }}
         }}
     }}
+    return OI_OK;
+}}
+"""
+
+
+def _gather(req: KernelRequest) -> str:
+    """gather(data, indices, axis) / embedding(table, ids): np.take with clamped indices."""
+    info = req.info
+    data, idx = ctype(info.in_dtypes[0], req.where), ctype(info.in_dtypes[1], req.where)
+    (shape, _ishape) = info.in_shapes
+    axis = (
+        int(info.params.get("axis", 0)) % max(len(shape), 1) if info.opdef.name == "gather" else 0
+    )
+    # Negative indices count from the end (signed types); anything outside is clamped.
+    neg = "t += t < 0 ? size : 0;\n            " if idx.family == "sint" else ""
+    return f"""static int {req.name}(oi_tensor *o, const oi_tensor *x0, const oi_tensor *x1) {{
+    const unsigned char *X = (const unsigned char *)x0->data;
+    const {idx.storage} *I = (const {idx.storage} *)x1->data;
+    unsigned char *O = (unsigned char *)o->data;
+    int64_t dims[OI_MAX_DIMS], outer = 1, inner = 1, size, ni, q, r;
+    int d, nd = 0, rc;
+    const size_t elem = sizeof({data.storage});
+    if (x0->ndim + x1->ndim - 1 > OI_MAX_DIMS) {{ oi_set_error("gather: result rank too large"); return OI_ERR_SHAPE; }}
+    size = x0->dims[{axis}];
+    for (d = 0; d < {axis}; d++) {{ dims[nd++] = x0->dims[d]; outer *= x0->dims[d]; }}
+    for (d = 0; d < x1->ndim; d++) dims[nd++] = x1->dims[d];
+    for (d = {axis} + 1; d < x0->ndim; d++) {{ dims[nd++] = x0->dims[d]; inner *= x0->dims[d]; }}
+    if (o == x0 || o == x1) {{ oi_set_error("gather: the output must not alias an input"); return OI_ERR_ARGUMENT; }}
+    rc = oi_set_shape(o, nd, dims);
+    if (rc) return rc;
+    ni = oi_numel(x1);
+    if (size == 0 && ni) {{ oi_set_error("gather: indexing an empty axis"); return OI_ERR_SHAPE; }}
+    for (q = 0; q < outer; q++)
+        for (r = 0; r < ni; r++) {{
+            int64_t t = (int64_t){idx.load.format("I[r]")};
+            {neg}if (t < 0) t = 0;
+            if (t > size - 1) t = size - 1;
+            memcpy(O + (size_t)((q * ni + r) * inner) * elem, X + (size_t)((q * size + t) * inner) * elem, (size_t)inner * elem);
+        }}
+    return OI_OK;
+}}
+"""
+
+
+def _concat(req: KernelRequest) -> str:
+    """concat(x0, x1, ..., axis): inputs joined along `axis`."""
+    info = req.info
+    ct = ctype(info.in_dtypes[0], req.where)
+    n = len(info.in_dtypes)
+    nd = len(info.in_shapes[0])
+    axis = int(info.params.get("axis", 0)) % max(nd, 1)
+    args = "".join(f", const oi_tensor *x{k}" for k in range(n))
+    ins = ", ".join(f"x{k}" for k in range(n))
+    return f"""static int {req.name}(oi_tensor *o{args}) {{
+    const oi_tensor *in[{n}] = {{{ins}}};
+    unsigned char *O = (unsigned char *)o->data;
+    int64_t dims[OI_MAX_DIMS], outer = 1, inner = 1, q, pos = 0;
+    int d, k, rc;
+    const size_t elem = sizeof({ct.storage});
+    for (d = 0; d < {nd}; d++) dims[d] = x0->dims[d];
+    dims[{axis}] = 0;
+    for (k = 0; k < {n}; k++) {{
+        if (in[k] == o) {{ oi_set_error("concat: the output must not alias an input"); return OI_ERR_ARGUMENT; }}
+        for (d = 0; d < {nd}; d++)
+            if (d != {axis} && (in[k]->ndim != {nd} || in[k]->dims[d] != x0->dims[d])) {{
+                oi_set_error("concat: input %d's shape differs off the concat axis", k); return OI_ERR_SHAPE;
+            }}
+        dims[{axis}] += in[k]->dims[{axis}];
+    }}
+    rc = oi_set_shape(o, {nd}, dims);
+    if (rc) return rc;
+    for (d = 0; d < {axis}; d++) outer *= dims[d];
+    for (d = {axis} + 1; d < {nd}; d++) inner *= dims[d];
+    for (q = 0; q < outer; q++)
+        for (k = 0; k < {n}; k++) {{
+            size_t chunk = (size_t)(in[k]->dims[{axis}] * inner) * elem;
+            memcpy(O + (size_t)pos * elem, (const unsigned char *)in[k]->data + (size_t)q * chunk, chunk);
+            pos += in[k]->dims[{axis}] * inner;
+        }}
     return OI_OK;
 }}
 """
@@ -859,6 +967,9 @@ STRUCTURED: dict[str, Renderer] = {
     "softmax": _norm,
     "log_softmax": _norm,
     "attention": _attention,
+    "gather": _gather,
+    "embedding": _gather,
+    "concat": _concat,
 }
 
 #: Ops whose kernel writes each output element only after reading the same input element,

@@ -25,7 +25,13 @@ import re
 from dataclasses import dataclass, field
 
 from openinfer_jax.emit.analysis import Analysis, VarInfo, resolve_dims
-from openinfer_jax.emit.c_kernels import ALIAS_SAFE, KernelRequest, c_literal, render_kernel
+from openinfer_jax.emit.c_kernels import (
+    ALIAS_SAFE,
+    ELEMENTWISE,
+    KernelRequest,
+    c_literal,
+    render_kernel,
+)
 from openinfer_jax.emit.c_types import ctype
 from openinfer_jax.emit.memory import Buffer, MemoryPlan, plan_memory
 from openinfer_jax.emit.vk_kernels import compile_spirv, render_vk_kernel
@@ -320,27 +326,8 @@ class _Gen:
                 info.in_dtypes,
                 info.out_dtype,
                 sorted(info.params.items(), key=str),
-                info.in_shapes
-                if info.opdef.name
-                in (
-                    "matmul",
-                    "slice",
-                    "transpose",
-                    "permute",
-                    "sum_axis",
-                    "prod_axis",
-                    "mean_axis",
-                    "max_axis",
-                    "min_axis",
-                    "argmax_axis",
-                    "argmin_axis",
-                    "layer_norm",
-                    "rms_norm",
-                    "softmax",
-                    "log_softmax",
-                    "attention",
-                )
-                else (),
+                # Structured kernels bake ranks and axes in: key them by input shapes too.
+                info.in_shapes if info.opdef.name not in ELEMENTWISE else (),
             )
         )
         fn = self.kernels.get(key)
