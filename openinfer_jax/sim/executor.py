@@ -687,7 +687,7 @@ class Executor:
         self, region: RegionPlan, scope: dict[str, int]
     ) -> Generator[TraceEvent, None, None]:
         """device="numpy": every node on its own, ops through their NumPy references."""
-        for pos, node in enumerate(region.nodes):
+        for node in region.nodes:
             start = time.perf_counter_ns()
             extra: dict[str, Any] = {}
             try:
@@ -699,7 +699,7 @@ class Executor:
                     self._write_ref(node.dst, self._read_ref(node.src, scope), scope)
                     extra = {"params": [str(node.src)], "output": [str(node.dst)]}
                 elif isinstance(node, Op):
-                    params, out_dtype, _bound = self._op_setup(node, scope, region, pos)
+                    params, out_dtype, _bound = self._op_setup(node, scope)
                     opdef = registry.get(node.op)
                     assert opdef is not None
                     xs = [to_host(self._read_ref(r, scope)) for r in node.inputs]
@@ -794,7 +794,7 @@ class Executor:
         warning = ""
         out = None
         try:
-            params, out_dtype, _bound = self._op_setup(node, scope, region, 0)
+            params, out_dtype, _bound = self._op_setup(node, scope)
             values = [materialize(self._read_ref(r, scope)) for r in node.inputs]
             dtypes = [self._ref_dtype(r) for r in node.inputs]
             verdict = backend.supports(node.op, dtypes, params)
@@ -868,7 +868,7 @@ class Executor:
                         )
                     self._dtypes[node.name] = node.dtype
                 elif isinstance(node, Op):
-                    params_i, out_dtype, bound = self._op_setup(node, scope, region, pos)
+                    params_i, out_dtype, bound = self._op_setup(node, scope)
                     params.append(params_i)
                     out_dtypes.append(out_dtype)
                     for k, v in bound.items():
@@ -970,8 +970,13 @@ class Executor:
         return dtype
 
     def _op_setup(
-        self, node: Op, scope: dict[str, int], region: RegionPlan, pos: int
+        self, node: Op, scope: dict[str, int]
     ) -> tuple[dict[str, Any], DType, dict[str, Any]]:
+        """Resolved params (cached per node and runtime-scalar values), output dtype, bindings.
+
+        Raises:
+            NodeFailure: unknown op, bad params, or an undeclared output.
+        """
         opdef = registry.get(node.op)
         if opdef is None:
             raise NodeFailure(

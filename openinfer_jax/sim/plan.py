@@ -104,7 +104,8 @@ def describe_node(node: Node) -> str:
         return f"dep after({node.after}) before({node.before})"
     if isinstance(node, Barrier):
         return "barrier"
-    return "return"
+    value = getattr(node, "value", None)
+    return f"return {value}" if value else "return"
 
 
 def _fmt(value: object) -> str:

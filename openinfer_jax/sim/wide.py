@@ -200,7 +200,7 @@ class WideRunner:
             if opdef is None:
                 raise SimulationError(f"unknown op {node.op!r}; see `openinfer ops` for the list")
             ins = tuple(use(r, sc, node) for r in node.inputs)
-            params, out_dtype, bound = ex._op_setup(node, sc, None, 0)  # type: ignore[arg-type]
+            params, out_dtype, bound = ex._op_setup(node, sc)
             if bound:
                 prog.replayable = False  # runtime-scalar params are part of the program
             out = (

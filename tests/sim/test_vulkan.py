@@ -17,18 +17,20 @@ pytestmark = [
 GRAPH = """
 graph {
   dynamic { x: f32[B, D]; }
-  volatile { w: f32[D, D]; b: f32[D]; h: f32[B, D]; }
+  volatile { w: f32[D, D]; b: f32[D]; h: f32[B, D]; z: f64[D] @init(1.5); z2: f64[D]; }
   block entry {
     op matmul(x, w) >> h;
     op add(h, b) >> h;
-    op gelu(h) >> h;
+    op add(z, z) >> z2;
     return;
   }
 }
 """
 
 
-def test_vulkan_matches_cpu_and_flags_fallbacks(make_model) -> None:
+def test_vulkan_matches_cpu_and_flags_fallbacks(make_model, monkeypatch) -> None:
+    # Hide f64 support so one op must fall back to XLA CPU, whatever the device offers.
+    monkeypatch.setenv("OPENINFER_VK_DISABLE", "shader_float64")
     rng = np.random.default_rng(0)
     tensors = {"w": rng.standard_normal((8, 8)).astype(np.float32), "b": rng.standard_normal(8).astype(np.float32)}
     model = make_model(sizevars={"B": 2, "D": 8}, tensors=tensors)
@@ -40,9 +42,9 @@ def test_vulkan_matches_cpu_and_flags_fallbacks(make_model) -> None:
         for _ in range(2):  # the second step reuses the uploaded weights
             ex.insert(x=x)
             ex.step()
-        outs[device] = (ex.fetch("h"), ex.trace())
+        outs[device] = (ex.fetch("h"), ex.fetch("z2"), ex.trace())
     np.testing.assert_allclose(outs["vulkan"][0], outs["cpu"][0], rtol=2e-4, atol=2e-4)
-    events = {e.op_name: e for e in outs["vulkan"][1] if e.step == 1 and e.op_name}
-    assert events["matmul"].device == "vulkan" and not events["matmul"].warnings
-    assert events["add"].device == "vulkan" and not events["add"].warnings
-    assert events["gelu"].warnings and "gelu" in events["gelu"].warnings[0]
+    np.testing.assert_array_equal(outs["vulkan"][1], np.full(8, 3.0))
+    events = {e.output[0]: e for e in outs["vulkan"][2] if e.step == 1 and e.op_name}
+    assert events["h"].device == "vulkan" and not events["h"].warnings
+    assert events["z2"].warnings and events["z2"].warnings[0].startswith("vulkan:")
