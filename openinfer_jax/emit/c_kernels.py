@@ -946,6 +946,162 @@ def _concat(req: KernelRequest) -> str:
 """
 
 
+def _batch_norm(req: KernelRequest) -> str:
+    """scale * (x - mean) / sqrt(var + eps) + bias per channel (axis 1), in double."""
+    info = req.info
+    cts = [ctype(d, req.where) for d in info.in_dtypes]
+    x = cts[0]
+    eps = float(info.params.get("epsilon", 1e-5))
+    par = ["X1[c]", "X2[c]", "X3[c]", "X4[c]"]
+    sc, bi, mu, va = (f"(double){cts[k + 1].load.format(par[k])}" for k in range(4))
+    args = "".join(f", const oi_tensor *x{k}" for k in range(5))
+    ptrs = "".join(
+        f"    const {cts[k].storage} *X{k} = (const {cts[k].storage} *)x{k}->data;\n"
+        for k in range(5)
+    )
+    value = f"{sc} * ((double){x.load.format('X0[(q * C + c) * inner + r]')} - {mu}) / sqrt({va} + {eps!r}) + {bi}"
+    return f"""static int {req.name}(oi_tensor *o{args}) {{
+{ptrs}    {x.storage} *O = ({x.storage} *)o->data;
+    int64_t outer, C, inner = 1, q, c, r;
+    int d, rc;
+    if (x0->ndim < 2) {{ oi_set_error("batch_norm: x needs a channel axis"); return OI_ERR_SHAPE; }}
+    rc = oi_set_shape(o, x0->ndim, x0->dims);
+    if (rc) return rc;
+    outer = x0->dims[0];
+    C = x0->dims[1];
+    for (d = 2; d < x0->ndim; d++) inner *= x0->dims[d];
+    for (q = 0; q < outer; q++)
+        for (c = 0; c < C; c++)
+            for (r = 0; r < inner; r++) O[(q * C + c) * inner + r] = {x.store.format(f"({x.compute})({value})")};
+    return OI_OK;
+}}
+"""
+
+
+def _global_average_pool(req: KernelRequest) -> str:
+    """Mean over every spatial axis (2..), keeping them with size 1, in double."""
+    info = req.info
+    x = ctype(info.in_dtypes[0], req.where)
+    return f"""static int {req.name}(oi_tensor *o, const oi_tensor *x0) {{
+    const {x.storage} *X = (const {x.storage} *)x0->data;
+    {x.storage} *O = ({x.storage} *)o->data;
+    int64_t dims[OI_MAX_DIMS], rows = 1, len = 1, q, r;
+    int d, rc;
+    for (d = 0; d < x0->ndim; d++) {{
+        dims[d] = d < 2 ? x0->dims[d] : 1;
+        if (d < 2) rows *= x0->dims[d]; else len *= x0->dims[d];
+    }}
+    if (o == x0) {{ oi_set_error("global_average_pool: the output must not alias the input"); return OI_ERR_ARGUMENT; }}
+    rc = oi_set_shape(o, x0->ndim, dims);
+    if (rc) return rc;
+    for (q = 0; q < rows; q++) {{
+        double sum = 0;
+        for (r = 0; r < len; r++) sum += (double){x.load.format("X[q * len + r]")};
+        O[q] = {x.store.format(f"({x.compute})(sum / (double)len)")};
+    }}
+    return OI_OK;
+}}
+"""
+
+
+def _pad(req: KernelRequest) -> str:
+    """ONNX Pad (constant, edge, wrap, reflect) through per-axis source indices."""
+    info = req.info
+    x = ctype(info.in_dtypes[0], req.where)
+    (shape,) = info.in_shapes
+    nd = len(shape)
+    p = info.params
+    axes = [a % nd for a in (p.get("axes") or range(nd))]
+    pads = list(p["pads"])
+    begin = [0] * nd
+    end = [0] * nd
+    for i, a in enumerate(axes):
+        begin[a], end[a] = pads[i], pads[i + len(axes)]
+    mode = str(p.get("mode", "constant"))
+    modes = {"constant": 0, "edge": 1, "wrap": 2, "reflect": 3}
+    if mode not in modes:
+        raise SynthesisError(f"{req.where}: pad mode {mode!r} is not supported by the C target")
+    fill = x.store.format(c_literal(p.get("value", 0), x))
+    lits = ", ".join(f"INT64_C({v})" for v in begin) or "0"
+    lite = ", ".join(f"INT64_C({v})" for v in end) or "0"
+    return f"""static int {req.name}(oi_tensor *o, const oi_tensor *x0) {{
+    static const int64_t pb[{max(nd, 1)}] = {{{lits}}}, pe[{max(nd, 1)}] = {{{lite}}};
+    const {x.storage} *X = (const {x.storage} *)x0->data;
+    {x.storage} *O = ({x.storage} *)o->data;
+    int64_t dims[OI_MAX_DIMS], idx[OI_MAX_DIMS], n, i;
+    int d, rc;
+    for (d = 0; d < {nd}; d++) {{ dims[d] = x0->dims[d] + pb[d] + pe[d]; idx[d] = 0; }}
+    if (o == x0) {{ oi_set_error("pad: the output must not alias the input"); return OI_ERR_ARGUMENT; }}
+    rc = oi_set_shape(o, {nd}, dims);
+    if (rc) return rc;
+    n = oi_numel(o);
+    for (i = 0; i < n; i++) {{
+        int64_t off = 0;
+        int outside = 0;
+        for (d = 0; d < {nd}; d++) {{
+            int64_t size = x0->dims[d], pos = idx[d] - pb[d], src = pos;
+            if (pos < 0 || pos >= size) {{
+                if ({modes[mode]} == 0 || size == 0) outside = 1;
+                else if ({modes[mode]} == 1) src = pos < 0 ? 0 : size - 1;
+                else if ({modes[mode]} == 2) src = ((pos % size) + size) % size;
+                else {{
+                    int64_t period = size > 1 ? 2 * (size - 1) : 1, f = (pos < 0 ? -pos : pos) % period;
+                    src = f >= size ? period - f : f;
+                }}
+            }}
+            off = off * size + src;
+        }}
+        O[i] = outside ? {fill} : X[off];
+        for (d = {nd} - 1; d >= 0; d--) {{ if (++idx[d] < dims[d]) break; idx[d] = 0; }}
+    }}
+    return OI_OK;
+}}
+"""
+
+
+def _rope(req: KernelRequest) -> str:
+    """Rotary embedding of (a, b) pairs by pos * inv_freq (angles rounded through f32 unless f64)."""
+    info = req.info
+    x, pt = ctype(info.in_dtypes[0], req.where), ctype(info.in_dtypes[1], req.where)
+    p = info.params
+    theta = float(p.get("theta", 10000.0))
+    rot_param = int(p.get("rotary_dim", 0) or 0)
+    inter = bool(p.get("interleaved", False))
+    at = "double" if info.in_dtypes[0] is DType.F64 else "float"
+    return f"""static int {req.name}(oi_tensor *o, const oi_tensor *x0, const oi_tensor *x1) {{
+    const {x.storage} *X = (const {x.storage} *)x0->data;
+    const {pt.storage} *P = (const {pt.storage} *)x1->data;
+    {x.storage} *O = ({x.storage} *)o->data;
+    int64_t seq, hd, rot, half, rows, r, s, i;
+    int rc;
+    if (x0->ndim < 2) {{ oi_set_error("rope: x needs [..., seq, head_dim]"); return OI_ERR_SHAPE; }}
+    seq = x0->dims[x0->ndim - 2];
+    hd = x0->dims[x0->ndim - 1];
+    rot = {rot_param} ? {rot_param} : hd;
+    half = rot / 2;
+    if (x1->ndim > 1 || (x1->ndim == 1 && x1->dims[0] != seq)) {{ oi_set_error("rope: positions must be a scalar or [seq]"); return OI_ERR_SHAPE; }}
+    rc = oi_set_shape(o, x0->ndim, x0->dims);
+    if (rc) return rc;
+    rows = oi_numel(x0) / (hd ? hd : 1) / (seq ? seq : 1);
+    for (r = 0; r < rows; r++)
+        for (s = 0; s < seq; s++) {{
+            const int64_t base = (r * seq + s) * hd;
+            const int64_t pos = x1->ndim == 0 ? (int64_t){pt.load.format("P[0]")} + s : (int64_t){pt.load.format("P[s]")};
+            if (o != x0) for (i = rot; i < hd; i++) O[base + i] = X[base + i];
+            for (i = 0; i < half; i++) {{
+                const double inv = 1.0 / pow({theta!r}, (double)i * 2.0 / (double)rot);
+                const double ang = (double)(({at})pos * ({at})inv);
+                const int64_t ia = {"base + 2 * i" if inter else "base + i"}, ib = {"base + 2 * i + 1" if inter else "base + i + half"};
+                const double a = (double){x.load.format("X[ia]")}, b = (double){x.load.format("X[ib]")};
+                O[ia] = {x.store.format(f"({x.compute})(a * cos(ang) - b * sin(ang))")};
+                O[ib] = {x.store.format(f"({x.compute})(a * sin(ang) + b * cos(ang))")};
+            }}
+        }}
+    return OI_OK;
+}}
+"""
+
+
 Renderer = Callable[[KernelRequest], str]
 
 STRUCTURED: dict[str, Renderer] = {
@@ -970,6 +1126,10 @@ STRUCTURED: dict[str, Renderer] = {
     "gather": _gather,
     "embedding": _gather,
     "concat": _concat,
+    "batch_norm": _batch_norm,
+    "global_average_pool": _global_average_pool,
+    "pad": _pad,
+    "rope": _rope,
 }
 
 #: Ops whose kernel writes each output element only after reading the same input element,
@@ -981,6 +1141,8 @@ ALIAS_SAFE: frozenset[str] = frozenset(ELEMENTWISE) | {
     "rms_norm",
     "softmax",
     "log_softmax",
+    "batch_norm",
+    "rope",
 }
 
 

@@ -65,11 +65,11 @@ def build(
 
 def write_tensor(path: Path, array: np.ndarray) -> None:
     """The driver's file format: int32 ndim, int64 dims, raw elements."""
-    arr = np.ascontiguousarray(array)
+    arr = np.asarray(array)  # ascontiguousarray would turn a 0-d scalar into shape (1,)
     with open(path, "wb") as fh:
         fh.write(np.int32(arr.ndim).tobytes())
         fh.write(np.asarray(arr.shape, np.int64).tobytes())
-        fh.write(arr.tobytes())
+        fh.write(arr.tobytes(order="C"))
 
 
 def read_tensor(path: Path, dtype: DType) -> np.ndarray:

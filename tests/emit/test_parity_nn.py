@@ -1,5 +1,6 @@
 """Model-building ops in C vs the simulator: embedding and gather (negative and out-of-range
-indices clamp), concat, attention with a bool mask and with a float mask plus causal."""
+indices clamp), concat, attention with a bool mask and with a float mask plus causal,
+batch_norm, global_average_pool, pad (constant, reflect, wrap), rope (both pair layouts)."""
 
 from __future__ import annotations
 
@@ -20,11 +21,15 @@ graph {
     ids: i32[2, 3]; gi: i64[4]; ui: u8[3];
     q: f32[2, 2, 3, 4]; k: f32[2, 2, 5, 4]; v: f32[2, 2, 5, 4];
     mb: bool[2, 1, 1, 5]; mf: f32[3, 5]; a: f32[2, 3]; b: f32[2, 5];
+    img: f32[2, 3, 4, 4]; bs: f32[3]; bb: f32[3]; bm: f32[3]; bv: f32[3];
+    pos: i32[5]; p2: i64[5];
   }
   constant { table: f32[V, D]; }
   volatile {
     e: f32[2, 3, D]; g: f32[4, D]; g1: f32[2, 4]; g2: f32[3, D];
     o1: f32[2, 2, 3, 4]; o2: f32[2, 2, 3, 4]; c: f32[2, 8];
+    bn: f32[2, 3, 4, 4]; gp: f32[2, 3, 1, 1]; pc: f32[2, 6]; pr: f32[2, 9]; pe: f32[3, 4];
+    r1: f32[2, 2, 5, 4]; r2: f32[2, 2, 5, 4];
   }
   block entry {
     op embedding(table, ids) >> e;
@@ -34,6 +39,13 @@ graph {
     op attention(q, k, v, mb) >> o1;
     op attention(q, k, v, mf, causal=true) >> o2;
     op concat(a, b, axis=1) >> c;
+    op batch_norm(img, bs, bb, bm, bv, epsilon=0.001) >> bn;
+    op global_average_pool(img) >> gp;
+    op pad(a, pads=[1, 2], axes=[1], value=-1.5) >> pc;
+    op pad(a, pads=[3, 3], axes=[1], mode="reflect") >> pr;
+    op pad(a, pads=[1, 1, 0, 0], mode="wrap") >> pe;
+    op rope(k, pos, theta=100.0) >> r1;
+    op rope(k, p2, interleaved=true, rotary_dim=2) >> r2;
     return;
   }
 }
@@ -65,8 +77,16 @@ def test_nn_ops_match_simulator(tmp_path: Path) -> None:
             "mf": f32(3, 5),
             "a": f32(2, 3),
             "b": f32(2, 5),
+            "img": f32(2, 3, 4, 4),
+            "bs": f32(3),
+            "bb": f32(3),
+            "bm": f32(3),
+            "bv": np.abs(f32(3)),
+            "pos": rng.integers(0, 50, 5).astype(np.int32),
+            "p2": rng.integers(0, 50, 5).astype(np.int64),
         }
         for _ in range(2)
     ]
-    result = parity(tmp_path, model, GRAPH, steps, outputs=["e", "g", "g1", "g2", "o1", "o2", "c"])
-    assert result["compared"] == 14
+    outputs = ["e", "g", "g1", "g2", "o1", "o2", "c", "bn", "gp", "pc", "pr", "pe", "r1", "r2"]
+    result = parity(tmp_path, model, GRAPH, steps, outputs=outputs)
+    assert result["compared"] == 2 * len(outputs)
