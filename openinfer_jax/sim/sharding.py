@@ -156,6 +156,7 @@ def attach_sharding(sim: Simulator, mesh: Any, plan: Plan) -> ShardedPlacement |
         )
     placement = ShardedPlacement(sim, mesh, plan)
     sim.jax_device = placement.replicated
+    sim.device_name = placement.text  # trace events name the mesh, e.g. "gpu mesh(model=2)"
     sim.compiler.constrain = placement.constrain
     sim.compiler.wrap = placement.probe
     sim.wide.constrain = placement.constrain
