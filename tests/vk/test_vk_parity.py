@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.ops import registry
 from openinfer_jax.vk import VulkanBackend
 from tests.vk.vk_cases import FALLBACKS, Case, all_cases, as_float64, make_inputs, tolerance
@@ -86,3 +89,32 @@ def test_unsupported_kernels_report_a_reason(
 ) -> None:
     reason = backend.supports(op, [dtype], {})
     assert isinstance(reason, str) and dtype.short in reason  # type: ignore[attr-defined]
+
+
+_BROADCAST_OPS = [
+    op
+    for op in ("add", "mul", "sub", "div", "floor_div", "where")
+    if (d := registry.get(op)) is not None and d.broadcast_ok
+]
+_BROADCAST_DTYPES = [DType.F32, DType.F16, DType.I8, DType.U4, DType.I64, DType.BOOL]
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_random_broadcasts_match_the_reference(
+    compiled: VulkanBackend, data: st.DataObject
+) -> None:
+    op = data.draw(st.sampled_from(_BROADCAST_OPS))
+    opdef = registry.get(op)
+    assert opdef is not None
+    allowed = [d for d in _BROADCAST_DTYPES if d in opdef.inputs[-1].dtypes]
+    dtype = data.draw(st.sampled_from(allowed))
+    out_shape = tuple(data.draw(st.lists(st.integers(1, 5), min_size=1, max_size=4)))
+    arity = len(opdef.inputs)
+    shapes = []
+    for _ in range(arity):
+        keep = data.draw(st.integers(0, len(out_shape)))
+        tail = out_shape[len(out_shape) - keep :]
+        shapes.append(tuple(1 if data.draw(st.booleans()) else d for d in tail))
+    dtypes = (DType.BOOL, dtype, dtype) if op == "where" else (dtype,) * arity
+    check_case(compiled, Case(op, dtypes, tuple(shapes), seed=data.draw(st.integers(0, 999))))
