@@ -1102,6 +1102,171 @@ def _rope(req: KernelRequest) -> str:
 """
 
 
+def _window(req: KernelRequest) -> str:
+    """conv1d/conv2d (groups, optional bias), max_pool, avg_pool: ONNX windows over the
+    spatial axes with strides, pads (begins then ends), dilations; floats accumulate in double."""
+    info = req.info
+    op = info.opdef.name
+    x = ctype(info.in_dtypes[0], req.where)
+    xs = info.in_shapes[0]
+    sp = len(xs) - 2
+    p = info.params
+    if op.startswith("conv"):
+        kernel = list(info.in_shapes[1][2:])
+    else:
+        kernel = list(p["kernel_shape"])
+    strides = list(p.get("strides") or [1] * sp)
+    pads = list(p.get("pads") or [0] * (2 * sp))
+    dil = list(p.get("dilations") or [1] * sp)
+
+    def arr(name: str, values: list[int]) -> str:
+        return f"static const int64_t {name}[{max(len(values), 1)}] = {{{', '.join(str(v) for v in values) or '0'}}};"
+
+    n_in = len(info.in_dtypes)
+    args = "".join(f", const oi_tensor *x{k}" for k in range(n_in))
+    cts = [ctype(d, req.where) for d in info.in_dtypes]
+    ptrs = "".join(
+        f"    const {cts[k].storage} *X{k} = (const {cts[k].storage} *)x{k}->data;\n"
+        for k in range(n_in)
+    )
+    xload = x.load.format("X0[xoff]")
+    if op.startswith("conv"):
+        groups = int(p.get("groups", 1))
+        bias = f" + (double){cts[2].load.format('X2[oc]')}" if n_in > 2 else ""
+        channels = "x1->dims[0]"
+        init = "double acc = 0;"
+        body = f"""for (c = 0; c < cg; c++) {{
+                        const int64_t xoff = ((nb * C + g * cg + c) * inner) + ipos;
+                        const int64_t woff = ((oc * cg + c) * ksz) + kflat;
+                        acc += (double){xload} * (double){cts[1].load.format("X1[woff]")};
+                    }}"""
+        finish = f"acc{bias}"
+        group_setup = f"""const int64_t G = {groups}, cg = C / G, mg = M / G, g = oc / (mg ? mg : 1);
+            (void)G;"""
+    elif op == "max_pool":
+        groups = 1
+        channels = "C"
+        lowest = "-INFINITY" if x.family == "real" else ("INT64_MIN" if x.family == "sint" else "0")
+        acc_t = "double" if x.family == "real" else x.compute
+        init = f"{acc_t} acc = {lowest};"
+        # NaN propagates: once acc is NaN it stays (floats only; ints cannot be NaN).
+        nan = (
+            "if (v != v || acc != acc) acc = acc != acc ? acc : v; else "
+            if x.family == "real"
+            else ""
+        )
+        body = f"""{{
+                        const int64_t xoff = (nb * C + oc) * inner + ipos;
+                        const {acc_t} v = ({acc_t}){xload};
+                        {nan}if (v > acc) acc = v;
+                    }}"""
+        finish = "acc"
+        group_setup = "const int64_t cg = 1, g = 0; (void)cg; (void)g;"
+    else:  # avg_pool
+        groups = 1
+        channels = "C"
+        include = bool(p.get("count_include_pad", False))
+        init = "double acc = 0; int64_t real = 0;"
+        body = f"""{{
+                        const int64_t xoff = (nb * C + oc) * inner + ipos;
+                        acc += (double){xload};
+                        real++;
+                    }}"""
+        finish = f"acc / (double)({'ksz' if include else 'real'})"
+        group_setup = "const int64_t cg = 1, g = 0; (void)cg; (void)g;"
+    del groups
+    return f"""static int {req.name}(oi_tensor *o{args}) {{
+    {arr("ks", kernel)}
+    {arr("st", strides)}
+    {arr("pd", pads)}
+    {arr("dl", dil)}
+{ptrs}    {x.storage} *O = ({x.storage} *)o->data;
+    int64_t dims[OI_MAX_DIMS], opos[OI_MAX_DIMS], kpos[OI_MAX_DIMS], N, C, M, inner = 1, onum = 1, ksz = 1;
+    int64_t nb, oc, q, kflat, c;
+    int d, rc;
+    if (x0->ndim != {sp + 2}) {{ oi_set_error("{op}: input rank %d, expected {sp + 2}", x0->ndim); return OI_ERR_SHAPE; }}
+    if (o == x0) {{ oi_set_error("{op}: the output must not alias the input"); return OI_ERR_ARGUMENT; }}
+    N = x0->dims[0]; C = x0->dims[1]; M = {channels};
+    dims[0] = N; dims[1] = M;
+    for (d = 0; d < {sp}; d++) {{
+        dims[d + 2] = (x0->dims[d + 2] + pd[d] + pd[d + {sp}] - dl[d] * (ks[d] - 1) - 1) / st[d] + 1;
+        if (dims[d + 2] < 0) dims[d + 2] = 0;
+        inner *= x0->dims[d + 2]; onum *= dims[d + 2]; ksz *= ks[d];
+    }}
+    rc = oi_set_shape(o, {sp + 2}, dims);
+    if (rc) return rc;
+    (void)c;
+    for (nb = 0; nb < N; nb++)
+        for (oc = 0; oc < M; oc++) {{
+            {group_setup}
+            for (q = 0; q < onum; q++) {{
+                int64_t rest = q;
+                {init}
+                for (d = {sp} - 1; d >= 0; d--) {{ opos[d] = rest % dims[d + 2]; rest /= dims[d + 2]; }}
+                for (kflat = 0; kflat < ksz; kflat++) {{
+                    int64_t krest = kflat, ipos = 0;
+                    int outside = 0;
+                    for (d = {sp} - 1; d >= 0; d--) {{ kpos[d] = krest % ks[d]; krest /= ks[d]; }}
+                    for (d = 0; d < {sp}; d++) {{
+                        const int64_t ip = opos[d] * st[d] + kpos[d] * dl[d] - pd[d];
+                        if (ip < 0 || ip >= x0->dims[d + 2]) outside = 1;
+                        ipos = ipos * x0->dims[d + 2] + ip;
+                    }}
+                    if (outside) continue;
+                    {body}
+                }}
+                O[(nb * M + oc) * onum + q] = {x.store.format(f"({x.compute})({finish})")};
+            }}
+        }}
+    return OI_OK;
+}}
+"""
+
+
+def _linear(req: KernelRequest) -> str:
+    """x @ w^T + bias with w [out, in]: contiguous dot products with 8 partial sums (vectorizable)."""
+    info = req.info
+    cts = [ctype(d, req.where) for d in info.in_dtypes]
+    x, w = cts[0], cts[1]
+    acct = "float" if x.storage == "float" else "double"
+    n_in = len(info.in_dtypes)
+    args = "".join(f", const oi_tensor *x{k}" for k in range(n_in))
+    ptrs = "".join(
+        f"    const {cts[k].storage} *X{k} = (const {cts[k].storage} *)x{k}->data;\n"
+        for k in range(n_in)
+    )
+    bias = f" + ({acct}){cts[2].load.format('X2[j]')}" if n_in > 2 else ""
+    xe, we = x.load.format("X0[xo + e + u]"), w.load.format("X1[wo + e + u]")
+    xt, wt = x.load.format("X0[xo + e]"), w.load.format("X1[wo + e]")
+    return f"""static int {req.name}(oi_tensor *o{args}) {{
+{ptrs}    {x.storage} *O = ({x.storage} *)o->data;
+    int64_t dims[OI_MAX_DIMS], rows, K, N, r, j, e, u;
+    int d, rc;
+    if (x0->ndim < 1 || x1->ndim != 2 || x1->dims[1] != x0->dims[x0->ndim - 1]) {{
+        oi_set_error("linear: x [..., in] and w [out, in] do not fit"); return OI_ERR_SHAPE;
+    }}
+    if (o == x0) {{ oi_set_error("linear: the output must not alias the input"); return OI_ERR_ARGUMENT; }}
+    K = x1->dims[1]; N = x1->dims[0];
+    for (d = 0; d < x0->ndim; d++) dims[d] = x0->dims[d];
+    dims[x0->ndim - 1] = N;
+    rc = oi_set_shape(o, x0->ndim, dims);
+    if (rc) return rc;
+    rows = K ? oi_numel(x0) / K : 0;
+    for (r = 0; r < rows; r++)
+        for (j = 0; j < N; j++) {{
+            const int64_t xo = r * K, wo = j * K;
+            {acct} s = 0, p[8] = {{0}};
+            for (e = 0; e + 8 <= K; e += 8)
+                for (u = 0; u < 8; u++) p[u] += ({acct}){xe} * ({acct}){we};
+            for (u = 0; u < 8; u++) s += p[u];
+            for (; e < K; e++) s += ({acct}){xt} * ({acct}){wt};
+            O[r * N + j] = {x.store.format(f"({x.compute})(s{bias})")};
+        }}
+    return OI_OK;
+}}
+"""
+
+
 Renderer = Callable[[KernelRequest], str]
 
 STRUCTURED: dict[str, Renderer] = {
@@ -1130,6 +1295,11 @@ STRUCTURED: dict[str, Renderer] = {
     "global_average_pool": _global_average_pool,
     "pad": _pad,
     "rope": _rope,
+    "linear": _linear,
+    "conv1d": _window,
+    "conv2d": _window,
+    "max_pool": _window,
+    "avg_pool": _window,
 }
 
 #: Ops whose kernel writes each output element only after reading the same input element,

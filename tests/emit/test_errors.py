@@ -76,22 +76,22 @@ def test_unbounded_table_names_table_and_axis(tmp_path: Path) -> None:
     assert not out.exists()
 
 
-def test_unsupported_op_names_the_node(tmp_path: Path) -> None:
+def test_inexpressible_node_is_named(tmp_path: Path) -> None:
     model = tmp_path / "m.oinf"
     write_oinf(model, sizevars={}, metadata={}, tensors={})
     graph = """
 graph {
-  dynamic { x: f32[1, 1, 4, 4]; w: f32[1, 1, 3, 3]; }
-  volatile { y: f32[1, 1, 2, 2]; }
+  dynamic { x: f32[4]; alpha: f32; }
+  volatile { y: f32[4]; }
   block entry {
-    op conv2d(x, w) >> y;
+    op fill(x, value=alpha) >> y;
     return;
   }
 }
 """
     with pytest.raises(
         SynthesisError,
-        match=r"block entry node `op conv2d\(x, w\) >> y` at 6:5: op conv2d is not supported by the C target",
+        match=r"block entry node `op fill\(x\) >> y` at 6:5: param value=alpha names a variable; the C target needs literals",
     ):
         Synthesizer("c").synthesize(model, graph)
 

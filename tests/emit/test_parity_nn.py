@@ -1,6 +1,7 @@
 """Model-building ops in C vs the simulator: embedding and gather (negative and out-of-range
 indices clamp), concat, attention with a bool mask and with a float mask plus causal,
-batch_norm, global_average_pool, pad (constant, reflect, wrap), rope (both pair layouts)."""
+batch_norm, global_average_pool, pad (constant, reflect, wrap), rope (both pair layouts),
+conv1d/conv2d (groups, strides, pads, dilations, bias), max_pool (float and int), avg_pool, linear (with and without bias)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,11 @@ graph {
   dynamic {
     ids: i32[2, 3]; gi: i64[4]; ui: u8[3];
     q: f32[2, 2, 3, 4]; k: f32[2, 2, 5, 4]; v: f32[2, 2, 5, 4];
-    mb: bool[2, 1, 1, 5]; mf: f32[3, 5]; a: f32[2, 3]; b: f32[2, 5];
+    mb: bool[2, 1, 1, 5]; b3: f32[2, 3, 3]; mf: f32[3, 5]; a: f32[2, 3]; b: f32[2, 5];
     img: f32[2, 3, 4, 4]; bs: f32[3]; bb: f32[3]; bm: f32[3]; bv: f32[3];
     pos: i32[5]; p2: i64[5];
+    lw: f32[4, 3]; lbias: f32[4];
+    sig: f32[2, 4, 9]; cw: f32[6, 2, 3]; cb: f32[6]; iw: f32[3, 3, 2, 2]; im: i32[1, 2, 5, 5];
   }
   constant { table: f32[V, D]; }
   volatile {
@@ -30,6 +33,8 @@ graph {
     o1: f32[2, 2, 3, 4]; o2: f32[2, 2, 3, 4]; c: f32[2, 8];
     bn: f32[2, 3, 4, 4]; gp: f32[2, 3, 1, 1]; pc: f32[2, 6]; pr: f32[2, 9]; pe: f32[3, 4];
     r1: f32[2, 2, 5, 4]; r2: f32[2, 2, 5, 4];
+    lo: f32[2, 3, 4]; lb: f32[2, 3, 4];
+    c1: f32[2, 6, 5]; c2: f32[2, 3, 2, 2]; mp: f32[2, 3, 2, 2]; ap: f32[2, 3, 3, 3]; ip: i32[1, 2, 3, 3];
   }
   block entry {
     op embedding(table, ids) >> e;
@@ -46,6 +51,13 @@ graph {
     op pad(a, pads=[1, 1, 0, 0], mode="wrap") >> pe;
     op rope(k, pos, theta=100.0) >> r1;
     op rope(k, p2, interleaved=true, rotary_dim=2) >> r2;
+    op linear(b3, lw) >> lo;
+    op linear(b3, lw, lbias) >> lb;
+    op conv1d(sig, cw, cb, strides=[2], pads=[1, 1], groups=2) >> c1;
+    op conv2d(img, iw, strides=[2, 1], dilations=[1, 2]) >> c2;
+    op max_pool(img, kernel_shape=[2, 2], strides=[2, 2]) >> mp;
+    op avg_pool(img, kernel_shape=[3, 3], pads=[1, 1, 0, 0], strides=[1, 1]) >> ap;
+    op max_pool(im, kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]) >> ip;
     return;
   }
 }
@@ -84,9 +96,18 @@ def test_nn_ops_match_simulator(tmp_path: Path) -> None:
             "bv": np.abs(f32(3)),
             "pos": rng.integers(0, 50, 5).astype(np.int32),
             "p2": rng.integers(0, 50, 5).astype(np.int64),
+            "sig": f32(2, 4, 9),
+            "b3": f32(2, 3, 3),
+            "lw": f32(4, 3),
+            "lbias": f32(4),
+            "cw": f32(6, 2, 3),
+            "cb": f32(6),
+            "iw": f32(3, 3, 2, 2),
+            "im": rng.integers(-100, 100, (1, 2, 5, 5)).astype(np.int32),
         }
         for _ in range(2)
     ]
     outputs = ["e", "g", "g1", "g2", "o1", "o2", "c", "bn", "gp", "pc", "pr", "pe", "r1", "r2"]
+    outputs += ["c1", "c2", "mp", "ap", "ip", "lo", "lb"]
     result = parity(tmp_path, model, GRAPH, steps, outputs=outputs)
     assert result["compared"] == 2 * len(outputs)
