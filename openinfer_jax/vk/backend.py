@@ -429,6 +429,9 @@ class VulkanBackend:
             op = "gelu_tanh"
         if op in ELEMENTWISE:
             return kernels.elementwise_kernel(op, dtypes, shapes, out, out_shape, params)
+        if op in kernels.GATHERS:
+            axis = int(params.get("axis", 0)) if op == "gather" else 0
+            return kernels.gather_kernel(dtypes[0], dtypes[1], shapes[0], shapes[1], axis)
         if op in kernels.MOVEMENT:
             in_shape = shapes[0]
             if op == "reshape":

@@ -47,6 +47,7 @@ __all__ = [
 ]
 
 MOVEMENT = ("reshape", "transpose", "permute", "slice")
+GATHERS = ("gather", "embedding")
 NORMALIZATIONS = ("softmax", "log_softmax", "layer_norm", "rms_norm")
 REDUCTIONS = ("sum_axis", "prod_axis", "max_axis", "min_axis", "mean_axis",
               "argmax_axis", "argmin_axis")  # fmt: skip
@@ -94,6 +95,7 @@ def kernel_ops() -> frozenset[str]:
         *REDUCTIONS,
         *MOVEMENT,
         *NORMALIZATIONS,
+        *GATHERS,
     }
 
 
@@ -340,6 +342,48 @@ def movement_kernel(
         [()], out_shape, [offset % (1 << 32)], label, strides=[list(strides)]
     )
     return Kernel(label, source, push, launch.dispatch_grid(invocations(dtype, n)))
+
+
+def gather_kernel(
+    data: DType,
+    indices: DType,
+    data_shape: tuple[int, ...],
+    index_shape: tuple[int, ...],
+    axis: int,
+) -> Kernel:
+    """ONNX Gather (and embedding = gather on axis 0) with the registry's index clamping.
+
+    Output element o splits into (outer, j, inner) over data.shape[:axis], indices.shape,
+    data.shape[axis+1:]; it reads data[outer, clamp(indices[j]), inner], where a negative
+    index counts from the end and anything still outside [0, size) is clamped.
+    """
+    axis %= len(data_shape)
+    size = data_shape[axis]
+    inner = int(np.prod(data_shape[axis + 1 :], dtype=np.int64))
+    count = int(np.prod(index_shape, dtype=np.int64))
+    out_shape = (*data_shape[:axis], *index_shape, *data_shape[axis + 1 :])
+    it = glsl_type(indices)
+    ict = it.compute
+    if it.family in ("int", "int64"):
+        clamp = (
+            f"uint(clamp((v < {ict}(0)) ? v + {ict}(size) : v, {ict}(0), {ict}(size) - {ict}(1)))"
+        )
+    else:
+        clamp = f"uint(min(v, {ict}(size) - {ict}(1)))"
+    helper = f"uint clamp_index({ict} v, uint size) {{ return {clamp}; }}\n"
+    adjust = (
+        "    uint inner_i = o % pc.p[0];\n    uint rest_j = o / pc.p[0];\n"
+        "    uint j = rest_j % pc.p[1];\n    idx[1] = j;\n"
+        "    idx[0] = ((rest_j / pc.p[1]) * pc.p[2] + clamp_index(load1(j), pc.p[2])) * pc.p[0]"
+        " + inner_i;"
+    )
+    label = f"gather({data.short}, {indices.short}, axis={axis})"
+    source = _elementwise_source(
+        [data, indices], data, f"{glsl_type(data).compute}(x0)", helper, label, index_adjust=adjust
+    )
+    n = int(np.prod(out_shape, dtype=np.int64))
+    push, _ = _elementwise_push([(), ()], (n,), [inner, count, size], label, strides=[[0], [0]])
+    return Kernel(label, source, push, launch.dispatch_grid(invocations(data, n)))
 
 
 def slice_layout(in_shape: tuple[int, ...], params: Mapping[str, Any]) -> tuple[list[int], int]:

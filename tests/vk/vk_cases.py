@@ -208,6 +208,21 @@ def _norm_cases() -> list[Case]:
     return cases
 
 
+def _gather_cases() -> list[Case]:
+    cases = []
+    for op, params in (("embedding", {}), ("gather", {"axis": 1}), ("gather", {"axis": -1})):
+        opdef = registry.get(op)
+        if opdef is None:
+            continue
+        index_dtypes = _dtype_order(opdef.inputs[1].dtypes)
+        for k, dtype in enumerate(_dtype_order(opdef.inputs[0].dtypes)):
+            index = index_dtypes[k % len(index_dtypes)]
+            cases.append(Case(op, (dtype, index), ((5, 4, 3), (2, 3)), params))
+        for index in index_dtypes:
+            cases.append(Case(op, (DType.F32, index), ((5, 4, 3), (7,)), params))
+    return cases
+
+
 def _fill_cases() -> list[Case]:
     opdef = registry.get("fill")
     assert opdef is not None
@@ -282,7 +297,8 @@ def _matmul_cases() -> list[Case]:
 
 def all_cases() -> list[Case]:
     """Every parity case, in a stable order."""
-    return (_elementwise_cases() + _movement_cases() + _norm_cases() + _fill_cases() + _cast_cases()
+    return (_elementwise_cases() + _movement_cases() + _norm_cases() + _gather_cases()
+            + _fill_cases() + _cast_cases()
             + _reduce_cases() + _matmul_cases())  # fmt: skip
 
 
@@ -298,6 +314,12 @@ def make_inputs(case: Case) -> list[np.ndarray]:
                     "layer_norm", "rms_norm")  # fmt: skip
         edges = not (case.op in no_edges and dtype.is_float)
         arrays.append(sample(dtype, shape, rng, edges=edges))
+    if case.op in ("gather", "embedding"):
+        # indices around the axis: in range, negative (from the end) and out of range
+        size = case.shapes[0][case.params.get("axis", 0)]
+        low = -size - 2 if case.dtypes[1].is_signed_int else 0
+        picked = rng.integers(low, size + 3, case.shapes[1])
+        arrays[1] = picked.astype(case.dtypes[1].numpy)
     if case.op in ("div", "floor_div", "rem") and len(arrays) == 2:
         arrays[1].reshape(-1)[:2] = 0  # zero divisors always present
     return arrays
