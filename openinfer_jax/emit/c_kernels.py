@@ -502,12 +502,12 @@ def _matmul(req: KernelRequest) -> str:
 
 
 def _axes(params: dict[str, Any], ndim: int, key: str = "axes") -> list[int]:
-    raw = params.get(key)
+    raw: Any = params.get(key)
     if isinstance(raw, int) and not isinstance(raw, bool):
         return [raw % ndim] if ndim else []
-    raw = raw or ()
-    axes = sorted({a % ndim for a in raw}) if ndim else []
-    return axes if raw else list(range(ndim))
+    listed: tuple[int, ...] = tuple(raw or ())
+    axes = sorted({a % ndim for a in listed}) if ndim else []
+    return axes if listed else list(range(ndim))
 
 
 def _reduce(req: KernelRequest) -> str:

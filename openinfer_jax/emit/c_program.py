@@ -874,8 +874,8 @@ def _source(
     out.append("static void oi_bind(void) {")
     for vname in sorted(an.vars):
         info = an.vars[vname]
-        buf = mem.buffers.get(vname)
-        data = f"A + {buf.offset}" if buf is not None else "NULL"
+        placed = mem.buffers.get(vname)
+        data = f"A + {placed.offset}" if placed is not None else "NULL"
         out.append(f"    V_{vname}.data = {data};")
         out.append(f"    V_{vname}.cap = {info.bound};")
         out.append(f"    oi_set_shape(&V_{vname}, {len(info.shape)}, {_dims_name(vname)});")

@@ -116,7 +116,7 @@ class DeviceArch:
         if _is_int(cap):
             return int(cap)  # type: ignore[arg-type]
         assert isinstance(cap, Mapping)
-        entry = cap.get(table)
+        entry: Any = cap.get(table)
         if _is_int(entry):
             return int(entry)
         if isinstance(entry, Mapping) and _is_int(entry.get(axis)):
