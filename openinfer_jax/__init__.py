@@ -5,6 +5,7 @@ The public API, re-exported here (see README.md and docs/):
 - `.oinf` model packages: `OinfWriter`, `write_oinf`, `ModelLoader`, `verify_file`, `DType`, ...
 - the graph DSL: `parse`, `parse_file` (graph{} text), `GraphBuilder` (Python), `Graph`,
   `format_graph`, `to_json` / `from_json`, `validate`
+- the simulator: `Simulator`, `Executor`, `TraceEvent`, trace export
 - ops: `registry` (every op's declaration), `OpDef`, `OpCheckError`
 - errors: `OpenInferError` and one subclass per layer
 """
@@ -46,6 +47,14 @@ from openinfer_jax.oinf import (
 )
 from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.ops import OpCheckError, OpDef, ParamKind, ParamSpec, registry
+from openinfer_jax.sim import (
+    Executor,
+    Simulator,
+    StepEvent,
+    TraceEvent,
+    write_chrome_trace,
+    write_trace_json,
+)
 from openinfer_jax.trace import GraphBuilder, parse, parse_file
 
 __version__ = "0.1.0"
@@ -56,6 +65,7 @@ __all__ = [
     "ConversionError",
     "DType",
     "DslSyntaxError",
+    "Executor",
     "Graph",
     "GraphBuilder",
     "GraphValidationError",
@@ -72,9 +82,12 @@ __all__ = [
     "QuantZeroPoint",
     "ShardingError",
     "SimulationError",
+    "Simulator",
+    "StepEvent",
     "SynthesisError",
     "TensorInfo",
     "TensorSpec",
+    "TraceEvent",
     "UnknownNameError",
     "__version__",
     "check",
@@ -89,5 +102,7 @@ __all__ = [
     "to_json_text",
     "validate",
     "verify_file",
+    "write_chrome_trace",
     "write_oinf",
+    "write_trace_json",
 ]
