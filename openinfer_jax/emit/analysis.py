@@ -115,6 +115,11 @@ class Analysis:
     branch_targets: set[str]
     consumers: list[Block]
     consumer_writes: dict[str, set[str]] = field(default_factory=dict)
+    written: set[str] = field(default_factory=set)
+
+    def read_only(self, name: str) -> bool:
+        """True for a variable no node writes (its model data can be used in place)."""
+        return name not in self.written
 
     def where(self, node: Node, block: str) -> str:
         """`block B node <text>` (with line:column when known) for error messages."""

@@ -652,17 +652,19 @@ def generate_c(
 
 
 # ---- memory --------------------------------------------------------------------------------
-def _needs_arena(info: VarInfo, target: str) -> bool:
-    # Constants with model data are read in place from the loaded model (the GPU of the
-    # Vulkan target sees only the arena, so there they are copied in).
-    return target == "vulkan" or not (info.kind == "constant" and info.source == "tensor")
+def _in_place(info: VarInfo, an: Analysis, target: str) -> bool:
+    """Model data used where it lies: constants, and volatile variables no node writes (their
+    per-step reset would copy the same bytes again). Not on Vulkan: the GPU sees only the arena."""
+    if target == "vulkan" or info.source != "tensor":
+        return False
+    return info.kind == "constant" or (info.kind == "volatile" and an.read_only(info.name))
 
 
 def _plan(an: Analysis, gen: _Gen, outputs: tuple[str, ...]) -> MemoryPlan:
     bufs: list[Buffer] = []
     for vname in sorted(an.vars):
         info = an.vars[vname]
-        if not _needs_arena(info, gen.target):
+        if _in_place(info, an, gen.target):
             continue
         nbytes = info.bound * ctype(info.dtype).size
         pinned = (
@@ -869,7 +871,9 @@ def _source(
         n for n in sorted(an.vars) if an.vars[n].kind in ("volatile", "constant", "persistent")
     ]
     for vname in source_vars:
-        out.extend(_init_function(an.vars[vname], in_place=not vulkan))
+        out.extend(
+            _init_function(an.vars[vname], in_place=_in_place(an.vars[vname], an, gen.target))
+        )
     # Binding the arena.
     out.append("static void oi_bind(void) {")
     for vname in sorted(an.vars):
@@ -1063,7 +1067,7 @@ def _init_function(info: VarInfo, in_place: bool = True) -> list[str]:
             f'    rc = oi_model_get(&oi_m, "{info.model_name}", {info.dtype.code}u, {len(info.shape)}, {_dims_name(info.name)}, &p);'
         )
         lines.append("    if (rc) return rc;")
-        if info.kind == "constant" and in_place:
+        if in_place:
             # Read in place from the loaded model: no copy, no arena space.
             lines.append(f"    {v}.data = (void *)p;")
             lines.append(f"    {v}.cap = {info.numel};")
