@@ -11,12 +11,15 @@ Figures (all measured in this run; ratios against the 1-device simulator measure
    replicated norms).
 3. collectives per step (from the compiled HLO) and the max |difference| of the outputs
    (sharded vs one device) after the timed steps.
+4. with `--smollm2 build/smollm2.oinf` (the converted SmolLM2-135M of examples/smollm2):
+   greedy decode through the example's graph on 1 vs N devices; same tokens, max logit
+   difference, decode-step time.
 
 On CPU the N devices are emulated (XLA_FLAGS=--xla_force_host_platform_device_count=N, set
 here before jax starts): they share the same cores, so only correctness and memory are
 reported, not speed. `--quick`: 2 layers, d=256, batch 8. Results: bench/results/sharding.json.
 
-Run: `.venv/bin/python bench/bench_sharding.py [--quick] [--devices N]`.
+Run: `.venv/bin/python bench/bench_sharding.py [--quick] [--devices N] [--smollm2 OINF]`.
 """
 
 from __future__ import annotations
@@ -51,6 +54,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         help="jax_default_matmul_precision for both runs (e.g. tensorfloat32); default XLA's",
     )
     parser.add_argument("--model", type=Path, help="reuse/write the generated .oinf here")
+    parser.add_argument(
+        "--smollm2",
+        type=Path,
+        metavar="OINF",
+        help="also decode with the converted SmolLM2 (examples/smollm2) on 1 vs N devices",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "sharding.json")
     return parser.parse_args(argv)
 
@@ -215,6 +224,66 @@ def _timed(run: Run | PureStep, warmup: int, steps: int) -> tuple[float, np.ndar
     return statistics.median(times), y
 
 
+# SmolLM2 (9 heads, 3 KV heads, torch (out, in) weights): projections split Megatron-style,
+# the tied embedding by vocabulary row, the K/V tables by head dim.
+SMOLLM2_PLAN = {
+    "W[qkvgu]": ("model", None),
+    "W[od]": (None, "model"),
+    "tok_emb": ("model", None),
+    "[KV]": (None, None, None, "model"),
+}
+
+
+def smollm2_rows(path: Path, devices: int, steps: int) -> list[dict[str, Any]]:
+    """Greedy decode with the SmolLM2 example's graph on 1 and `devices` devices."""
+    sys.path.insert(0, str(HERE.parent / "examples" / "smollm2"))
+    from decoder import graph_text
+
+    from openinfer_jax.oinf import ModelLoader
+
+    with ModelLoader.open(path) as m:
+        text = graph_text(
+            m.size_of("num_attention_heads"), m.size_of("num_key_value_heads"),
+            m.size_of("head_dim"), float(m.metadata["rms_norm_eps"]),
+            float(m.metadata["rope_theta"]),
+        )  # fmt: skip
+    prompt = [1, 504, 3458, 314, 260, 1345]
+    rows: list[dict[str, Any]] = []
+    base: tuple[list[int], np.ndarray] | None = None
+    for n in sorted({1, devices}):
+        if n == 1:
+            sim = Simulator(path, text, device=jax.devices()[0])
+        else:
+            sim = Simulator(path, text, mesh=device_mesh(n), sharding=SMOLLM2_PLAN)
+        ex = sim.make_executor()
+        for token in prompt:
+            ex.insert(token=np.asarray([token], np.int32))
+            ex.step()
+        tokens, times, logits = [], [], ex.fetch("logits")[0]
+        for _ in range(steps):
+            tokens.append(int(np.argmax(logits)))
+            ex.insert(token=np.asarray([tokens[-1]], np.int32))
+            start = time.perf_counter()
+            ex.step()
+            logits = ex.fetch("logits")[0]
+            times.append((time.perf_counter() - start) * 1e3)
+        ms = statistics.median(times[2:] or times)
+        if base is None:
+            base = (tokens, logits)
+        rows.append(
+            {
+                "devices": n,
+                "step_ms": ms,
+                "tokens_per_s": 1e3 / ms,
+                "same_tokens": tokens == base[0],
+                "max_abs_logit_diff": float(np.max(np.abs(logits - base[1]))),
+                "speedup": rows[0]["step_ms"] / ms if rows else 1.0,
+            }
+        )
+        sim.model.close()
+    return rows
+
+
 def _allocator_bytes() -> dict[str, int]:
     out = {}
     for dev in jax.local_devices():
@@ -319,6 +388,25 @@ def main() -> int:
     console.print(table)
     if on_cpu:
         console.print("emulated CPU devices share the same cores: speed is not reported")
+    smollm2: list[dict[str, Any]] = []
+    if args.smollm2:
+        smollm2 = smollm2_rows(args.smollm2, args.devices, 8 if args.quick else 24)
+        small = Table(title=f"SmolLM2-135M greedy decode, 1 vs {args.devices} {platform} devices")
+        for col in ("devices", "step ms", "tokens/s", "speedup", "same tokens", "max |logit diff|"):
+            small.add_column(col, justify="right")
+        for row in smollm2:
+            speed = (
+                ("n/a (CPU)", "n/a", "n/a")
+                if on_cpu
+                else (
+                    f"{row['step_ms']:.2f}",
+                    f"{row['tokens_per_s']:.0f}",
+                    f"{row['speedup']:.2f}x",
+                )
+            )
+            small.add_row(str(row["devices"]), *speed, str(row["same_tokens"]),
+                          f"{row['max_abs_logit_diff']:.2e}")  # fmt: skip
+        console.print(small)
     result = {
         "platform": platform,
         "device_kind": jax.devices()[0].device_kind,
@@ -328,6 +416,7 @@ def main() -> int:
         "quick": args.quick,
         "matmul_precision": args.precision or "default",
         "rows": rows,
+        "smollm2": smollm2,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
