@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -43,12 +45,15 @@ def _run(group: str, devices: tuple[int, ...]) -> None:
         assert f"OK {group} on {n} devices" in proc.stdout, proc.stdout
 
 
-def test_models_match_single_device_on_1_2_4_8_devices() -> None:
-    _run("models", (1, 2, 4, 8))
+# Two device counts per subprocess: the four halves spread over pytest-xdist workers.
+@pytest.mark.parametrize("devices", [(1, 2), (4, 8)])
+def test_models_match_single_device(devices: tuple[int, ...]) -> None:
+    _run("models", devices)
 
 
-def test_examples_run_sharded_on_1_2_4_8_devices() -> None:
-    _run("examples", (1, 2, 4, 8))
+@pytest.mark.parametrize("devices", [(1, 2), (4, 8)])
+def test_examples_run_sharded(devices: tuple[int, ...]) -> None:
+    _run("examples", devices)
 
 
 def test_placement_trace_and_errors() -> None:
