@@ -293,6 +293,9 @@ def _elementwise(req: KernelRequest) -> str:
         for k in range(n)
     )
     unused = " ".join(f"(void)x{k};" for k in range(n))
+    row_loads = " ".join(
+        f"{in_cts[k].compute} x{k} = {in_cts[k].load.format(f'X{k}[r * it.rs[{k}] + j]')};" for k in range(n)
+    )
     store = out_ct.store.format(f"({out_ct.compute})({expr})")
     inputs = ", ".join(f"x{k}_t" for k in range(n))
     return f"""static int {req.name}(oi_tensor *o{args}) {{
@@ -304,6 +307,10 @@ def _elementwise(req: KernelRequest) -> str:
     if (rc) return rc;
     if (it.flat) {{
         for (i = 0; i < it.numel; i++) {{ {flat_loads} {unused} O[i] = {store}; }}
+    }} else if (it.row) {{
+        int64_t r, j, rows = it.numel / it.row;
+        for (r = 0; r < rows; r++)
+            for (j = 0; j < it.row; j++) {{ {row_loads} {unused} O[r * it.row + j] = {store}; }}
     }} else {{
         for (i = 0; i < it.numel; i++) {{ {iter_loads} {unused} O[i] = {store}; oi_iter_next(&it); }}
     }}

@@ -66,6 +66,10 @@ static int k0_sub_i32(oi_tensor *o, const oi_tensor *x0_t, const oi_tensor *x1_t
     if (rc) return rc;
     if (it.flat) {
         for (i = 0; i < it.numel; i++) { int64_t x0 = (int64_t)(X0[i]); int64_t x1 = (int64_t)(X1[i]); (void)x0; (void)x1; O[i] = (int32_t)((int64_t)((int64_t)((uint64_t)x0 - (uint64_t)x1))); }
+    } else if (it.row) {
+        int64_t r, j, rows = it.numel / it.row;
+        for (r = 0; r < rows; r++)
+            for (j = 0; j < it.row; j++) { int64_t x0 = (int64_t)(X0[r * it.rs[0] + j]); int64_t x1 = (int64_t)(X1[r * it.rs[1] + j]); (void)x0; (void)x1; O[r * it.row + j] = (int32_t)((int64_t)((int64_t)((uint64_t)x0 - (uint64_t)x1))); }
     } else {
         for (i = 0; i < it.numel; i++) { int64_t x0 = (int64_t)(X0[it.off[0]]); int64_t x1 = (int64_t)(X1[it.off[1]]); (void)x0; (void)x1; O[i] = (int32_t)((int64_t)((int64_t)((uint64_t)x0 - (uint64_t)x1))); oi_iter_next(&it); }
     }
@@ -83,6 +87,10 @@ static int k1_max_i32(oi_tensor *o, const oi_tensor *x0_t, const oi_tensor *x1_t
     if (rc) return rc;
     if (it.flat) {
         for (i = 0; i < it.numel; i++) { int64_t x0 = (int64_t)(X0[i]); int64_t x1 = (int64_t)(X1[i]); (void)x0; (void)x1; O[i] = (int32_t)((int64_t)((x0 > x1) ? x0 : x1)); }
+    } else if (it.row) {
+        int64_t r, j, rows = it.numel / it.row;
+        for (r = 0; r < rows; r++)
+            for (j = 0; j < it.row; j++) { int64_t x0 = (int64_t)(X0[r * it.rs[0] + j]); int64_t x1 = (int64_t)(X1[r * it.rs[1] + j]); (void)x0; (void)x1; O[r * it.row + j] = (int32_t)((int64_t)((x0 > x1) ? x0 : x1)); }
     } else {
         for (i = 0; i < it.numel; i++) { int64_t x0 = (int64_t)(X0[it.off[0]]); int64_t x1 = (int64_t)(X1[it.off[1]]); (void)x0; (void)x1; O[i] = (int32_t)((int64_t)((x0 > x1) ? x0 : x1)); oi_iter_next(&it); }
     }

@@ -227,6 +227,26 @@ int oi_iter_init(oi_iter *it, oi_tensor *out, int n_in, const oi_tensor *const *
         it->dims[a] = dims[a];
         it->idx[a] = 0;
     }
+    it->row = 0;
+    if (!it->flat && it->numel > 0) {
+        int64_t row = 0;
+        int ok = 1;
+        for (k = 0; k < n_in && ok; k++) {
+            int lead = 0, d;
+            int64_t nk = oi_numel(in[k]);
+            if (nk == it->numel) { it->rs[k] = -1; continue; }
+            while (lead < in[k]->ndim && in[k]->dims[lead] == 1) lead++;
+            for (d = lead; d < in[k]->ndim && ok; d++)
+                if (in[k]->dims[d] != dims[ndim - (in[k]->ndim - d)]) ok = 0;
+            if (row && nk != row) ok = 0;
+            row = nk;
+            it->rs[k] = 0;
+        }
+        if (ok && row > 0) {
+            it->row = row;
+            for (k = 0; k < n_in; k++) it->rs[k] = it->rs[k] < 0 ? row : 0;
+        }
+    }
     return OI_OK;
 }
 

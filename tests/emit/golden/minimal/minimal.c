@@ -48,6 +48,10 @@ static int k0_add_f32(oi_tensor *o, const oi_tensor *x0_t, const oi_tensor *x1_t
     if (rc) return rc;
     if (it.flat) {
         for (i = 0; i < it.numel; i++) { float x0 = X0[i]; float x1 = X1[i]; (void)x0; (void)x1; O[i] = (float)(x0 + x1); }
+    } else if (it.row) {
+        int64_t r, j, rows = it.numel / it.row;
+        for (r = 0; r < rows; r++)
+            for (j = 0; j < it.row; j++) { float x0 = X0[r * it.rs[0] + j]; float x1 = X1[r * it.rs[1] + j]; (void)x0; (void)x1; O[r * it.row + j] = (float)(x0 + x1); }
     } else {
         for (i = 0; i < it.numel; i++) { float x0 = X0[it.off[0]]; float x1 = X1[it.off[1]]; (void)x0; (void)x1; O[i] = (float)(x0 + x1); oi_iter_next(&it); }
     }
@@ -65,6 +69,10 @@ static int k1_mul_f32(oi_tensor *o, const oi_tensor *x0_t, const oi_tensor *x1_t
     if (rc) return rc;
     if (it.flat) {
         for (i = 0; i < it.numel; i++) { float x0 = X0[i]; float x1 = X1[i]; (void)x0; (void)x1; O[i] = (float)(x0 * x1); }
+    } else if (it.row) {
+        int64_t r, j, rows = it.numel / it.row;
+        for (r = 0; r < rows; r++)
+            for (j = 0; j < it.row; j++) { float x0 = X0[r * it.rs[0] + j]; float x1 = X1[r * it.rs[1] + j]; (void)x0; (void)x1; O[r * it.row + j] = (float)(x0 * x1); }
     } else {
         for (i = 0; i < it.numel; i++) { float x0 = X0[it.off[0]]; float x1 = X1[it.off[1]]; (void)x0; (void)x1; O[i] = (float)(x0 * x1); oi_iter_next(&it); }
     }

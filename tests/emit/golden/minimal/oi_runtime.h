@@ -86,6 +86,10 @@ typedef struct {
     int64_t idx[OI_MAX_DIMS];
     int64_t stride[4][OI_MAX_DIMS];
     int64_t off[4];
+    /* Row broadcasting (a bias over rows): when every input is either the whole output or
+       the same trailing block of `row` elements, element (r, j) of input k is at r * rs[k] + j. */
+    int64_t row;
+    int64_t rs[4];
 } oi_iter;
 
 int oi_iter_init(oi_iter *it, oi_tensor *out, int n_in, const oi_tensor *const *in, int broadcast);

@@ -51,6 +51,10 @@ static int k0_mul_f32(oi_tensor *o, const oi_tensor *x0_t, const oi_tensor *x1_t
     if (rc) return rc;
     if (it.flat) {
         for (i = 0; i < it.numel; i++) { float x0 = X0[i]; float x1 = X1[i]; (void)x0; (void)x1; O[i] = (float)(x0 * x1); }
+    } else if (it.row) {
+        int64_t r, j, rows = it.numel / it.row;
+        for (r = 0; r < rows; r++)
+            for (j = 0; j < it.row; j++) { float x0 = X0[r * it.rs[0] + j]; float x1 = X1[r * it.rs[1] + j]; (void)x0; (void)x1; O[r * it.row + j] = (float)(x0 * x1); }
     } else {
         for (i = 0; i < it.numel; i++) { float x0 = X0[it.off[0]]; float x1 = X1[it.off[1]]; (void)x0; (void)x1; O[i] = (float)(x0 * x1); oi_iter_next(&it); }
     }
@@ -86,6 +90,10 @@ static int k2_is_finite_f32(oi_tensor *o, const oi_tensor *x0_t) {
     if (rc) return rc;
     if (it.flat) {
         for (i = 0; i < it.numel; i++) { float x0 = X0[i]; (void)x0; O[i] = (uint8_t)(((int)(isfinite(x0))) != 0); }
+    } else if (it.row) {
+        int64_t r, j, rows = it.numel / it.row;
+        for (r = 0; r < rows; r++)
+            for (j = 0; j < it.row; j++) { float x0 = X0[r * it.rs[0] + j]; (void)x0; O[r * it.row + j] = (uint8_t)(((int)(isfinite(x0))) != 0); }
     } else {
         for (i = 0; i < it.numel; i++) { float x0 = X0[it.off[0]]; (void)x0; O[i] = (uint8_t)(((int)(isfinite(x0))) != 0); oi_iter_next(&it); }
     }
@@ -102,6 +110,10 @@ static int k3_relu_f32(oi_tensor *o, const oi_tensor *x0_t) {
     if (rc) return rc;
     if (it.flat) {
         for (i = 0; i < it.numel; i++) { float x0 = X0[i]; (void)x0; O[i] = (float)(oi_nan_clamp_float((x0 < 0) ? x0 * 0.0f : x0, (-(float)INFINITY), ((float)INFINITY))); }
+    } else if (it.row) {
+        int64_t r, j, rows = it.numel / it.row;
+        for (r = 0; r < rows; r++)
+            for (j = 0; j < it.row; j++) { float x0 = X0[r * it.rs[0] + j]; (void)x0; O[r * it.row + j] = (float)(oi_nan_clamp_float((x0 < 0) ? x0 * 0.0f : x0, (-(float)INFINITY), ((float)INFINITY))); }
     } else {
         for (i = 0; i < it.numel; i++) { float x0 = X0[it.off[0]]; (void)x0; O[i] = (float)(oi_nan_clamp_float((x0 < 0) ? x0 * 0.0f : x0, (-(float)INFINITY), ((float)INFINITY))); oi_iter_next(&it); }
     }
@@ -118,6 +130,10 @@ static int k4_fill_f32(oi_tensor *o, const oi_tensor *x0_t) {
     if (rc) return rc;
     if (it.flat) {
         for (i = 0; i < it.numel; i++) { float x0 = X0[i]; (void)x0; O[i] = (float)(0.0f); }
+    } else if (it.row) {
+        int64_t r, j, rows = it.numel / it.row;
+        for (r = 0; r < rows; r++)
+            for (j = 0; j < it.row; j++) { float x0 = X0[r * it.rs[0] + j]; (void)x0; O[r * it.row + j] = (float)(0.0f); }
     } else {
         for (i = 0; i < it.numel; i++) { float x0 = X0[it.off[0]]; (void)x0; O[i] = (float)(0.0f); oi_iter_next(&it); }
     }
