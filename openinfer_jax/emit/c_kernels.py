@@ -294,7 +294,8 @@ def _elementwise(req: KernelRequest) -> str:
     )
     unused = " ".join(f"(void)x{k};" for k in range(n))
     row_loads = " ".join(
-        f"{in_cts[k].compute} x{k} = {in_cts[k].load.format(f'X{k}[r * it.rs[{k}] + j]')};" for k in range(n)
+        f"{in_cts[k].compute} x{k} = {in_cts[k].load.format(f'X{k}[r * it.rs[{k}] + j]')};"
+        for k in range(n)
     )
     store = out_ct.store.format(f"({out_ct.compute})({expr})")
     inputs = ", ".join(f"x{k}_t" for k in range(n))
@@ -413,20 +414,23 @@ def _matmul(req: KernelRequest) -> str:
         # segment of B and four A values and does 4*W multiply-adds the compiler vectorizes.
         # Column panels are the outer loop so the panel of B stays in cache for every row block.
         w = 32 if a.storage == "float" else 16
+        rows = 8
+        decl = ", ".join(f"c{r}[{w}] = {{0}}" for r in range(rows))
+        loads = " ".join(f"const {a.storage} a{r} = A0[{r} * K + k];" for r in range(rows))
+        fma = " ".join(f"c{r}[jj] += a{r} * Bk[jj];" for r in range(rows))
+        store = " ".join(f"Or[{r} * N + jj] = c{r}[jj];" for r in range(rows))
         inner = f"""            int64_t j0, jj;
             for (j0 = 0; j0 + {w} <= N; j0 += {w}) {{
-                for (i = 0; i + 4 <= M; i += 4) {{
-                    {out.storage} c0[{w}] = {{0}}, c1[{w}] = {{0}}, c2[{w}] = {{0}}, c3[{w}] = {{0}};
-                    const {a.storage} *A0 = A + ab + i * K, *A1 = A0 + K, *A2 = A1 + K, *A3 = A2 + K;
+                for (i = 0; i + {rows} <= M; i += {rows}) {{
+                    {out.storage} {decl};
+                    const {a.storage} *A0 = A + ab + i * K;
                     {out.storage} *Or = O + ob + i * N + j0;
                     for (k = 0; k < K; k++) {{
                         const {b.storage} *Bk = B + bb + k * N + j0;
-                        const {a.storage} a0 = A0[k], a1 = A1[k], a2 = A2[k], a3 = A3[k];
-                        for (jj = 0; jj < {w}; jj++) {{
-                            c0[jj] += a0 * Bk[jj]; c1[jj] += a1 * Bk[jj]; c2[jj] += a2 * Bk[jj]; c3[jj] += a3 * Bk[jj];
-                        }}
+                        {loads}
+                        for (jj = 0; jj < {w}; jj++) {{ {fma} }}
                     }}
-                    for (jj = 0; jj < {w}; jj++) {{ Or[jj] = c0[jj]; Or[N + jj] = c1[jj]; Or[2 * N + jj] = c2[jj]; Or[3 * N + jj] = c3[jj]; }}
+                    for (jj = 0; jj < {w}; jj++) {{ {store} }}
                 }}
                 for (; i < M; i++) {{
                     {out.storage} c0[{w}] = {{0}};

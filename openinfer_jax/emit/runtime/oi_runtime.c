@@ -787,7 +787,8 @@ int oi_model_open_file(oi_model *m, const char *path) {
 void oi_model_close(oi_model *m) {
     uint32_t k;
     if (m->tensors)
-        for (k = 0; k < m->n_tensors; k++) free(m->tensors[k].host);
+        for (k = 0; k < m->n_tensors; k++)
+            if (m->tensors[k].host_owned) free(m->tensors[k].host);
     free(m->tensors);
     free((void *)m->sizevar_names);
     free(m->sizevar_name_lens);
@@ -825,11 +826,21 @@ static int prepare(oi_model_tensor *t) {
             else out[i] = (int8_t)v;
         }
         t->host = out;
+        t->host_owned = 1;
         return OI_OK;
     }
     {
         size_t width = bits / 8, n = (size_t)numel * width;
-        unsigned char *out = (unsigned char *)malloc(n ? n : 1);
+        const uint16_t probe = 1;
+        unsigned char *out;
+        if (*(const unsigned char *)&probe == 1 && (uintptr_t)t->raw % (width ? width : 1) == 0) {
+            /* little-endian host and an aligned blob (data offsets are 8-aligned by R28; a
+               file read into malloc'd memory keeps that): the bytes are used in place */
+            t->host = (void *)t->raw;
+            t->host_owned = 0;
+            return OI_OK;
+        }
+        out = (unsigned char *)malloc(n ? n : 1);
         if (!out) { oi_set_error("out of memory loading %.*s", (int)t->name_len, t->name); return OI_ERR_NOMEM; }
         for (i = 0; i < numel; i++) {
             /* assemble each element from little-endian bytes: correct on any host order */
@@ -844,6 +855,7 @@ static int prepare(oi_model_tensor *t) {
             }
         }
         t->host = out;
+        t->host_owned = 1;
     }
     return OI_OK;
 }

@@ -41,7 +41,8 @@ typedef struct {
     int has_data;
     const unsigned char *raw; /* bytes in the file */
     uint64_t nbytes;
-    void *host;               /* host-ready elements (NULL until oi_model_prepare) */
+    void *host;               /* host-ready elements (NULL until first use) */
+    int host_owned;           /* host was allocated (else it aliases the file bytes) */
 } oi_model_tensor;
 
 typedef struct {
