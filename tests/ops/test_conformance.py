@@ -17,7 +17,7 @@ from typing import Any
 import jax
 import numpy as np
 import pytest
-from conformance_cases import (
+from tests.ops.conformance_cases import (
     ACCUMULATING,
     CORE_OPS,
     Case,
