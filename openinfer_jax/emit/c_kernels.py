@@ -386,6 +386,18 @@ def _int_lit(value: int, dtype: DType) -> str:
     return f"UINT64_C({value})"
 
 
+def matmul_pack_bytes(info: OpInfo) -> int:
+    """Bytes of the arena's pack buffer a matmul call needs (0 unless it takes the tiled path)."""
+    if info.opdef.name != "matmul" or info.params.get("acc") is not None:
+        return 0
+    storages = {ctype(d).storage for d in (*info.in_dtypes, info.out_dtype)}
+    if len(storages) != 1 or not storages <= {"float", "double"}:
+        return 0
+    width = 32 if storages == {"float"} else 16
+    k = info.in_shapes[0][-1] if info.in_shapes and info.in_shapes[0] else 1
+    return int(k) * width * (4 if storages == {"float"} else 8)
+
+
 def _matmul(req: KernelRequest) -> str:
     info = req.info
     a, b = (ctype(d, req.where) for d in info.in_dtypes)
@@ -409,10 +421,11 @@ def _matmul(req: KernelRequest) -> str:
         accum = a.compute if a.family == "real" else "uint64_t"
         finish = out.store.format(f"({out.compute})s")
     if fast:
-        # Register tiling: a 4 x W block of O is accumulated in four local arrays across the
-        # whole K loop (W = one or two SIMD registers' worth), so each step loads one row
-        # segment of B and four A values and does 4*W multiply-adds the compiler vectorizes.
-        # Column panels are the outer loop so the panel of B stays in cache for every row block.
+        # Register tiling: an 8 x W block of O is accumulated in local arrays across the whole
+        # K loop, so each step loads one W-wide segment of B and eight A values and does 8*W
+        # multiply-adds the compiler vectorizes. Column panels are the outer loop; each panel
+        # of B is first packed contiguously (K x W, in the arena's pack buffer) so the K loop
+        # streams it sequentially from cache for every row block.
         w = 32 if a.storage == "float" else 16
         rows = 8
         decl = ", ".join(f"c{r}[{w}] = {{0}}" for r in range(rows))
@@ -421,12 +434,15 @@ def _matmul(req: KernelRequest) -> str:
         store = " ".join(f"Or[{r} * N + jj] = c{r}[jj];" for r in range(rows))
         inner = f"""            int64_t j0, jj;
             for (j0 = 0; j0 + {w} <= N; j0 += {w}) {{
+                {b.storage} *Pk = ({b.storage} *)oi_pack;
+                for (k = 0; k < K; k++)
+                    for (jj = 0; jj < {w}; jj++) Pk[k * {w} + jj] = B[bb + k * N + j0 + jj];
                 for (i = 0; i + {rows} <= M; i += {rows}) {{
                     {out.storage} {decl};
                     const {a.storage} *A0 = A + ab + i * K;
                     {out.storage} *Or = O + ob + i * N + j0;
                     for (k = 0; k < K; k++) {{
-                        const {b.storage} *Bk = B + bb + k * N + j0;
+                        const {b.storage} *Bk = Pk + k * {w};
                         {loads}
                         for (jj = 0; jj < {w}; jj++) {{ {fma} }}
                     }}

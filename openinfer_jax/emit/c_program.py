@@ -30,6 +30,7 @@ from openinfer_jax.emit.c_kernels import (
     ELEMENTWISE,
     KernelRequest,
     c_literal,
+    matmul_pack_bytes,
     render_kernel,
 )
 from openinfer_jax.emit.c_types import ctype
@@ -113,6 +114,7 @@ class _Gen:
         self.accesses: dict[str, list[tuple[int, bool]]] = {}
         self.assigns: list[tuple[str, int]] = []  # (buffer, index of the access)
         self.first_forced: dict[str, bool] = {}
+        self.pack_bytes = 0  # the tiled matmul's panel buffer
 
     def dead_assigns(self) -> set[int]:
         """Assigns whose zeros are overwritten before any read (by the access order)."""
@@ -339,6 +341,7 @@ class _Gen:
                 self.kernel_code.append(kernel.host)
             else:
                 self.kernel_code.append(render_kernel(KernelRequest(fn, info, where)))
+                self.pack_bytes = max(self.pack_bytes, matmul_pack_bytes(info))
             self.kernels[key] = fn
         pre: list[str] = []
         args = [self.ref(r, scope, where, pre) for r in node.inputs]
@@ -690,6 +693,8 @@ def _plan(an: Analysis, gen: _Gen, outputs: tuple[str, ...]) -> MemoryPlan:
     scratch = max((n * ctype(d).size for d, n in gen.scratch_elems.items()), default=0)
     if scratch:
         bufs.append(Buffer("scratch", scratch))
+    if gen.pack_bytes:
+        bufs.append(Buffer("pack", gen.pack_bytes))
     return plan_memory(bufs)
 
 
@@ -864,6 +869,8 @@ def _source(
         out.append("    return OI_OK;")
         out.append("}")
         out.append("")
+    if gen.pack_bytes:
+        out.append("static unsigned char *oi_pack; /* the tiled matmul's packed panel of B */")
     out.append("/* ---- kernels (rendered from the op registry) ---- */")
     out.extend(gen.kernel_code)
     # Initial values.
@@ -876,6 +883,8 @@ def _source(
         )
     # Binding the arena.
     out.append("static void oi_bind(void) {")
+    if gen.pack_bytes:
+        out.append(f"    oi_pack = A + {mem.buffers['pack'].offset};")
     for vname in sorted(an.vars):
         info = an.vars[vname]
         placed = mem.buffers.get(vname)
