@@ -4,8 +4,6 @@
 PY      := .venv/bin/python
 PIP     := .venv/bin/pip
 STAMP   := .venv/.setup-stamp
-SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS := libvulkan-dev libfmt-dev mesa-vulkan-drivers glslc cmake graphviz gcc-aarch64-linux-gnu libc6-dev-arm64-cross
 
 .PHONY: setup demo test bench lint fuzz clean references docs
 

@@ -6,6 +6,7 @@ The public API, re-exported here (see README.md and docs/):
 - the graph DSL: `parse`, `parse_file` (graph{} text), `GraphBuilder` (Python), `Graph`,
   `format_graph`, `to_json` / `from_json`, `validate`
 - the simulator: `Simulator`, `Executor`, `TraceEvent`, trace export
+- Vulkan: `VulkanBackend`, `vulkan_available` (kp is imported lazily)
 - ops: `registry` (every op's declaration), `OpDef`, `OpCheckError`
 - errors: `OpenInferError` and one subclass per layer
 """
@@ -56,6 +57,7 @@ from openinfer_jax.sim import (
     write_trace_json,
 )
 from openinfer_jax.trace import GraphBuilder, parse, parse_file
+from openinfer_jax.vk import DeviceTensor, VulkanBackend, vulkan_available
 
 __version__ = "0.1.0"
 
@@ -64,6 +66,7 @@ __all__ = [
     "Bitset",
     "ConversionError",
     "DType",
+    "DeviceTensor",
     "DslSyntaxError",
     "Executor",
     "Graph",
@@ -89,6 +92,7 @@ __all__ = [
     "TensorSpec",
     "TraceEvent",
     "UnknownNameError",
+    "VulkanBackend",
     "__version__",
     "check",
     "format_graph",
@@ -102,6 +106,7 @@ __all__ = [
     "to_json_text",
     "validate",
     "verify_file",
+    "vulkan_available",
     "write_chrome_trace",
     "write_oinf",
     "write_trace_json",
