@@ -10,7 +10,8 @@ Workloads (random weights in generated .oinf files, graphs in graph{} text / the
 C: the emitted program built with `cc -O3 -march=native` (one thread), timed by its driver
 (mean CPU time of oi_step). Simulator: median time of `Executor.step()` plus fetching the
 output (XLA dispatches asynchronously) over the same steps (the median skips the steps that
-compile), XLA restricted to one thread unless `--xla-threads all`. Ratio = C / simulator
+compile), XLA restricted to one thread and the process pinned to one CPU unless
+`--xla-threads all`. Ratio = C / simulator
 (< 1: the C is faster). Code size: lines of the emitted sources and bytes of the stripped binary.
 
 `--quick` shrinks every workload. Results: bench/results/emit.json.
@@ -35,6 +36,10 @@ ROOT = HERE.parent
 
 def _configure_xla(threads: str) -> None:
     # Must run before jax is imported: one XLA thread makes the comparison one core vs one core.
+    # XLA's CPU runtime still starts helper threads, so the process (and the C driver it
+    # launches) is also pinned to one CPU where the OS allows it.
+    if threads == "1" and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     if threads == "1":
         flags = os.environ.get("XLA_FLAGS", "")
         os.environ["XLA_FLAGS"] = (
