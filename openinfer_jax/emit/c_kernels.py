@@ -248,6 +248,14 @@ def _elementwise(req: KernelRequest) -> str:
         if name == "div_by_zero_mask" and value is None:
             value = math.nan if fam == "real" else 0
         if name in ("min", "max", "clamp_min", "clamp_max"):
+            if (
+                value is not None
+                and fam in ("sint", "uint")
+                and not (isinstance(value, float) and math.isinf(value))
+            ):
+                # Integer bounds are clipped to the storage range first, as the reference does.
+                lo_r, hi_r = _int_range(info.in_dtypes[0])
+                value = min(max(value, lo_r), hi_r)
             clamp_bounds[name] = value
             expr = expr.replace(f"{{{name}}}", f"@{name}@")
             continue

@@ -94,3 +94,32 @@ def test_ternary_dtypes_are_rejected_before_writing(tmp_path: Path) -> None:
     write_oinf(model, sizevars={}, metadata={}, tensors={})
     with pytest.raises(SynthesisError, match="t2 is not supported by the C target"):
         Synthesizer("c").synthesize(model, graph)
+
+
+def test_clamp_bounds_outside_the_storage_range(tmp_path: Path) -> None:
+    """Regression: integer clamp bounds beyond the dtype's range (clamp i1 min=1, u1 min=-2.5)
+    are clipped to the range before clamping, as the reference does (found on the full matrix)."""
+    cases = [
+        c
+        for c in build_cases()
+        if c.op == "clamp" and c.dtypes[0].is_packed and not TERNARY & set(c.dtypes)
+    ]
+    assert len(cases) >= 6
+    graph, feeds, out_dtypes = _graph(cases)
+    model = tmp_path / "empty.oinf"
+    write_oinf(model, sizevars={}, metadata={}, tensors={})
+    plan = Synthesizer("c").synthesize(
+        model, graph, name="prog", outputs=[f"o{k}" for k in range(len(cases))]
+    )
+    exe = build(plan, tmp_path / "c", flags=FLAGS)
+    step = {f"i{k}_{j}": arr for k, inputs in enumerate(feeds) for j, arr in enumerate(inputs)}
+    result = run_driver(exe, model, [step], tmp_path)
+    assert result.returncode == 0, result.stderr
+    with ModelLoader.open(model) as loader:
+        ex = Simulator(loader, graph).make_executor()
+        ex.insert(**step)
+        ex.step()
+        for k, case in enumerate(cases):
+            want = np.asarray(ex.fetch(f"o{k}"))
+            got = read_tensor(tmp_path / "out" / f"o{k}.0.bin", out_dtypes[k])
+            assert_conforms(case, feeds[k], got.astype(want.dtype), want)
