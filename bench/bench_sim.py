@@ -133,8 +133,12 @@ class PureDecode:
         shape = (cfg.layers, capacity, cfg.heads, cfg.head_dim)
         kc = np.zeros(shape, np.float32)
         vc = np.zeros(shape, np.float32)
-        kc[:, :context] = self.rng.standard_normal((cfg.layers, context, cfg.heads, cfg.head_dim)) * 0.5
-        vc[:, :context] = self.rng.standard_normal((cfg.layers, context, cfg.heads, cfg.head_dim)) * 0.5
+        kc[:, :context] = (
+            self.rng.standard_normal((cfg.layers, context, cfg.heads, cfg.head_dim)) * 0.5
+        )
+        vc[:, :context] = (
+            self.rng.standard_normal((cfg.layers, context, cfg.heads, cfg.head_dim)) * 0.5
+        )
         device = next(iter(self.params.values())).devices().pop()
         self.kc, self.vc = jax.device_put(kc, device), jax.device_put(vc, device)
         self.pos = context
@@ -185,8 +189,12 @@ def main(argv: list[str]) -> int:
     """Run the benchmark and print a table; write bench/results/sim.json."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small model and contexts")
-    parser.add_argument("--device", default="cpu", choices=("cpu", "gpu"), help="JAX device for both sides")
-    parser.add_argument("--no-eager", action="store_true", help="skip the NumPy interpreter baseline")
+    parser.add_argument(
+        "--device", default="cpu", choices=("cpu", "gpu"), help="JAX device for both sides"
+    )
+    parser.add_argument(
+        "--no-eager", action="store_true", help="skip the NumPy interpreter baseline"
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     cfg = Config(layers=2, d=128, heads=4) if quick else Config(layers=12, d=768, heads=12)
@@ -210,7 +218,10 @@ def main(argv: list[str]) -> int:
         console.print(f"writing random weights: {cfg.layers} layers, d={cfg.d}, {cfg.heads} heads")
         write_model(path, cfg)
         sim = Simulator(path, graph_text(cfg), device=args.device)
-        params = {name: jax.device_put(np.array(sim.model.tensor(name)), device) for name in sim.model.tensors}
+        params = {
+            name: jax.device_put(np.array(sim.model.tensor(name)), device)
+            for name in sim.model.tensors
+        }
         pure = PureDecode(make_pure_jax(cfg), params, cfg)
         ours = SimDecode(sim, cfg)
         eager = SimDecode(Simulator(path, graph_text(cfg), device="numpy"), cfg)
@@ -248,11 +259,17 @@ def main(argv: list[str]) -> int:
         results["decode"] = decode_rows
         results["compilations"] = ours.ex.stats["compilations"]
 
-        growth_sim = Simulator(None, CACHE_GRAPH.replace("H, Dh", f"{cfg.heads}, {cfg.head_dim}"), device=args.device)
+        growth_sim = Simulator(
+            None, CACHE_GRAPH.replace("H, Dh", f"{cfg.heads}, {cfg.head_dim}"), device=args.device
+        )
         shape = (cfg.heads, cfg.head_dim)
         small = cache_write_ms(growth_sim, 16, repeats * 20, shape)
         large = cache_write_ms(growth_sim, 16384, repeats * 20, shape)
-        results["cache_write"] = {"size_16_ms": small, "size_16384_ms": large, "ratio": large / small}
+        results["cache_write"] = {
+            "size_16_ms": small,
+            "size_16384_ms": large,
+            "ratio": large / small,
+        }
 
         curve = []
         for ctx in sweep:  # first pass compiles every bucket the measured steps will touch
@@ -306,7 +323,9 @@ def main(argv: list[str]) -> int:
     console.print(sweep_table)
 
     csv = RESULTS / "decode_vs_context.csv"
-    csv.write_text("context,sim_ms\n" + "".join(f"{r['context']},{r['sim_ms']:.4f}\n" for r in curve))
+    csv.write_text(
+        "context,sim_ms\n" + "".join(f"{r['context']},{r['sim_ms']:.4f}\n" for r in curve)
+    )
     results["plot"] = _plot(curve)
     suffix = "" if args.device == "cpu" else f"_{args.device}"
     (RESULTS / f"sim{suffix}.json").write_text(json.dumps(results, indent=1))

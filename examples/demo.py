@@ -71,9 +71,7 @@ def main() -> int:
 
     console.rule("[bold]3. run the graph{} encoder in the simulator")
     ref = np.load(REFERENCES)
-    sentences = json.loads((REFERENCES.parent / "manifest.json").read_text())["minilm"][
-        "sentences"
-    ]
+    sentences = json.loads((REFERENCES.parent / "manifest.json").read_text())["minilm"]["sentences"]
     start = time.perf_counter()
     got = embed(out, ref["input_ids"], ref["token_type_ids"], ref["attention_mask"])
     first_s = time.perf_counter() - start

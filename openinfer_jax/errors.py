@@ -7,15 +7,15 @@ Each subclass names the layer that found the problem. Messages name the place
 from __future__ import annotations
 
 __all__ = [
-    "OpenInferError",
-    "OinfFormatError",
+    "BackendError",
+    "ConversionError",
     "DslSyntaxError",
     "GraphValidationError",
-    "SimulationError",
-    "BackendError",
-    "SynthesisError",
-    "ConversionError",
+    "OinfFormatError",
+    "OpenInferError",
     "ShardingError",
+    "SimulationError",
+    "SynthesisError",
 ]
 
 
@@ -30,7 +30,9 @@ class OinfFormatError(OpenInferError):
     `field` names the field (for example ``"tensor[3].data_offset"``).
     """
 
-    def __init__(self, message: str, *, offset: int | None = None, field: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, offset: int | None = None, field: str | None = None
+    ) -> None:
         self.offset = offset
         self.field = field
         where = []

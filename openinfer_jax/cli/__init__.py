@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from openinfer_jax.errors import OpenInferError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["build_parser", "main"]
 
 # Command modules, in the order their commands appear in --help.
 _COMMAND_MODULES = ("oinf", "graph", "ops", "convert", "run", "emit")

@@ -87,7 +87,7 @@ __all__ = [
     "to_json_text",
 ]
 
-from openinfer_jax.ir.validate import (  # noqa: E402  (after the node classes it checks)
+from openinfer_jax.ir.validate import (
     Issue,
     ValidationErrors,
     VarInfo,

@@ -10,7 +10,7 @@ from openinfer_jax.trace.parser import parse, parse_file
 
 __all__ = ["parse", "parse_file"]
 
-from openinfer_jax.trace.builder import (  # noqa: E402
+from openinfer_jax.trace.builder import (
     BlockBuilder,
     GraphBuilder,
     Indexed,

@@ -17,6 +17,11 @@ from typing import Any
 import jax
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.ops import registry
 from tests.ops.conformance_cases import (
     ACCUMULATING,
     CORE_OPS,
@@ -27,11 +32,6 @@ from tests.ops.conformance_cases import (
     edge_inputs,
     edge_values,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from openinfer_jax.oinf.dtypes import DType
-from openinfer_jax.ops import registry
 
 CASES = build_cases()
 EXAMPLES = int(os.environ.get("CONFORMANCE_EXAMPLES", "4"))
