@@ -115,6 +115,7 @@ class _Gen:
         self.assigns: list[tuple[str, int]] = []  # (buffer, index of the access)
         self.first_forced: dict[str, bool] = {}
         self.pack_bytes = 0  # the tiled matmul's panel buffer
+        self.journal_bytes = 0  # undo journal: old bytes of table entries a step may overwrite
 
     def dead_assigns(self) -> set[int]:
         """Assigns whose zeros are overwritten before any read (by the access order)."""
@@ -534,6 +535,7 @@ class _Gen:
             self._check_dtype(self.an.tables[name].dtype, src_dtype, where)
             sel, n = self.selection(node.dst, scope, where, out, ind + "    ")
             self.touch(name, scope)
+            self.journal_bytes += self._block_bytes(name, node.dst)
             out.append(
                 f'{ind}    OI_TRY(oi_table_write(&TB_{name}, {sel}, {n}, {src}), "{where}");'
             )
@@ -557,6 +559,7 @@ class _Gen:
         if name in self.an.tables:
             sel, n = self.selection(node.target, scope, where, out, ind + "    ")
             self.touch(name, scope)
+            self.journal_bytes += self._block_bytes(name, node.target)
             out.append(f'{ind}    OI_TRY(oi_table_reset(&TB_{name}, {sel}, {n}), "{where}");')
         else:
             if name not in self.an.vars or self.an.vars[name].kind != "persistent":
@@ -564,6 +567,17 @@ class _Gen:
             self.touch(name, scope)
             out.append(f'{ind}    OI_TRY(oi_init_{name}(), "{where}");')
         out.append(f"{ind}}}")
+
+    def _block_bytes(self, name: str, access: CacheAccess) -> int:
+        """Journal bytes one write/reset of `access` may need (entries it can overwrite + records)."""
+        table = self.an.tables[name]
+        entries = 1
+        for k, cap in enumerate(table.caps):
+            idx = access.indices[k] if k < len(access.indices) else None
+            if idx is None or isinstance(idx, CacheSlice):
+                entries *= cap
+        entry_bytes = math.prod(table.entry) * ctype(table.dtype).size
+        return entries * (entry_bytes + 32)
 
     @staticmethod
     def _check_dtype(want: DType, got: DType, where: str) -> None:
@@ -695,7 +709,17 @@ def _plan(an: Analysis, gen: _Gen, outputs: tuple[str, ...]) -> MemoryPlan:
         bufs.append(Buffer("scratch", scratch))
     if gen.pack_bytes:
         bufs.append(Buffer("pack", gen.pack_bytes))
+    if an.tables and gen.journal_bytes:
+        bufs.append(Buffer("journal", gen.journal_bytes))
+    for vname in _undo_vars(an):
+        info = an.vars[vname]
+        bufs.append(Buffer(f"undo:{vname}", info.bound * ctype(info.dtype).size))
     return plan_memory(bufs)
+
+
+def _undo_vars(an: Analysis) -> list[str]:
+    """Persistent variables (not tables) whose value a failed step must put back."""
+    return sorted(n for n, v in an.vars.items() if v.kind == "persistent")
 
 
 # ---- files ---------------------------------------------------------------------------------
@@ -831,6 +855,11 @@ def _source(
     dynamic = sorted(n for n, v in an.vars.items() if v.kind == "dynamic")
     for vname in dynamic:
         out.append(f"static int oi_have_{vname};")
+    journaled = bool(an.tables) and "journal" in mem.buffers
+    if journaled:
+        out.append("static oi_journal oi_j; /* undo journal of the running step */")
+    for vname in _undo_vars(an):
+        out.append(f"static oi_tensor U_{vname}; /* value at the start of the step */")
     scratch = mem.buffers.get("scratch")
     out.append("")
     if scratch is not None:
@@ -898,9 +927,19 @@ def _source(
         out.append(f"    {cname}.data = A + {buf.offset};")
         out.append(f"    {cname}.cap = {an.vars[var].bound};")
         out.append(f"    {cname}.ndim = 0;")
+    if journaled:
+        out.append(f"    oi_j.buf = A + {mem.buffers['journal'].offset};")
+        out.append(f"    oi_j.cap = {mem.buffers['journal'].nbytes};")
+        out.append("    oi_j.used = 0;")
+        out.append("    oi_j.overflow = 0;")
+    for vname in _undo_vars(an):
+        out.append(f"    U_{vname}.data = A + {mem.buffers['undo:' + vname].offset};")
+        out.append(f"    U_{vname}.cap = {an.vars[vname].bound};")
+        out.append(f"    U_{vname}.ndim = 0;")
     for tname in sorted(an.tables):
         t = an.tables[tname]
         buf = mem.buffers[f"table:{tname}"]
+        out.append(f"    TB_{tname}.journal = {'&oi_j' if journaled else 'NULL'};")
         out.append(f"    TB_{tname}.n_idx = {len(t.caps)};")
         out.append(f"    TB_{tname}.caps = TC_{tname};")
         out.append(f"    TB_{tname}.counts = TN_{tname};")
@@ -1048,6 +1087,15 @@ def _source(
         out.append(
             f'    if (!oi_have_{vname}) {{ oi_set_error("step: dynamic input {vname} not inserted; call oi_insert_{vname} first"); return OI_ERR_STATE; }}'
         )
+    # Atomic steps: what a failed step changed in persistent state is put back at `fail`.
+    if journaled:
+        out.append("    oi_j.used = 0;")
+        out.append("    oi_j.overflow = 0;")
+    for tname in sorted(an.tables):
+        out.append(f"    oi_table_begin(&TB_{tname});")
+    for vname in _undo_vars(an):
+        size = ctype(an.vars[vname].dtype).size
+        out.append(f'    OI_TRY(oi_copy(&U_{vname}, &V_{vname}, {size}), "save {vname}");')
     for vname in sorted(n for n, v in an.vars.items() if v.kind == "volatile"):
         out.append(f'    OI_TRY(oi_init_{vname}(), "reset volatile {vname}");')
     out.extend(body)
@@ -1059,6 +1107,25 @@ def _source(
     out.append("fail:")
     for vname in dynamic:
         out.append(f"    oi_have_{vname} = 0;")
+    for vname in _undo_vars(an):
+        size = ctype(an.vars[vname].dtype).size
+        out.append(f"    oi_copy(&V_{vname}, &U_{vname}, {size});")
+    if an.tables:
+        names = ", ".join(f"&TB_{t}" for t in sorted(an.tables))
+        out.append("    {")
+        out.append(f"        oi_table *const tables[{len(an.tables)}] = {{{names}}};")
+        if journaled:
+            out.append(f"        if (!oi_journal_rollback(&oi_j, tables, {len(an.tables)})) {{")
+        else:
+            out.append("        oi_journal none = {NULL, 0, 0, 0};")
+            out.append(f"        if (!oi_journal_rollback(&none, tables, {len(an.tables)})) {{")
+        out.append("            char msg[512];")
+        out.append(
+            '            snprintf(msg, sizeof msg, "%s (the undo journal overflowed: cache tables were only partly restored)", oi_last_error());'
+        )
+        out.append('            oi_set_error("%s", msg);')
+        out.append("        }")
+        out.append("    }")
     out.append("    return rc;")
     out.append("}")
     out.append("")

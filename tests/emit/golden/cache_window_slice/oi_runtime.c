@@ -347,6 +347,78 @@ static int table_plan(oi_table *t, const oi_sel *sel, int nsel, int grow, int64_
     return OI_OK;
 }
 
+/* Journal record: table, byte offset in its storage, byte count, then the old bytes. */
+typedef struct {
+    oi_table *table;
+    size_t offset, nbytes;
+} oi_record;
+
+static void journal_save(oi_table *t, size_t offset, size_t nbytes) {
+    oi_journal *j = t->journal;
+    size_t need = sizeof(oi_record) + nbytes;
+    oi_record rec;
+    if (!j || j->overflow) return;
+    need = (need + 7u) & ~(size_t)7u;
+    if (j->used + need > j->cap) { j->overflow = 1; return; }
+    rec.table = t;
+    rec.offset = offset;
+    rec.nbytes = nbytes;
+    memcpy(j->buf + j->used, &rec, sizeof rec);
+    memcpy(j->buf + j->used + sizeof rec, (unsigned char *)t->data + offset, nbytes);
+    j->used += need;
+}
+
+static int existed(const oi_table *t, const int64_t *pos) {
+    int a;
+    for (a = 0; a < t->n_idx; a++)
+        if (pos[a] >= t->saved[a]) return 0;
+    return 1;
+}
+
+void oi_table_begin(oi_table *t) {
+    int a;
+    for (a = 0; a < t->n_idx; a++) t->saved[a] = t->counts[a];
+}
+
+int oi_journal_rollback(oi_journal *j, oi_table *const *tables, int n_tables) {
+    size_t pos = 0, n = 0, k;
+    int i, ok = !j->overflow;
+    /* records are variable-sized: count them, then replay from the last to the first */
+    while (pos < j->used) {
+        oi_record rec;
+        memcpy(&rec, j->buf + pos, sizeof rec);
+        pos += (sizeof rec + rec.nbytes + 7u) & ~(size_t)7u;
+        n++;
+    }
+    for (k = n; k > 0; k--) {
+        size_t at = 0, m;
+        oi_record rec;
+        for (m = 0; m + 1 < k; m++) {
+            memcpy(&rec, j->buf + at, sizeof rec);
+            at += (sizeof rec + rec.nbytes + 7u) & ~(size_t)7u;
+        }
+        memcpy(&rec, j->buf + at, sizeof rec);
+        memcpy((unsigned char *)rec.table->data + rec.offset, j->buf + at + sizeof rec, rec.nbytes);
+    }
+    for (i = 0; i < n_tables; i++) {
+        oi_table *t = tables[i];
+        int64_t entry = 1, total = 1, e, idx[OI_MAX_DIMS];
+        int a;
+        size_t chunk;
+        for (a = 0; a < t->entry_nd; a++) entry *= t->entry[a];
+        chunk = (size_t)entry * t->elem;
+        for (a = 0; a < t->n_idx; a++) { total *= t->caps[a]; idx[a] = 0; }
+        for (e = 0; e < total; e++) {
+            if (!existed(t, idx)) memset((unsigned char *)t->data + (size_t)e * chunk, 0, chunk);
+            for (a = t->n_idx - 1; a >= 0; a--) { if (++idx[a] < t->caps[a]) break; idx[a] = 0; }
+        }
+        for (a = 0; a < t->n_idx; a++) t->counts[a] = t->saved[a];
+    }
+    j->used = 0;
+    j->overflow = 0;
+    return ok;
+}
+
 /* mode 0: table -> dst, 1: src -> table, 2: zero the block */
 static int table_block(oi_table *t, const int64_t *start, const int64_t *size, unsigned char *buf, int mode) {
     int64_t entry = 1, idx[OI_MAX_DIMS], n = 1, i;
@@ -360,6 +432,11 @@ static int table_block(oi_table *t, const int64_t *start, const int64_t *size, u
         unsigned char *slot;
         for (a = 0; a < t->n_idx; a++) off = off * t->caps[a] + start[a] + idx[a];
         slot = (unsigned char *)t->data + (size_t)off * chunk;
+        if (mode != 0) {
+            int64_t pos[OI_MAX_DIMS];
+            for (a = 0; a < t->n_idx; a++) pos[a] = start[a] + idx[a];
+            if (existed(t, pos)) journal_save(t, (size_t)off * chunk, chunk);
+        }
         if (mode == 0) memcpy(buf + (size_t)i * chunk, slot, chunk);
         else if (mode == 1) memcpy(slot, buf + (size_t)i * chunk, chunk);
         else memset(slot, 0, chunk);
@@ -411,10 +488,11 @@ int oi_table_reset(oi_table *t, const oi_sel *sel, int nsel) {
     int kept[OI_MAX_DIMS], a, rc;
     oi_sel full[OI_MAX_DIMS];
     if (nsel == 0) {
-        int64_t total = (int64_t)t->elem;
-        for (a = 0; a < t->n_idx; a++) { total *= t->caps[a]; t->counts[a] = 0; }
-        for (a = 0; a < t->entry_nd; a++) total *= t->entry[a];
-        memset(t->data, 0, (size_t)total);
+        int64_t start[OI_MAX_DIMS], size[OI_MAX_DIMS];
+        /* zero every entry through table_block so entries that existed are journaled */
+        for (a = 0; a < t->n_idx; a++) { start[a] = 0; size[a] = t->counts[a]; }
+        table_block(t, start, size, NULL, 2);
+        for (a = 0; a < t->n_idx; a++) t->counts[a] = 0;
         return OI_OK;
     }
     for (a = 0; a < t->n_idx; a++) {

@@ -104,6 +104,14 @@ int oi_zero(oi_tensor *t, int ndim, const int64_t *dims, size_t elem);
 /* Copy `src` into a persistent variable after checking it has the declared shape. */
 int oi_write_whole(oi_tensor *dst, const oi_tensor *src, int ndim, const int64_t *dims, size_t elem);
 
+/* The undo journal of one step: table entries that existed before the step are saved here
+   before they are overwritten, so a failed step can put them back (docs/synthesis.md). */
+typedef struct {
+    unsigned char *buf;
+    size_t cap, used;
+    int overflow;
+} oi_journal;
+
 /* A persistent cache table preallocated to its capacity: storage [caps..., entry]. */
 typedef struct {
     int n_idx;
@@ -114,7 +122,15 @@ typedef struct {
     size_t elem;
     void *data;
     const char *name;
+    oi_journal *journal;          /* NULL: no undo */
+    int64_t saved[OI_MAX_DIMS];   /* counts at the start of the step */
 } oi_table;
+
+/* Start a step: remember the counts. Roll back a failed step: replay `j` backwards, zero the
+   entries appended during the step (storage beyond the counts is always zero), restore the
+   counts. Returns 0 when the journal overflowed (the state could not be fully restored). */
+void oi_table_begin(oi_table *t);
+int oi_journal_rollback(oi_journal *j, oi_table *const *tables, int n_tables);
 
 /* One index of a cache access: a scalar (kind 0) or a slice with optional bounds (kind 1). */
 typedef struct {
