@@ -438,7 +438,8 @@ def _matmul(req: KernelRequest) -> str:
         rows = 8
         decl = ", ".join(f"c{r}[{w}] = {{0}}" for r in range(rows))
         loads = " ".join(f"const {a.storage} a{r} = A0[{r} * K + k];" for r in range(rows))
-        fma = " ".join(f"c{r}[jj] += a{r} * Bk[jj];" for r in range(rows))
+        fused = "OI_FMAF" if a.storage == "float" else "OI_FMA"
+        fma = " ".join(f"c{r}[jj] = {fused}(a{r}, Bk[jj], c{r}[jj]);" for r in range(rows))
         store = " ".join(f"Or[{r} * N + jj] = c{r}[jj];" for r in range(rows))
         inner = f"""            int64_t j0, jj;
             for (j0 = 0; j0 + {w} <= N; j0 += {w}) {{

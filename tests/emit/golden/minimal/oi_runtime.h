@@ -187,6 +187,19 @@ static inline int64_t oi_floordiv(int64_t a, int64_t b, int64_t mask) {
     if (r != 0 && ((r < 0) != (b < 0))) q -= 1;
     return q;
 }
+/* Fused multiply-add where the target has a fast one (C99's FP_FAST_FMA[F]): ISO C modes
+   do not contract a * b + c on their own, which would halve the matmul's throughput. */
+#if defined(FP_FAST_FMAF)
+#define OI_FMAF(a, b, c) fmaf((a), (b), (c))
+#else
+#define OI_FMAF(a, b, c) ((a) * (b) + (c))
+#endif
+#if defined(FP_FAST_FMA)
+#define OI_FMA(a, b, c) fma((a), (b), (c))
+#else
+#define OI_FMA(a, b, c) ((a) * (b) + (c))
+#endif
+
 /* An integral double wrapped modulo 2**64 (non-finite: 0), as a non-saturating cast does. */
 static inline uint64_t oi_f64_wrap_u64(double r) {
     double reduced, upper, lower;
