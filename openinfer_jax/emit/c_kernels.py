@@ -281,7 +281,7 @@ def _elementwise(req: KernelRequest) -> str:
         .replace("(log)", _fn(ct, "log"))
         .replace("(sqrt)", _fn(ct, "sqrt"))
         .replace("(tanh)", _fn(ct, "tanh"))
-        .replace("(erf)", _fn(ct, "erf"))
+        .replace("(erf)", "oi_erf_f32" if ct == "float" else "erf")
         .replace("(fma)", _fn(ct, "fma"))
         .replace("OT", ct)
         .replace("WMASK", f"UINT64_C({(1 << bits) - 1})")
