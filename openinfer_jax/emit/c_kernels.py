@@ -493,7 +493,8 @@ def _matmul(req: KernelRequest) -> str:
                     }}
                     O[ob + i * N + j] = {finish};
                 }}"""
-    return f"""static int {req.name}(oi_tensor *o, const oi_tensor *x0, const oi_tensor *x1) {{
+    wide = "OI_WIDE_SIMD " if fast else ""
+    return f"""static {wide}int {req.name}(oi_tensor *o, const oi_tensor *x0, const oi_tensor *x1) {{
     const {a.storage} *A = (const {a.storage} *)x0->data;
     const {b.storage} *B = (const {b.storage} *)x1->data;
     {out.storage} *O = ({out.storage} *)o->data;

@@ -200,6 +200,13 @@ static inline int64_t oi_floordiv(int64_t a, int64_t b, int64_t mask) {
 #define OI_FMA(a, b, c) ((a) * (b) + (c))
 #endif
 
+/* GCC on AVX-512 targets defaults to 256-bit vectors; the matmul kernel asks for 512. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+#define OI_WIDE_SIMD __attribute__((target("prefer-vector-width=512")))
+#else
+#define OI_WIDE_SIMD
+#endif
+
 /* erf for f32 without a libm call, so GELU loops vectorize: x clamped to [-4, 4] (erf is
    +-1 to f32 precision beyond), then an odd rational function of x; max abs error 4.2e-7
    (the rational approximation Eigen and XLA use for f32). NaN propagates. */
