@@ -6,11 +6,13 @@ The public API, re-exported here (see README.md and docs/):
 - the graph DSL: `parse`, `parse_file` (graph{} text), `GraphBuilder` (Python), `Graph`,
   `format_graph`, `to_json` / `from_json`, `validate`
 - the simulator: `Simulator`, `Executor`, `TraceEvent`, trace export
+- code generation: `Synthesizer`, `Plan`, `load_arch` (C and Vulkan targets)
 - Vulkan: `VulkanBackend`, `vulkan_available` (kp is imported lazily)
 - ops: `registry` (every op's declaration), `OpDef`, `OpCheckError`
 - errors: `OpenInferError` and one subclass per layer
 """
 
+from openinfer_jax.emit import DeviceArch, MemoryPlan, Plan, Synthesizer, load_arch
 from openinfer_jax.errors import (
     BackendError,
     ConversionError,
@@ -68,12 +70,14 @@ __all__ = [
     "Bitset",
     "ConversionError",
     "DType",
+    "DeviceArch",
     "DeviceTensor",
     "DslSyntaxError",
     "Executor",
     "Graph",
     "GraphBuilder",
     "GraphValidationError",
+    "MemoryPlan",
     "ModelLoader",
     "OinfFormatError",
     "OinfWriter",
@@ -82,6 +86,7 @@ __all__ = [
     "OpenInferError",
     "ParamKind",
     "ParamSpec",
+    "Plan",
     "QuantParams",
     "QuantScale",
     "QuantZeroPoint",
@@ -90,6 +95,7 @@ __all__ = [
     "Simulator",
     "StepEvent",
     "SynthesisError",
+    "Synthesizer",
     "TensorInfo",
     "TensorSpec",
     "TraceEvent",
@@ -102,6 +108,7 @@ __all__ = [
     "from_json",
     "from_json_text",
     "infer_var_types",
+    "load_arch",
     "parse",
     "parse_file",
     "registry",
