@@ -732,6 +732,32 @@ def _slice(req: KernelRequest) -> str:
 """
 
 
+def _row_param_index(
+    req: KernelRequest, block: tuple[int, ...], param_shape: tuple[int, ...], k: int
+) -> str:
+    """C index expression of a norm's scale/bias element for element `j` of a normalized row.
+
+    The param broadcasts against the row (right-aligned). A param of the row's full shape
+    is read at `j`; one that covers only trailing dims (leading dims 1 or absent) repeats
+    every `n` elements, read at `j % n`. Broadcasting over inner dims is refused rather than
+    read out of bounds.
+    """
+    dims = tuple(int(d) for d in param_shape)
+    while dims and dims[0] == 1:
+        dims = dims[1:]
+    if not dims:
+        return "0"
+    if dims == block:
+        return "j"
+    if len(dims) <= len(block) and dims == block[len(block) - len(dims) :]:
+        return f"(j % {math.prod(dims)})"
+    raise SynthesisError(
+        f"{req.where}: input {k} of shape {tuple(param_shape)} broadcasts over inner dims of the "
+        f"normalized block {block}; the C target needs it to cover the trailing dims exactly "
+        "(reshape it to the block's trailing shape)"
+    )
+
+
 def _norm(req: KernelRequest) -> str:
     """layer_norm / rms_norm / softmax / log_softmax over rows, computed in double."""
     info = req.info
@@ -751,8 +777,10 @@ def _norm(req: KernelRequest) -> str:
     load = x.load.format("X0[b + j * inner]")
     if op in ("layer_norm", "rms_norm"):
         # Normalized over axes axis..rank-1: a contiguous row of `len` elements.
-        scale = f" * (double){cts[1].load.format('X1[j]')}" if n_in > 1 else ""
-        bias = f" + (double){cts[2].load.format('X2[j]')}" if n_in > 2 else ""
+        block = tuple(shape[axis:])
+        indices = [_row_param_index(req, block, info.in_shapes[k], k) for k in (1, 2) if k < n_in]
+        scale = f" * (double){cts[1].load.format(f'X1[{indices[0]}]')}" if n_in > 1 else ""
+        bias = f" + (double){cts[2].load.format(f'X2[{indices[1]}]')}" if n_in > 2 else ""
         if op == "layer_norm":
             stats = f"""        double mean = 0, var = 0;
         for (j = 0; j < len; j++) mean += (double){x.load.format("X0[r * len + j]")};

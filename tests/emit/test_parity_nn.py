@@ -111,3 +111,47 @@ def test_nn_ops_match_simulator(tmp_path: Path) -> None:
     outputs += ["c1", "c2", "mp", "ap", "ip", "lo", "lb"]
     result = parity(tmp_path, model, GRAPH, steps, outputs=outputs)
     assert result["compared"] == 2 * len(outputs)
+
+
+NORM_GRAPH = """
+graph {
+  dynamic { x: f32[4, 3, 8]; s: f32[8]; bias: f32[1, 8]; full: f32[3, 8]; }
+  volatile { y1: f32[4, 3, 8]; y2: f32[4, 3, 8]; y3: f32[4, 3, 8]; }
+  block entry {
+    op layer_norm(x, s, bias, axis=1) >> y1;
+    op rms_norm(x, s, axis=1) >> y2;
+    op layer_norm(x, full, axis=1) >> y3;
+    return;
+  }
+}
+"""
+
+
+def test_norm_params_that_broadcast_over_the_row_repeat(tmp_path: Path) -> None:
+    """Regression: a scale of shape [8] over a [3, 8] row was read past its end."""
+    rng = np.random.default_rng(1)
+    model = tmp_path / "m.oinf"
+    write_oinf(model, sizevars={}, metadata={}, tensors={})
+
+    def f32(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    steps = [{"x": f32(4, 3, 8), "s": f32(8), "bias": f32(1, 8), "full": f32(3, 8)}]
+    result = parity(tmp_path, model, NORM_GRAPH, steps, outputs=["y1", "y2", "y3"])
+    assert result["compared"] == 3
+
+
+def test_norm_param_broadcasting_over_inner_dims_is_refused(tmp_path: Path) -> None:
+    from openinfer_jax import SynthesisError, Synthesizer
+
+    model = tmp_path / "m.oinf"
+    write_oinf(model, sizevars={}, metadata={}, tensors={})
+    graph = """
+graph {
+  dynamic { x: f32[4, 3, 8]; s: f32[3, 1]; }
+  volatile { y: f32[4, 3, 8]; }
+  block entry { op layer_norm(x, s, axis=1) >> y; return; }
+}
+"""
+    with pytest.raises(SynthesisError, match="broadcasts over inner dims"):
+        Synthesizer("c").synthesize(model, graph, name="prog")
