@@ -57,6 +57,7 @@ from openinfer_jax.sim.values import (
     value_dtype_name,
     value_shape,
 )
+from openinfer_jax.sim.vulkan_store import DeviceResident, DeviceStore
 
 if TYPE_CHECKING:
     from openinfer_jax.sim.simulator import Simulator
@@ -98,13 +99,15 @@ class Executor:
         self.device = sim.jax_device
         self._decls: dict[str, VarDecl] = {d.name: d for d in self.graph.vars}
         self._inserted: dict[str, np.ndarray] = {}
-        self._store: dict[str, Any] = {}
+        # Vulkan: op results stay on the device until the host reads them (vulkan_store.py).
+        self._store: dict[str, Any] = {} if sim.vulkan is None else DeviceStore(self._vk_download)
         self._indexed: dict[str, Any] = {}
         self._dtypes: dict[str, DType] = {d.name: d.dtype for d in self.graph.vars}
         self._pristine: dict[str, Any] = {}
         self._var_initial: dict[str, Any] = {}
         self._params_cache: dict[tuple[int, tuple[Any, ...]], dict[str, Any]] = {}
         self._vk_weights: dict[int, tuple[Any, Any]] = {}
+        self._vk_transfers = {"vk_uploads": 0, "vk_downloads": 0}
         self._pending_warnings: list[str] = []
         self._emit = False
         self._loaded_now: list[str] = []
@@ -127,14 +130,18 @@ class Executor:
 
     @property
     def stats(self) -> dict[str, int]:
-        """Counters: steps, XLA compilations, exact-shape fallbacks, region calls."""
-        return {
+        """Counters: steps, XLA compilations, exact-shape fallbacks, region calls; with
+        ``device="vulkan"`` also host-to-device tensor uploads and device-to-host downloads."""
+        stats = {
             "steps": self._steps,
             "compilations": self.compiler.compilations + self.sim.wide.compilations,
             "exact_fallbacks": self.compiler.exact_fallbacks + self.sim.wide.exact_fallbacks,
             "region_calls": self.region_calls,
             "regions": len(self.plan.regions),
         }
+        if self.sim.vulkan is not None:
+            stats.update(self._vk_transfers)
+        return stats
 
     def insert(self, tensors: Mapping[str, Any] | None = None, /, **named: Any) -> None:
         """Insert values for dynamic variables for the next step (`insert(x=...)` or a dict).
@@ -273,7 +280,7 @@ class Executor:
         # The NumPy interpreter and the Vulkan device run node by node.
         fused = fused and not self.sim.eager and self.sim.vulkan is None
         emit = force_events or self.sim.tracing or self.sim.env_trace > 0
-        saved_store = dict(self._store)
+        saved_store = self._store.copy()  # Vulkan: resident entries stay on the device
         saved_dtypes = dict(self._dtypes)
         # Dynamic inputs move into the store; volatile values start again from the model.
         for name, value in self._inserted.items():
@@ -777,10 +784,38 @@ class Executor:
         if cached is not None and cached[0] is value:
             return cached[1]
         tensor = backend.upload(np.asarray(to_host(value)), dtype)
+        self._vk_transfers["vk_uploads"] += 1
         if any(value is w for w in self._pristine.values()) or any(
             value is w for w in self._var_initial.values()
         ):
             self._vk_weights[id(value)] = (value, tensor)
+        return tensor
+
+    def _vk_download(self, tensor: Any) -> Any:
+        """The host value of a device-resident store entry (first host read of it)."""
+        try:
+            host = self.sim.vulkan.download(tensor)
+        except BackendError as err:
+            raise SimulationError(
+                f"vulkan: downloading a {tensor.dtype.short} result: {err}"
+            ) from err
+        self._vk_transfers["vk_downloads"] += 1
+        return jax.device_put(host, self.device)
+
+    def _vk_input(self, ref: VarRef, dtype: DType, scope: dict[str, int]) -> Any:
+        """A device tensor for an op input: the resident buffer when there is one."""
+        plain = not ref.indices and ref.name not in scope
+        store = self._store
+        assert isinstance(store, DeviceStore)
+        if plain:
+            tensor = store.device_tensor(ref.name)
+            if tensor is not None:
+                return tensor
+        value = materialize(self._read_ref(ref, scope))
+        tensor = self._vk_upload(value, dtype)
+        if plain and dict.get(store, ref.name) is not None:
+            # Later ops in this step read the same buffer instead of uploading it again.
+            store.keep_resident(ref.name, dict.__getitem__(store, ref.name), tensor)
         return tensor
 
     def _run_op_vulkan(
@@ -795,17 +830,15 @@ class Executor:
         out = None
         try:
             params, out_dtype, _bound = self._op_setup(node, scope)
-            values = [materialize(self._read_ref(r, scope)) for r in node.inputs]
             dtypes = [self._ref_dtype(r) for r in node.inputs]
             verdict = backend.supports(node.op, dtypes, params)
             if verdict is True:
                 opdef = registry.get(node.op)
                 assert opdef is not None
-                shape = opdef.output_shape([tuple(v.shape) for v in values], params)
                 try:
-                    tensors = [self._vk_upload(v, d) for v, d in zip(values, dtypes)]
-                    result = backend.run(node.op, tensors, params, out_dtype, shape)
-                    out = backend.download(result)
+                    tensors = [self._vk_input(r, d, scope) for r, d in zip(node.inputs, dtypes)]
+                    shape = opdef.output_shape([t.shape for t in tensors], params)
+                    out = backend.run(node.op, tensors, params, out_dtype, shape)
                 except BackendError as err:
                     warning = f"vulkan: {err}; ran on XLA CPU instead"
             else:
@@ -822,7 +855,10 @@ class Executor:
             self._pending_warnings.clear()
             return
         try:
-            self._write_ref(node.output, jax.device_put(out, self.device), scope)
+            if node.output.indices:  # prefix-table entries are host values
+                self._write_ref(node.output, self._vk_download(out), scope)
+            else:
+                self._write_ref(node.output, DeviceResident(out), scope)
         except OpenInferError as err:
             raise self._node_error(node, err) from err
         if self._emit:
@@ -1064,7 +1100,7 @@ class Executor:
             # The consumer works on a snapshot: its writes stay in its fork, and only the
             # variables it yields come back, at entry's await.
             entry_store = self._store
-            self._store = dict(entry_store)
+            self._store = entry_store.copy()
             locked, state.locked = state.locked, set()
             try:
                 yield from self._run_list(blk.name, self.plan.block_items(blk, fused), {}, fused)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from openinfer_jax.errors import SimulationError
 from openinfer_jax.sim import Simulator
 
 vk = pytest.importorskip("openinfer_jax.vk")
@@ -32,7 +33,10 @@ def test_vulkan_matches_cpu_and_flags_fallbacks(make_model, monkeypatch) -> None
     # Hide f64 support so one op must fall back to XLA CPU, whatever the device offers.
     monkeypatch.setenv("OPENINFER_VK_DISABLE", "shader_float64")
     rng = np.random.default_rng(0)
-    tensors = {"w": rng.standard_normal((8, 8)).astype(np.float32), "b": rng.standard_normal(8).astype(np.float32)}
+    tensors = {
+        "w": rng.standard_normal((8, 8)).astype(np.float32),
+        "b": rng.standard_normal(8).astype(np.float32),
+    }
     model = make_model(sizevars={"B": 2, "D": 8}, tensors=tensors)
     x = rng.standard_normal((2, 8)).astype(np.float32)
     outs = {}
@@ -48,3 +52,114 @@ def test_vulkan_matches_cpu_and_flags_fallbacks(make_model, monkeypatch) -> None
     events = {e.output[0]: e for e in outs["vulkan"][2] if e.step == 1 and e.op_name}
     assert events["h"].device == "vulkan" and not events["h"].warnings
     assert events["z2"].warnings and events["z2"].warnings[0].startswith("vulkan:")
+
+
+def _chain_graph(n: int) -> str:
+    ops = "\n".join("    op add(h, b) >> h;" for _ in range(n))
+    return f"""
+graph {{
+  dynamic {{ x: f32[D]; }}
+  volatile {{ b: f32[D]; h: f32[D]; }}
+  block entry {{
+    op add(x, b) >> h;
+{ops}
+    return;
+  }}
+}}
+"""
+
+
+@pytest.mark.parametrize("n", [1, 16])
+def test_vulkan_chain_keeps_values_on_device(make_model, n: int) -> None:
+    # Issue 7: a chain of supported ops must not round-trip through the host per op.
+    b = np.arange(4, dtype=np.float32)
+    model = make_model(sizevars={"D": 4}, tensors={"b": b})
+    x = np.ones(4, np.float32)
+    ex = Simulator(model, _chain_graph(n), device="vulkan").make_executor()
+    ex.insert(x=x)
+    ex.step()
+    assert ex.stats["vk_downloads"] == 0  # nothing on the host read h yet
+    assert ex.stats["vk_uploads"] == 2  # x and the weight b, once each
+    np.testing.assert_array_equal(ex.fetch("h"), x + (n + 1) * b)
+    np.testing.assert_array_equal(ex.fetch("h"), x + (n + 1) * b)
+    assert ex.stats["vk_downloads"] == 1  # the first fetch; the second reuses the copy
+    ex.insert(x=x)
+    ex.step()  # the weight stays uploaded: only the new x goes up
+    assert ex.stats["vk_uploads"] == 3 and ex.stats["vk_downloads"] == 1
+
+
+MIXED = """
+graph {
+  dynamic { x: f32[D]; }
+  volatile { h: f32[D]; k: f32[D]; z: f64[D] @init(1.5); z2: f64[D]; s: f32[]; out: f32[D]; }
+  persistent { n: i64 @init(0); }
+  block entry {
+    op add(x, x) >> h;
+    op add(h, h) >> h;
+    op add(z, z) >> z2;
+    op mul(h, h) >> k;
+    op sum_axis(k, axes=[0]) >> s;
+    branch s big small;
+    return;
+  }
+  block big { op add(k, h) >> out; cache.increment n; return; }
+  block small { op sub(k, h) >> out; return; }
+}
+"""
+
+
+def test_vulkan_resident_values_match_cpu_with_fallback_and_branch(make_model, monkeypatch) -> None:
+    # The f64 op falls back to the CPU; the branch condition must come to the host.
+    monkeypatch.setenv("OPENINFER_VK_DISABLE", "shader_float64")
+    model = make_model(sizevars={"D": 4})
+    results = {}
+    for device in ("cpu", "vulkan"):
+        ex = Simulator(model, MIXED, device=device).make_executor()
+        for x in (np.ones(4, np.float32), np.zeros(4, np.float32)):
+            ex.insert(x=x)
+            ex.step()
+            results.setdefault(device, []).append(
+                [ex.fetch(v) for v in ("h", "k", "z2", "s", "out", "n")]
+            )
+    for got, want in zip(results["vulkan"], results["cpu"]):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-6)
+    assert ex.stats["vk_downloads"] < 20  # per step: s for the branch, then the fetches
+
+
+ATOMIC = """
+graph {
+  dynamic { x: f32[D]; }
+  volatile { w: f32[D]; h: f32[D]; }
+  persistent {
+    step: i32 @init(0);
+    A(t): f32[D] @table;
+    B(t): f32[D] @table @fixed(t=2);
+  }
+  block entry {
+    op add(x, w) >> h;
+    op add(h, h) >> h;
+    cache.write h >> A[step];
+    cache.increment step;
+    cache.write h >> B[step];
+    return;
+  }
+}
+"""
+
+
+def test_vulkan_failed_step_rolls_back_like_cpu(make_model) -> None:
+    # The second step overflows B mid-step: state (resident h included) must roll back.
+    model = make_model(sizevars={"D": 3}, tensors={"w": np.ones(3, np.float32)})
+    seen = {}
+    for device in ("cpu", "vulkan"):
+        ex = Simulator(model, ATOMIC, device=device).make_executor()
+        ex.insert(x=np.full(3, 1, np.float32))
+        ex.step()
+        ex.insert(x=np.full(3, 7, np.float32))
+        with pytest.raises(SimulationError, match="exceeds fixed size t=2"):
+            ex.step()
+        seen[device] = [ex.fetch(n) for n in ("h", "A", "B", "step")]
+        assert ex.steps == 1 and ex.persistent.tables["A"].counts == {"t": 1}
+    for got, want in zip(seen["vulkan"], seen["cpu"]):
+        np.testing.assert_array_equal(got, want)
