@@ -105,7 +105,7 @@ class Executor:
         self._dtypes: dict[str, DType] = {d.name: d.dtype for d in self.graph.vars}
         self._pristine: dict[str, Any] = {}
         self._var_initial: dict[str, Any] = {}
-        self._params_cache: dict[tuple[int, tuple[Any, ...]], dict[str, Any]] = {}
+        self._params_cache = sim.params_cache
         self._vk_weights: dict[int, tuple[Any, Any]] = {}
         self._vk_transfers = {"vk_uploads": 0, "vk_downloads": 0}
         self._pending_warnings: list[str] = []

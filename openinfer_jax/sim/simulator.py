@@ -139,6 +139,9 @@ class Simulator:
         self._check_structure()
         self.plan = GraphPlan(self.graph)
         self.compiler = RegionCompiler()
+        # Resolved op params, shared by every executor: the wide-region compile cache keys on
+        # their identity, so per-executor copies made each new executor recompile every region.
+        self.params_cache: dict[tuple[int, tuple[Any, ...]], dict[str, Any]] = {}
         self.wide = WideRunner()
         # Sharded simulation over a jax Mesh (docs/sharding.md); the logic lives in sharding.py.
         self.sharded = attach_sharding(self, mesh, sharding)

@@ -151,3 +151,27 @@ def test_without_bucketing_every_length_compiles(tmp_path: Path) -> None:
         first.step()
     assert ex.stats["compilations"] > first.stats["compilations"]
     sim.model.close()
+
+
+def test_a_second_executor_reuses_the_compiled_regions(tmp_path: Path) -> None:
+    """Regression: per-executor param caches changed the wide-region cache key, so every new
+    executor of one simulator recompiled every region (seen on SmolLM2: 4-17 s a bucket)."""
+    cfg = Config(layers=2, d=16, heads=2)
+    path = tmp_path / "gpt.oinf"
+    write_model(path, cfg)
+    sim = Simulator(path, graph_text(cfg))
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal((1, cfg.d)).astype(np.float32) for _ in range(3)]
+    outputs = []
+    for _ in range(2):
+        ex = sim.make_executor()
+        for x in inputs:
+            ex.insert(x=x)
+            ex.step()
+        outputs.append(ex.fetch("y"))
+        if len(outputs) == 1:
+            compiled_once = ex.stats["compilations"]
+    assert compiled_once > 0
+    assert ex.stats["compilations"] == compiled_once  # the second executor compiled nothing
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+    sim.model.close()
