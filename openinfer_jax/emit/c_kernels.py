@@ -381,6 +381,8 @@ def _cast(req: KernelRequest) -> str:
 
 
 def _int_range(dtype: DType) -> tuple[int, int]:
+    if dtype in (DType.T2, DType.T1):
+        return dtype.value_range()  # the value set -1..1, not the 2-/1-bit two's complement range
     if dtype.is_signed_int:
         return -(1 << (dtype.bits - 1)), (1 << (dtype.bits - 1)) - 1
     return 0, (1 << dtype.bits) - 1

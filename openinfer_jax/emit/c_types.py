@@ -5,7 +5,7 @@ f16/bf16 as their 16 bits and f8 (e5m2) as its byte, packed integers unpacked to
 int8_t/uint8_t per element. Arithmetic happens in a compute type: float for f8/bf16/f16
 (rounded to nearest even on store, like the registry's `compute_dtype`), int64_t for signed
 and uint64_t for unsigned integers (stores wrap to the storage width, packed types to their
-bit width), int for bool (stores normalize to 0/1).
+bit width, ternary t2/t1 clip to -1..1), int for bool (stores normalize to 0/1).
 """
 
 from __future__ import annotations
@@ -62,6 +62,11 @@ _TABLE: dict[DType, CType] = {
     DType.U4: CType(DType.U4, "uint8_t", "uint64_t", "(uint64_t)({})", "(uint8_t)(({}) & 15u)"),
     DType.U2: CType(DType.U2, "uint8_t", "uint64_t", "(uint64_t)({})", "(uint8_t)(({}) & 3u)"),
     DType.U1: CType(DType.U1, "uint8_t", "uint64_t", "(uint64_t)({})", "(uint8_t)(({}) & 1u)"),
+    # Ternary values -1/0/+1 (t1: -1/+1) are stored unpacked like the other packed types;
+    # stores clip to [-1, 1] as the registry's `wrap_int` does (the ops that accept ternary
+    # inputs are closed over the set, so the clip only guards).
+    DType.T2: CType(DType.T2, "int8_t", "int64_t", "(int64_t)({})", "oi_ternary((int64_t)({}))"),
+    DType.T1: CType(DType.T1, "int8_t", "int64_t", "(int64_t)({})", "oi_ternary((int64_t)({}))"),
 }
 for _dt, _st in (
     (DType.I8, "int8_t"),
@@ -83,7 +88,7 @@ def ctype(dtype: DType, where: str = "") -> CType:
     """The C view of `dtype`.
 
     Raises:
-        SynthesisError: t2/t1 (ternary) or a non-tensor dtype, naming `where`.
+        SynthesisError: a non-tensor dtype (bitset, string, ndarray), naming `where`.
     """
     info = _TABLE.get(dtype)
     if info is None:

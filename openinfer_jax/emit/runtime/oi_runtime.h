@@ -170,6 +170,8 @@ static inline int64_t oi_min_int64_t(int64_t a, int64_t b) { return a < b ? a : 
 static inline int64_t oi_max_int64_t(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline uint64_t oi_min_uint64_t(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static inline uint64_t oi_max_uint64_t(uint64_t a, uint64_t b) { return a > b ? a : b; }
+/* A ternary (t2/t1) store: the value clipped to [-1, 1], as the registry's references do. */
+static inline int8_t oi_ternary(int64_t v) { return (int8_t)(v < 0 ? -1 : (v > 0 ? 1 : 0)); }
 static inline int64_t oi_tdiv(int64_t a, int64_t b, int64_t mask) {
     if (b == 0) return mask;
     if (b == -1) return (int64_t)(0 - (uint64_t)a); /* INT64_MIN / -1 wraps like the reference */
