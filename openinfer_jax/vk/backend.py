@@ -30,7 +30,7 @@ import numpy as np
 from openinfer_jax.errors import BackendError, OpenInferError
 from openinfer_jax.ir.nodes import VarName
 from openinfer_jax.oinf.dtypes import DType
-from openinfer_jax.vk import kernels, launch
+from openinfer_jax.vk import kernels, launch, nn_kernels
 from openinfer_jax.vk.capabilities import DeviceCapabilities, query_capabilities
 from openinfer_jax.vk.compiler import compile_glsl, compile_many
 from openinfer_jax.vk.expressions import ELEMENTWISE
@@ -151,6 +151,7 @@ class VulkanBackend:
             )
         self.matmul_tiles = matmul_tiles
         self._pending: list[tuple[Any, ...]] = []
+        self._constants: dict[tuple[Any, ...], DeviceTensor] = {}
         self._open: tuple[Any, list[Any]] | None = None
         #: Dispatches recorded and queue submissions made (a batch is one submission).
         self.dispatch_count = 0
@@ -303,6 +304,10 @@ class VulkanBackend:
         for name, value in resolved.items():
             if isinstance(value, VarName):
                 raise BackendError(f"{op_name}: param {name} is a variable; it runs on the CPU")
+        if op_name in nn_kernels.NN_OPS:
+            reason = nn_kernels.unsupported_reason(op_name, in_dtypes, resolved)
+            if reason is not None:
+                raise BackendError(reason)
         if op_name in ("softmax", "log_softmax") and in_dtypes[0] is DType.F64:
             raise BackendError(
                 f"{op_name}: no Vulkan kernel for f64 inputs (GLSL's exp takes no doubles)"
@@ -372,6 +377,17 @@ class VulkanBackend:
         target = out if out is not None else self.empty(out_dtype, out_shape)
         if math.prod(out_shape) == 0:
             return target
+        if op_name in nn_kernels.NN_OPS:
+            plan = nn_kernels.nn_plan(op_name, in_dtypes, in_shapes, resolved, out_dtype, out_shape,
+                                      self.matmul_tiles)  # fmt: skip
+            if op_name in nn_kernels.READS_NEIGHBOURS and any(target is t for t in inputs):
+                # In place, an invocation would overwrite elements others still read.
+                result = self.empty(out_dtype, out_shape)
+                self._run_plan(plan, inputs, result)
+                self.write_slice(target, 0, result)
+            else:
+                self._run_plan(plan, inputs, target)
+            return target
         if op_name in kernels.NORMALIZATIONS:
             stats_kernel, apply_kernel = self._norm_kernels(op_name, inputs, resolved)
             stats = self.empty(DType.F64 if inputs[0].dtype is DType.F64 else DType.F32,
@@ -383,6 +399,28 @@ class VulkanBackend:
         bound = [] if op_name == "fill" else list(inputs)
         self._launch(kernel, [*bound, target])
         return target
+
+    def _run_plan(
+        self, plan: nn_kernels.NnPlan, inputs: Sequence[DeviceTensor], target: DeviceTensor
+    ) -> None:
+        """Allocate a plan's scratch tensors and constants, then launch its dispatches."""
+        scratch = [self.empty(dtype, shape) for dtype, shape in plan.scratch]
+        constants = [self._constant(dtype, values) for dtype, values in plan.constants]
+        pools = {"input": list(inputs), "output": [target], "scratch": scratch,
+                 "constant": constants}  # fmt: skip
+        for dispatch in plan.dispatches:
+            bound = [pools[b.kind][b.index] for b in dispatch.bindings]
+            self._launch(dispatch.kernel, bound)
+
+    def _constant(self, dtype: DType, values: np.ndarray) -> DeviceTensor:
+        """A device copy of a small host constant (rope frequencies), uploaded once."""
+        key = (dtype, values.shape, values.tobytes())
+        cached = self._constants.get(key)
+        if cached is None:
+            if len(self._constants) >= 64:  # bound the cache; constants are tiny
+                self._constants.clear()
+            cached = self._constants[key] = self.upload(values, dtype)
+        return cached
 
     def _norm_kernels(
         self, op: str, inputs: Sequence[DeviceTensor], params: dict[str, Any]
@@ -411,7 +449,11 @@ class VulkanBackend:
                 shapes = [tuple(int(d) for d in s) for s in in_shapes]
                 out_shape = opdef.output_shape(shapes, resolved)
                 fake = [DeviceTensor(d, s, None) for d, s in zip(in_dtypes, shapes)]
-                if op_name in kernels.NORMALIZATIONS:
+                if op_name in nn_kernels.NN_OPS:
+                    plan = nn_kernels.nn_plan(op_name, list(in_dtypes), shapes, resolved, out,
+                                              out_shape, self.matmul_tiles)  # fmt: skip
+                    sources += [d.kernel.source for d in plan.dispatches]
+                elif op_name in kernels.NORMALIZATIONS:
                     sources += [k.source for k in self._norm_kernels(op_name, fake, resolved)]
                 else:
                     sources.append(self._kernel(op_name, fake, resolved, out, out_shape).source)

@@ -87,8 +87,10 @@ class Kernel:
 
 
 def kernel_ops() -> frozenset[str]:
-    """Names of the ops that have a Vulkan kernel."""
-    return frozenset(ELEMENTWISE) | {
+    """Names of the ops that have a Vulkan kernel (the model-building ones in nn_kernels.py)."""
+    from openinfer_jax.vk.nn_kernels import NN_OPS  # nn_kernels builds on this module
+
+    return frozenset(ELEMENTWISE) | set(NN_OPS) | {
         "cast",
         "fill",
         "matmul",
@@ -780,7 +782,7 @@ def matmul_kernel(
     if tiled and (acc is None or acc[0] is DType.F32):
         assert config is not None
         bm, bn, bk, tm, tn = config
-        source = render("matmul_tiled.comp", BM=bm, BN=bn, BK=bk, TM=tm, TN=tn)
+        source = render("matmul_tiled.comp", BM=bm, BN=bn, BK=bk, TM=tm, TN=tn, VARIANT="")
         if batch_count > 65535:
             raise BackendError(f"{label}: {batch_count} batch matrices exceed the grid limit")
         grid = (math.ceil(n / bn), math.ceil(m / bm), batch_count)

@@ -96,7 +96,7 @@ def test_precompile_builds_kernels_in_one_batch(
         ("add", [DType.F32, DType.F32], [(2,), (2,)], {}),
         ("cast", [DType.I8], [(3,)], {"to": DType.F16}),
         ("softmax", [DType.F32], [(3,)], {}),  # two kernels: statistics and apply
-        ("attention", [DType.F32] * 3, [(1, 2, 4)] * 3, {}),  # no kernel: skipped
+        ("attention", [DType.F64] * 3, [(1, 2, 4)] * 3, {}),  # no f64 kernel: skipped
     ]
     assert backend.precompile(calls) == 4
     assert backend.precompile(calls) == 0  # cached
@@ -133,7 +133,8 @@ def test_disable_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_supports_reports_ops_without_kernels(backend: VulkanBackend) -> None:
-    assert "no Vulkan kernel" in str(backend.supports("attention", [DType.F32] * 3, {}))
+    assert "no Vulkan kernel" in str(backend.supports("attention", [DType.F64] * 3, {}))
+    assert "no Vulkan kernel" in str(backend.supports("rope", [DType.F64, DType.I32], {}))
     assert "unknown op" in str(backend.supports("frobnicate", [DType.F32], {}))
     assert "variable" in str(backend.supports("clamp", [DType.F32], {"min": VarName("lo")}))
     assert "same dtype" in str(backend.supports("add", [DType.F32, DType.I32], {}))

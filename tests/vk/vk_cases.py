@@ -295,11 +295,174 @@ def _matmul_cases() -> list[Case]:
     return cases
 
 
+# ---- the model-building ops (vk/nn_kernels.py) ----------------------------------------------------
+# (op, dtype) pairs of these ops that fall back: GLSL has no double exp/sin/cos.
+NN_FALLBACKS = [("attention", DType.F64), ("rope", DType.F64)]
+_FLOATS = [DType.F8, DType.BF16, DType.F16, DType.F32, DType.F64]
+
+
+def _floats(op: str) -> list[DType]:
+    return [d for d in _FLOATS if (op, d) not in NN_FALLBACKS]
+
+
+def _linear_cases() -> list[Case]:
+    cases = []
+    for dtype in _floats("linear"):
+        cases.append(Case("linear", (dtype, dtype), ((3, 5), (4, 5))))
+        cases.append(Case("linear", (dtype,) * 3, ((2, 3, 5), (7, 5), (7,))))
+    # the tiled f32 path (8+ rows): edges that are not multiples of the tile, with/without bias
+    cases.append(Case("linear", (DType.F32,) * 3, ((70, 33), (65, 33), (65,))))
+    cases.append(Case("linear", (DType.F32,) * 2, ((2, 9, 16), (3, 16))))
+    return cases
+
+
+def _rope_cases() -> list[Case]:
+    cases = []
+    for dtype in _floats("rope"):
+        cases.append(Case("rope", (dtype, DType.I32), ((2, 5, 8), (5,))))
+        cases.append(Case("rope", (dtype, DType.I64), ((3, 4, 6), ()),
+                          {"interleaved": True, "theta": 500000.0}))  # fmt: skip
+    positions = sorted(_index_dtypes(), key=lambda d: d.value)
+    for index in positions:
+        cases.append(Case("rope", (DType.F32, index), ((2, 3, 10), (3,)), {"rotary_dim": 4}))
+    cases.append(Case("rope", (DType.F32, DType.U32), ((4, 7, 6), ()), {"rotary_dim": 2}))
+    cases.append(Case("rope", (DType.F16, DType.I32), ((2, 5, 8), (5,)), inplace=True))
+    cases.append(Case("rope", (DType.F32, DType.I32), ((3, 4, 6), (4,)), {"interleaved": True},
+                      inplace=True))  # fmt: skip
+    return cases
+
+
+def _index_dtypes() -> frozenset[DType]:
+    opdef = registry.get("rope")
+    assert opdef is not None
+    return opdef.inputs[1].dtypes
+
+
+def _attention_cases() -> list[Case]:
+    cases = []
+    q, k, v = (2, 4, 3, 8), (2, 2, 5, 8), (2, 2, 5, 6)  # grouped: 4 query heads on 2 kv heads
+    for dtype in _floats("attention"):
+        cases.append(Case("attention", (dtype,) * 3, (q, k, v)))
+        cases.append(Case("attention", (dtype,) * 3, (q, k, v), {"causal": True}))
+        cases.append(Case("attention", (dtype,) * 4, (q, k, v, (2, 1, 1, 5)), {"scale": 0.2}))
+        cases.append(Case("attention", (dtype, dtype, dtype, DType.BOOL), (q, k, v, (3, 5))))
+    f32 = (DType.F32,) * 3
+    # a decode step (Sq = 1), more keys than a work group, a v head dim past one column
+    cases.append(Case("attention", f32, ((1, 2, 1, 16), (1, 1, 70, 16), (1, 1, 70, 70)),
+                      {"causal": True}))  # fmt: skip
+    # more queries than keys with causal: the first queries see no key and give zeros
+    cases.append(Case("attention", f32, ((3, 4, 8), (3, 2, 8), (3, 2, 4)), {"causal": True}))
+    cases.append(
+        Case(
+            "attention",
+            (*f32, DType.BOOL),
+            ((2, 2, 3, 4), (2, 2, 6, 4), (2, 2, 6, 3), (2, 2, 3, 6)),
+            {"causal": True},
+        )
+    )
+    cases.append(Case("attention", (*f32, DType.F32), ((2, 3, 4), (2, 5, 4), (2, 5, 4), (3, 5))))
+    return cases
+
+
+def _concat_cases() -> list[Case]:
+    opdef = registry.get("concat")
+    assert opdef is not None
+    cases = []
+    for dtype in _dtype_order(opdef.inputs[0].dtypes):
+        cases.append(Case("concat", (dtype,) * 3, ((2, 3, 5), (2, 1, 5), (2, 4, 5)), {"axis": 1}))
+        # odd row lengths: packed outputs mix inputs inside one 32-bit word
+        cases.append(Case("concat", (dtype,) * 2, ((3, 5), (3, 7)), {"axis": -1}))
+    cases.append(Case("concat", (DType.F32,) * 3, ((0, 5), (2, 5), (1, 5)), {"axis": 0}))
+    cases.append(Case("concat", (DType.U4,), ((3, 5),), {"axis": 0}))
+    return cases
+
+
+def _pad_value(dtype: DType) -> Any:
+    if dtype.is_float:
+        return 1.5
+    if dtype is DType.BOOL:
+        return 1
+    if dtype is DType.T1:
+        return -1
+    return dtype.value_range()[0]
+
+
+def _pad_cases() -> list[Case]:
+    opdef = registry.get("pad")
+    assert opdef is not None
+    cases = []
+    for dtype in _dtype_order(opdef.inputs[0].dtypes):
+        cases.append(Case("pad", (dtype,), ((2, 3, 5),),
+                          {"pads": (1, 0, 2, 0, 3, 1), "value": _pad_value(dtype)}))  # fmt: skip
+        cases.append(Case("pad", (dtype,), ((3, 5),), {"pads": (2, 7, 1, 4), "mode": "reflect"}))
+    for dtype in (DType.F32, DType.I8, DType.U4, DType.F64, DType.BOOL):
+        for mode in ("edge", "wrap", "reflect"):
+            # pads longer than the axis: reflect and wrap repeat periodically
+            cases.append(Case("pad", (dtype,), ((2, 3, 4),),
+                              {"pads": (4, 1, 9, 2), "mode": mode, "axes": (2, -2)}))  # fmt: skip
+    cases.append(Case("pad", (DType.F32,), ((1, 1),), {"pads": (2, 3, 0, 1), "mode": "reflect"}))
+    return cases
+
+
+def _batch_norm_cases() -> list[Case]:
+    cases = []
+    for dtype in _floats("batch_norm"):
+        cases.append(Case("batch_norm", (dtype,) * 5, ((2, 3, 4, 5), *[(3,)] * 4)))
+        cases.append(Case("batch_norm", (dtype,) * 5, ((4, 6), *[(6,)] * 4), {"epsilon": 1e-2}))
+    cases.append(Case("batch_norm", (DType.BF16,) * 5, ((2, 3, 7), *[(3,)] * 4), inplace=True))
+    return cases
+
+
+def _conv_cases() -> list[Case]:
+    cases = []
+    for dtype in _floats("conv2d"):
+        cases.append(Case("conv1d", (dtype,) * 3, ((2, 4, 9), (6, 2, 3), (6,)),
+                          {"groups": 2, "strides": (2,), "pads": (1, 2), "dilations": (2,)}))  # fmt: skip
+        cases.append(Case("conv2d", (dtype,) * 2, ((2, 3, 6, 5), (4, 3, 3, 2))))
+        cases.append(Case("conv2d", (dtype,) * 3, ((1, 4, 7, 6), (4, 1, 3, 3), (4,)),
+                          {"groups": 4, "strides": (2, 1), "pads": (1, 0, 2, 1),
+                           "dilations": (1, 2)}))  # fmt: skip
+    cases.append(Case("conv1d", (DType.F32,) * 2, ((1, 3, 17), (5, 3, 1))))
+    return cases
+
+
+def _pool_cases() -> list[Case]:
+    cases = []
+    for op in ("max_pool", "avg_pool"):
+        opdef = registry.get(op)
+        assert opdef is not None
+        for dtype in _dtype_order(opdef.inputs[0].dtypes):
+            cases.append(Case(op, (dtype,), ((2, 3, 7, 6),),
+                              {"kernel_shape": (3, 2), "strides": (2, 2), "pads": (1, 0, 1, 1)}))  # fmt: skip
+        variants: list[tuple[tuple[int, ...], dict[str, Any]]] = [
+            ((2, 2, 9), {"kernel_shape": (3,), "dilations": (2,), "pads": (2, 1)}),
+            ((1, 2, 4, 5, 3), {"kernel_shape": (2, 2, 2), "strides": (1, 2, 1)}),
+        ]
+        if op == "avg_pool":
+            variants.append(((2, 3, 7, 6), {"kernel_shape": (3, 3), "pads": (1, 1, 1, 1),
+                                            "count_include_pad": True}))  # fmt: skip
+        for shape, params in variants:
+            for dtype in (DType.F32, DType.F16):
+                cases.append(Case(op, (dtype,), (shape,), params))
+    opdef = registry.get("global_average_pool")
+    assert opdef is not None
+    for dtype in _dtype_order(opdef.inputs[0].dtypes):
+        cases.append(Case("global_average_pool", (dtype,), ((2, 3, 4, 5),)))
+        cases.append(Case("global_average_pool", (dtype,), ((2, 3, 7),)))
+    return cases
+
+
+def nn_cases() -> list[Case]:
+    """The parity cases of the model-building ops (attention, rope, conv, pools...)."""
+    return (_linear_cases() + _rope_cases() + _attention_cases() + _concat_cases()
+            + _pad_cases() + _batch_norm_cases() + _conv_cases() + _pool_cases())  # fmt: skip
+
+
 def all_cases() -> list[Case]:
     """Every parity case, in a stable order."""
     return (_elementwise_cases() + _movement_cases() + _norm_cases() + _gather_cases()
             + _fill_cases() + _cast_cases()
-            + _reduce_cases() + _matmul_cases())  # fmt: skip
+            + _reduce_cases() + _matmul_cases() + nn_cases())  # fmt: skip
 
 
 def make_inputs(case: Case) -> list[np.ndarray]:
@@ -311,7 +474,8 @@ def make_inputs(case: Case) -> list[np.ndarray]:
         # No NaN/inf in float accumulations: the order of operations decides where they
         # turn up (normalization rows with non-finite values are NaN on both sides).
         no_edges = ("matmul", "prod_axis", "sum_axis", "mean_axis", "softmax", "log_softmax",
-                    "layer_norm", "rms_norm")  # fmt: skip
+                    "layer_norm", "rms_norm", "linear", "attention", "conv1d", "conv2d",
+                    "avg_pool", "global_average_pool", "rope")  # fmt: skip
         edges = not (case.op in no_edges and dtype.is_float)
         arrays.append(sample(dtype, shape, rng, edges=edges))
     if case.op in ("gather", "embedding"):
@@ -320,6 +484,22 @@ def make_inputs(case: Case) -> list[np.ndarray]:
         low = -size - 2 if case.dtypes[1].is_signed_int else 0
         picked = rng.integers(low, size + 3, case.shapes[1])
         arrays[1] = picked.astype(case.dtypes[1].numpy)
+    if case.op == "attention":
+        # unit-scale scores keep exp() well conditioned; float masks get -inf and -3e4 entries
+        for i in range(3):
+            arrays[i] = (as_float64(arrays[i]) / 4.0).astype(arrays[i].dtype)
+        if len(arrays) > 3 and case.dtypes[3].is_float:
+            flat = arrays[3].reshape(-1)
+            flat[:2] = np.array([-np.inf, -3e4]).astype(flat.dtype)
+        elif len(arrays) > 3:
+            arrays[3].reshape(arrays[3].shape[0], -1)[0] = False  # a row that sees no key
+    if case.op == "rope":
+        # positions up to a few thousand (a long context), offsets small enough not to wrap
+        low = -50 if case.dtypes[1].is_signed_int else 0
+        high = min(case.dtypes[1].value_range()[1], 4000)
+        arrays[1] = rng.integers(low, high, case.shapes[1]).astype(case.dtypes[1].numpy)
+    if case.op == "batch_norm":
+        arrays[4] = np.abs(as_float64(arrays[4])).astype(arrays[4].dtype)  # variances
     if case.op in ("div", "floor_div", "rem") and len(arrays) == 2:
         arrays[1].reshape(-1)[:2] = 0  # zero divisors always present
     return arrays

@@ -6,6 +6,9 @@
 // gl_WorkGroupID.z and broadcast by strides (a batch stride of 0 reuses one matrix).
 // Loops with constant trip counts are unrolled ([[unroll]]) so the TM x TN accumulators and
 // the register rows stay in registers (dynamically indexed arrays would spill to memory).
+// Variants (defines from the generator): B_TRANSPOSED reads B as [N, K] (linear's weight
+// layout, w[n, k]); HAS_BIAS adds bias[n] in the epilogue (binding 2, C moves to 3).
+{{VARIANT}}
 #define BM {{BM}}
 #define BN {{BN}}
 #define BK {{BK}}
@@ -18,7 +21,12 @@
 layout(local_size_x = THREADS) in;
 layout(set = 0, binding = 0) readonly buffer A { float a[]; };
 layout(set = 0, binding = 1) readonly buffer B { float b[]; };
+#ifdef HAS_BIAS
+layout(set = 0, binding = 2) readonly buffer Bias { float bias[]; };
+layout(set = 0, binding = 3) writeonly buffer C { float c[]; };
+#else
 layout(set = 0, binding = 2) writeonly buffer C { float c[]; };
+#endif
 layout(push_constant) uniform Push {
     uint n;
     uint M;
@@ -68,11 +76,20 @@ void main() {
         }
         [[unroll]] for (uint s = 0u; s < (BN * BK) / THREADS; s++) {
             uint t = tid + s * THREADS;
+#ifdef B_TRANSPOSED
+            uint k = t % BK;  // consecutive invocations walk one row of w[n, :]
+            uint nn = t / BK;
+#else
             uint k = t / BN;
             uint nn = t % BN;
+#endif
             uint gk = k0 + k;
             uint gc = col0 + nn;
+#ifdef B_TRANSPOSED
+            Bs[k][nn] = (gk < pc.K && gc < pc.N) ? b[b_base + gc * pc.K + gk] : 0.0;
+#else
             Bs[k][nn] = (gk < pc.K && gc < pc.N) ? b[b_base + gk * pc.N + gc] : 0.0;
+#endif
         }
         barrier();
         [[unroll]] for (uint k = 0u; k < BK; k++) {
@@ -89,7 +106,11 @@ void main() {
         if (gr >= pc.M) continue;
         [[unroll]] for (int j = 0; j < TN; j++) {
             uint gc = col0 + tn + uint(j) * THREADS_N;
+#ifdef HAS_BIAS
+            if (gc < pc.N) c[c_base + gr * pc.N + gc] = acc[i][j] + bias[gc];
+#else
             if (gc < pc.N) c[c_base + gr * pc.N + gc] = acc[i][j];
+#endif
         }
     }
 }
