@@ -28,8 +28,10 @@ __all__ = [
     "ELEMENTWISE",
     "STRUCTURED",
     "KernelRequest",
+    "RuntimeParam",
     "c_literal",
     "render_kernel",
+    "runtime_params",
     "supported_ops",
 ]
 
@@ -41,6 +43,24 @@ class KernelRequest:
     name: str
     info: OpInfo
     where: str
+
+
+@dataclass(frozen=True)
+class RuntimeParam:
+    """A param given as a variable (`value=alpha`), read each time the kernel runs.
+
+    The kernel takes it as an ``oi_param p_<name>`` argument (after the tensors, params in
+    sorted order) and its prologue converts it to the local ``P_<name>`` with the registry's
+    rules for that param (integer range checks, clamp bounds rounded inward). The variable's
+    name is not part of the kernel, so calls with different variables share one function.
+    """
+
+    name: str
+
+
+def runtime_params(info: OpInfo) -> list[str]:
+    """Names of the params of `info` given as variables, in the kernel's argument order."""
+    return sorted(k for k, v in info.params.items() if isinstance(v, RuntimeParam))
 
 
 def c_literal(value: Any, ct: CType | str) -> str:
@@ -185,9 +205,17 @@ def _clamp_expr(y: str, lo: Any, hi: Any, ct: str) -> str:
     """A clamp that skips infinite/absent bounds (integer paths) and lets NaN through (floats)."""
     out = y
     if ct in ("float", "double"):
-        lo_l = c_literal(-math.inf if lo is None else lo, ct)
-        hi_l = c_literal(math.inf if hi is None else hi, ct)
+        lo_l = f"P_{lo.name}" if isinstance(lo, RuntimeParam) else c_literal(-math.inf if lo is None else lo, ct)
+        hi_l = f"P_{hi.name}" if isinstance(hi, RuntimeParam) else c_literal(math.inf if hi is None else hi, ct)
         return f"oi_nan_clamp_{ct}({y}, {lo_l}, {hi_l})"
+    # A bound read at run time was rounded inward and limited to the range by the prologue.
+    if isinstance(lo, RuntimeParam):
+        out = f"oi_max_{ct}({out}, P_{lo.name})"
+        lo = None
+    if isinstance(hi, RuntimeParam):
+        hi_run, hi = hi, None
+    else:
+        hi_run = None
     if ct == "uint64_t":
         # Unsigned values are never below a bound <= 0.
         lo = None if lo is None or lo <= 0 else lo
@@ -198,6 +226,8 @@ def _clamp_expr(y: str, lo: Any, hi: Any, ct: str) -> str:
     if hi is not None and not (isinstance(hi, float) and math.isinf(hi)):
         lit = c_literal(math.floor(hi) if isinstance(hi, float) else hi, ct)
         out = f"oi_min_{ct}({out}, {lit})"
+    if hi_run is not None:
+        out = f"oi_min_{ct}({out}, P_{hi_run.name})"
     return out
 
 
@@ -243,8 +273,15 @@ def _elementwise(req: KernelRequest) -> str:
             continue
         if type(value).__name__ == "VarName":
             raise SynthesisError(
-                f"{req.where}: param {name}={value} names a variable; the C target needs literals"
+                f"{req.where}: param {name}={value} names a variable; this target needs literals"
             )
+        if isinstance(value, RuntimeParam):
+            if name in ("min", "max", "clamp_min", "clamp_max"):
+                clamp_bounds[name] = value
+                expr = expr.replace(f"{{{name}}}", f"@{name}@")
+            else:
+                expr = expr.replace(f"{{{name}}}", f"P_{name}")
+            continue
         if name == "div_by_zero_mask" and value is None:
             value = math.nan if fam == "real" else 0
         if name in ("min", "max", "clamp_min", "clamp_max"):
@@ -769,7 +806,7 @@ def _norm(req: KernelRequest) -> str:
     (shape, *_rest) = info.in_shapes
     nd = len(shape)
     axis = int(info.params.get("axis", -1)) % max(nd, 1)
-    eps = float(info.params.get("epsilon", 0.0))
+    eps = _real_param(info.params, "epsilon", 0.0)
     n_in = len(info.in_dtypes)
     args = "".join(f", const oi_tensor *x{k}" for k in range(n_in))
     ptrs = "".join(
@@ -789,12 +826,12 @@ def _norm(req: KernelRequest) -> str:
         mean /= (double)len;
         for (j = 0; j < len; j++) {{ double t = (double){x.load.format("X0[r * len + j]")} - mean; var += t * t; }}
         var /= (double)len;
-        inv = 1.0 / sqrt(var + {eps!r});"""
+        inv = 1.0 / sqrt(var + {eps});"""
             value = f"((double){x.load.format('X0[r * len + j]')} - mean) * inv"
         else:
             stats = f"""        double ms = 0;
         for (j = 0; j < len; j++) {{ double t = (double){x.load.format("X0[r * len + j]")}; ms += t * t; }}
-        inv = 1.0 / sqrt(ms / (double)len + {eps!r});"""
+        inv = 1.0 / sqrt(ms / (double)len + {eps});"""
             value = f"(double){x.load.format('X0[r * len + j]')} * inv"
         return f"""static int {req.name}(oi_tensor *o{args}) {{
 {ptrs}    {x.storage} *O = ({x.storage} *)o->data;
@@ -839,7 +876,9 @@ def _attention(req: KernelRequest) -> str:
     mask_ct = ctype(info.in_dtypes[3], req.where) if masked else None
     causal = bool(info.params.get("causal", False))
     scale = info.params.get("scale")
-    scale_expr = repr(float(scale)) if scale is not None else "1.0 / sqrt((double)D)"
+    scale_expr = (
+        _real_param(info.params, "scale", 0.0) if scale is not None else "1.0 / sqrt((double)D)"
+    )
     if any(len(s) < 3 for s in info.in_shapes[:3]):
         raise SynthesisError(f"{req.where}: the C target's attention needs q, k, v of rank >= 3")
     # f32 computes in float (as XLA does), other dtypes in double; the dot products keep 8
@@ -1018,7 +1057,7 @@ def _batch_norm(req: KernelRequest) -> str:
     info = req.info
     cts = [ctype(d, req.where) for d in info.in_dtypes]
     x = cts[0]
-    eps = float(info.params.get("epsilon", 1e-5))
+    eps = _real_param(info.params, "epsilon", 1e-5)
     par = ["X1[c]", "X2[c]", "X3[c]", "X4[c]"]
     sc, bi, mu, va = (f"(double){cts[k + 1].load.format(par[k])}" for k in range(4))
     args = "".join(f", const oi_tensor *x{k}" for k in range(5))
@@ -1026,7 +1065,7 @@ def _batch_norm(req: KernelRequest) -> str:
         f"    const {cts[k].storage} *X{k} = (const {cts[k].storage} *)x{k}->data;\n"
         for k in range(5)
     )
-    value = f"{sc} * ((double){x.load.format('X0[(q * C + c) * inner + r]')} - {mu}) / sqrt({va} + {eps!r}) + {bi}"
+    value = f"{sc} * ((double){x.load.format('X0[(q * C + c) * inner + r]')} - {mu}) / sqrt({va} + {eps}) + {bi}"
     return f"""static int {req.name}(oi_tensor *o{args}) {{
 {ptrs}    {x.storage} *O = ({x.storage} *)o->data;
     int64_t outer, C, inner = 1, q, c, r;
@@ -1088,7 +1127,10 @@ def _pad(req: KernelRequest) -> str:
     modes = {"constant": 0, "edge": 1, "wrap": 2, "reflect": 3}
     if mode not in modes:
         raise SynthesisError(f"{req.where}: pad mode {mode!r} is not supported by the C target")
-    fill = x.store.format(c_literal(p.get("value", 0), x))
+    value = p.get("value", 0)
+    fill = x.store.format(
+        f"P_value" if isinstance(value, RuntimeParam) else c_literal(value, x)
+    )
     lits = ", ".join(f"INT64_C({v})" for v in begin) or "0"
     lite = ", ".join(f"INT64_C({v})" for v in end) or "0"
     return f"""static int {req.name}(oi_tensor *o, const oi_tensor *x0) {{
@@ -1131,7 +1173,7 @@ def _rope(req: KernelRequest) -> str:
     info = req.info
     x, pt = ctype(info.in_dtypes[0], req.where), ctype(info.in_dtypes[1], req.where)
     p = info.params
-    theta = float(p.get("theta", 10000.0))
+    theta = _real_param(p, "theta", 10000.0)
     rot_param = int(p.get("rotary_dim", 0) or 0)
     inter = bool(p.get("interleaved", False))
     at = "double" if info.in_dtypes[0] is DType.F64 else "float"
@@ -1156,7 +1198,7 @@ def _rope(req: KernelRequest) -> str:
             const int64_t pos = x1->ndim == 0 ? (int64_t){pt.load.format("P[0]")} + s : (int64_t){pt.load.format("P[s]")};
             if (o != x0) for (i = rot; i < hd; i++) O[base + i] = X[base + i];
             for (i = 0; i < half; i++) {{
-                const double inv = 1.0 / pow({theta!r}, (double)i * 2.0 / (double)rot);
+                const double inv = 1.0 / pow({theta}, (double)i * 2.0 / (double)rot);
                 const double ang = (double)(({at})pos * ({at})inv);
                 const int64_t ia = {"base + 2 * i" if inter else "base + i"}, ib = {"base + 2 * i + 1" if inter else "base + i + half"};
                 const double a = (double){x.load.format("X[ia]")}, b = (double){x.load.format("X[ib]")};
@@ -1383,6 +1425,72 @@ ALIAS_SAFE: frozenset[str] = frozenset(ELEMENTWISE) | {
 }
 
 
+def _real_param(params: dict[str, Any], name: str, default: float) -> str:
+    """A float param as C: a double literal, or ``P_<name>`` when it is read at run time."""
+    value = params.get(name, default)
+    if isinstance(value, RuntimeParam):
+        return f"P_{name}"
+    return repr(float(default if value is None else value))
+
+
+_BOUNDS = {"min": 0, "clamp_min": 0, "max": 1, "clamp_max": 1}  # param -> rounds up (0) / down (1)
+
+
+def _param_prologue(req: KernelRequest, name: str) -> list[str]:
+    """C statements converting the argument ``p_<name>`` into the local ``P_<name>``.
+
+    The conversion is the one the simulator applies to a bound value: float params (epsilon,
+    scale, theta, slopes, bounds of float ops) as numbers; clamp bounds of integer ops
+    rounded inward and limited to the dtype's range (`int_bounds`); fill/pad values and
+    integer div_by_zero_mask exact integers inside the dtype's range (else OI_ERR_ARGUMENT).
+    """
+    info = req.info
+    dtype = info.in_dtypes[0] if info.in_dtypes else info.out_dtype
+    ct = ctype(dtype, req.where)
+    arg, local = f"p_{name}", f"P_{name}"
+    if name == "negative_slope" and ct.family != "real":
+        return [
+            f"if (!({arg}.f >= 0.0 && {arg}.f <= 1.0)) {{",
+            f'    oi_set_error("param negative_slope is %.17g; integer relu needs 0 <= negative_slope <= 1", {arg}.f);',
+            "    return OI_ERR_ARGUMENT;",
+            "}",
+            f"const double {local} = {arg}.f;",
+        ]
+    unused = info.opdef.name == "pad" and info.params.get("mode", "constant") != "constant"
+    if name in ("epsilon", "scale", "theta") or unused:
+        return [f"const double {local} = {arg}.f;"]
+    if ct.family == "real":
+        return [f"const {ct.compute} {local} = ({ct.compute}){arg}.f;"]
+    if name in _BOUNDS:
+        upper = _BOUNDS[name]
+        lo, hi = _int_range(dtype)
+        check = f'if (oi_param_number({arg}, "{name}")) return OI_ERR_ARGUMENT;'
+        if ct.family == "uint":
+            return [check, f"const uint64_t {local} = oi_ubound({arg}.f, {upper}, UINT64_C({hi}));"]
+        lo_l = "INT64_MIN" if lo == -(1 << 63) else f"INT64_C({lo})"
+        return [check, f"const int64_t {local} = oi_sbound({arg}.f, {upper}, {lo_l}, INT64_C({hi}));"]
+    lo, hi = dtype.value_range() if ct.family != "bool" else (0, 1)
+    nonzero = int(dtype is DType.T1 and name == "value")
+    lo_l = "INT64_MIN" if lo == -(1 << 63) else f"INT64_C({lo})"
+    return [
+        f"int64_t q_{name};",
+        f'if (oi_param_int({arg}, {lo_l}, UINT64_C({hi}), {nonzero}, "{name}", &q_{name})) return OI_ERR_ARGUMENT;',
+        f"const {ct.compute} {local} = ({ct.compute})q_{name};",
+    ]
+
+
+def _with_runtime_params(req: KernelRequest, code: str) -> str:
+    """`code` with one ``oi_param`` argument per runtime param and the prologue converting them."""
+    names = runtime_params(req.info)
+    if not names:
+        return code
+    head, sep, rest = code.partition(") {\n")
+    assert sep, "every kernel starts with its signature"
+    args = "".join(f", oi_param p_{n}" for n in names)
+    prologue = [line for n in names for line in (*_param_prologue(req, n), f"(void)P_{n};")]
+    return head + args + sep + "".join(f"    {line}\n" for line in prologue) + rest
+
+
 def supported_ops() -> list[str]:
     """Names of the ops the C target can express, sorted."""
     return sorted(set(ELEMENTWISE) | set(STRUCTURED))
@@ -1396,9 +1504,9 @@ def render_kernel(req: KernelRequest) -> str:
     """
     op = req.info.opdef.name
     if op in STRUCTURED:
-        return STRUCTURED[op](req)
+        return _with_runtime_params(req, STRUCTURED[op](req))
     if op in ELEMENTWISE:
-        return _elementwise(req)
+        return _with_runtime_params(req, _elementwise(req))
     raise SynthesisError(
         f"{req.where}: op {op} is not supported by the C target (supported: {', '.join(supported_ops())})"
     )

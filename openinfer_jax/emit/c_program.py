@@ -20,18 +20,21 @@ Every C statement that can fail is wrapped in ``OI_TRY`` which records the block
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
 
-from openinfer_jax.emit.analysis import Analysis, VarInfo, resolve_dims
+from openinfer_jax.emit.analysis import Analysis, OpInfo, VarInfo, resolve_dims
 from openinfer_jax.emit.c_kernels import (
     ALIAS_SAFE,
     ELEMENTWISE,
     KernelRequest,
+    RuntimeParam,
     c_literal,
     matmul_pack_bytes,
     render_kernel,
+    runtime_params,
 )
 from openinfer_jax.emit.c_types import ctype
 from openinfer_jax.emit.memory import Buffer, MemoryPlan, plan_memory
@@ -56,6 +59,7 @@ from openinfer_jax.ir.nodes import (
     Op,
     Return,
     Transfer,
+    VarName,
     VarRef,
     Yield,
 )
@@ -322,7 +326,7 @@ class _Gen:
             )
 
     def op(self, node: Op, scope: _Scope, out: list[str], ind: str, where: str) -> None:
-        info = self.an.ops[id(node)]
+        info = self.bind_params(self.an.ops[id(node)], scope, where)
         key = repr(
             (
                 info.opdef.name,
@@ -346,6 +350,7 @@ class _Gen:
             self.kernels[key] = fn
         pre: list[str] = []
         args = [self.ref(r, scope, where, pre) for r in node.inputs]
+        args += self.param_args(node, info, scope, where, pre)
         if node.output.indices:
             raise SynthesisError(
                 f"{where}: writing a prefix-table entry is not supported by the C target"
@@ -374,6 +379,47 @@ class _Gen:
             out.append(f"{ind}}}")
         else:
             out.append(f'{ind}OI_TRY({fn}({dst}, {", ".join(args)}), "{where}");')
+
+    def bind_params(self, info: OpInfo, scope: _Scope, where: str) -> OpInfo:
+        """`info` with the params given as names resolved like the simulator does: a loop
+        index or a variable (scalar, persistent scalar) is read each time the op runs
+        (`RuntimeParam`); validation rejects any other name."""
+        named = {k: v for k, v in info.params.items() if isinstance(v, VarName)}
+        if not named or self.target != "c":  # Vulkan kernels take literals only
+            return info
+        params = dict(info.params)
+        for key, value in named.items():
+            if value.name in scope.loops or value.name in self.an.vars:
+                params[key] = RuntimeParam(key)
+            else:
+                raise SynthesisError(
+                    f"{where}: param {key}={value.name} names neither a scalar variable nor a loop "
+                    "index"
+                )
+        return dataclasses.replace(info, params=params)
+
+    def param_args(
+        self, node: Op, info: OpInfo, scope: _Scope, where: str, pre: list[str]
+    ) -> list[str]:
+        """Kernel arguments of the params read at run time (`bind_params`), in the kernel's
+        order; a variable is checked to hold one element and read when the op runs."""
+        named = self.an.ops[id(node)].params
+        out = []
+        for key in runtime_params(info):
+            vname = named[key].name
+            if vname in scope.loops:
+                out.append(f"oi_param_i64({scope.loops[vname]})")
+                continue
+            self.touch(vname, scope)
+            self.tmp_count += 1
+            q = f"Q{self.tmp_count}"
+            code = self.an.vars[vname].dtype.code
+            pre.append(f"oi_param {q};")
+            pre.append(
+                f'OI_TRY(oi_param_of(&{self.var(vname, scope)}, {code}u, &{q}), "{where}");'
+            )
+            out.append(q)
+        return out
 
     def branch(
         self, node: Branch, block: str, scope: _Scope, out: list[str], depth: int, where: str

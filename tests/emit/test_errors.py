@@ -81,17 +81,23 @@ def test_inexpressible_node_is_named(tmp_path: Path) -> None:
     write_oinf(model, sizevars={}, metadata={}, tensors={})
     graph = """
 graph {
-  dynamic { x: f32[4]; alpha: f32; }
-  volatile { y: f32[4]; }
+  dynamic { x0: f32[4]; }
+  volatile { x: f32[4]; }
   block entry {
-    op fill(x, value=alpha) >> y;
+    op add(x0, x0) >> x;
+    loop l (i in 0..2) {
+      yield x;
+      await x;
+    }
     return;
   }
+  block c { await x; op add(x, x) >> x; yield x; }
 }
 """
     with pytest.raises(
         SynthesisError,
-        match=r"block entry node `op fill\(x\) >> y` at 6:5: param value=alpha names a variable; the C target needs literals",
+        match=r"block entry node `yield` at 8:7: the C target runs consumers at a yield of the entry "
+        r"block's top level only",
     ):
         Synthesizer("c").synthesize(model, graph)
 

@@ -531,6 +531,58 @@ double oi_get_f64(const void *data, uint32_t code) {
     }
 }
 
+int oi_param_of(const oi_tensor *t, uint32_t code, oi_param *out) {
+    if (oi_numel(t) != 1) {
+        oi_set_error("a param variable must hold one element, it holds %lld", (long long)oi_numel(t));
+        return OI_ERR_SHAPE;
+    }
+    out->u64 = code == 8;
+    out->is_int = !(code == 9 || code == 10 || code == 11 || code == 16 || code == 17);
+    out->i = out->is_int ? oi_get_i64(t->data, code) : 0;
+    out->f = oi_get_f64(t->data, code);
+    return OI_OK;
+}
+
+oi_param oi_param_i64(int64_t v) {
+    oi_param p;
+    p.f = (double)v;
+    p.i = v;
+    p.is_int = 1;
+    p.u64 = 0;
+    return p;
+}
+
+int oi_param_int(oi_param p, int64_t lo, uint64_t hi, int nonzero, const char *what, int64_t *out) {
+    int ok;
+    if (p.is_int && p.u64) {
+        ok = (uint64_t)p.i <= hi && (lo <= 0 || (uint64_t)p.i >= (uint64_t)lo);
+        *out = p.i;
+    } else if (p.is_int) {
+        ok = p.i >= lo && (p.i < 0 || (uint64_t)p.i <= hi);
+        *out = p.i;
+    } else {
+        /* a float variable: an integral value inside the range (compared as doubles) */
+        ok = p.f == floor(p.f) && p.f >= (double)lo && p.f <= (double)hi && p.f < 18446744073709551616.0;
+        if (ok && p.f >= 9223372036854775808.0) *out = (int64_t)(uint64_t)p.f;
+        else if (ok) *out = (int64_t)p.f;
+    }
+    if (ok && nonzero && *out == 0) ok = 0;
+    if (!ok) {
+        oi_set_error("param %s is %.17g; it must be an integer in [%lld, %llu]%s", what, p.f,
+                     (long long)lo, (unsigned long long)hi, nonzero ? " other than 0" : "");
+        return OI_ERR_ARGUMENT;
+    }
+    return OI_OK;
+}
+
+int oi_param_number(oi_param p, const char *what) {
+    if (p.f != p.f) {
+        oi_set_error("param %s is NaN; an integer op needs a number", what);
+        return OI_ERR_ARGUMENT;
+    }
+    return OI_OK;
+}
+
 void oi_add_scalar(void *data, uint32_t code, int64_t delta) {
     switch (code) {
     case 1: *(int8_t *)data = (int8_t)(*(int8_t *)data + delta); break;

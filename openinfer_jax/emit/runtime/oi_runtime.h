@@ -147,6 +147,41 @@ int64_t oi_get_i64(const void *data, uint32_t code);
 double oi_get_f64(const void *data, uint32_t code);
 void oi_add_scalar(void *data, uint32_t code, int64_t delta);
 
+/* An op param given as a variable (`value=alpha`), read when the op runs: the scalar as a
+   double and, for integer and bool variables, exactly (`i`; `u64` marks an unsigned 64-bit
+   value whose bits are in `i`). */
+typedef struct {
+    double f;
+    int64_t i;
+    int is_int, u64;
+} oi_param;
+
+/* The scalar variable `t` of dtype `code` as a param; OI_ERR_SHAPE unless it has one element. */
+int oi_param_of(const oi_tensor *t, uint32_t code, oi_param *out);
+/* A loop index or other int64 as a param. */
+oi_param oi_param_i64(int64_t v);
+/* An integer-valued param (fill/pad value, div_by_zero_mask of an integer op): an integer in
+   [lo, hi] (t1 also excludes 0 when `nonzero`), else OI_ERR_ARGUMENT naming `what`. The value
+   is returned as int64 bits (an unsigned value above INT64_MAX wraps, and is cast back). */
+int oi_param_int(oi_param p, int64_t lo, uint64_t hi, int nonzero, const char *what, int64_t *out);
+/* A float param that must be a number (clamp bounds; NaN cannot be rounded to an integer). */
+int oi_param_number(oi_param p, const char *what);
+
+/* Clamp bounds of an integer op from a float (the registry's int_bounds): rounded inward,
+   ceil for a lower bound and floor for an upper one, then limited to the dtype's [lo, hi]. */
+static inline int64_t oi_sbound(double v, int upper, int64_t lo, int64_t hi) {
+    double r = upper ? floor(v) : ceil(v);
+    if (!(r > (double)lo)) return lo;
+    if (r >= (double)hi) return hi;
+    return (int64_t)r;
+}
+static inline uint64_t oi_ubound(double v, int upper, uint64_t hi) {
+    double r = upper ? floor(v) : ceil(v);
+    if (!(r > 0.0)) return 0;
+    if (r >= (double)hi) return hi;
+    return (uint64_t)r;
+}
+
 /* Reductions: the output iterates the kept axes, `oi_red_offset` walks the reduced ones. */
 typedef struct {
     int n_keep, n_red;
@@ -161,10 +196,14 @@ int64_t oi_keep_offset(const oi_red_plan *p, int64_t q);
 
 /* Scalar helpers with the registry's semantics (NaN passes clamps, integer division wraps). */
 static inline float oi_nan_clamp_float(float y, float lo, float hi) {
-    return y != y ? y : (y < lo ? lo : (y > hi ? hi : y));
+    /* min(max(y, lo), hi) as the reference: with lo > hi every value becomes hi */
+    float t = y < lo ? lo : y;
+    return y != y ? y : (t > hi ? hi : t);
 }
 static inline double oi_nan_clamp_double(double y, double lo, double hi) {
-    return y != y ? y : (y < lo ? lo : (y > hi ? hi : y));
+    /* min(max(y, lo), hi) as the reference: with lo > hi every value becomes hi */
+    double t = y < lo ? lo : y;
+    return y != y ? y : (t > hi ? hi : t);
 }
 static inline int64_t oi_min_int64_t(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t oi_max_int64_t(int64_t a, int64_t b) { return a > b ? a : b; }
