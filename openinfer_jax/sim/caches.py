@@ -11,6 +11,12 @@ was (docs/semantics.md, "Atomic steps").
 Invariant: storage beyond the current counts is zero. New capacity is zero-filled, a
 reset zeroes, and rollback restores overwritten entries, so reading a never-written
 entry returns zeros without bookkeeping.
+
+Where the buffer lives is a `TableStorage` strategy: `JaxTableStorage` (a JAX array on
+the executor's device, the default) or `openinfer_jax.sim.vulkan_tables.VulkanTableStorage`
+(a Vulkan device tensor). `TableCache` does all the index arithmetic (counts, slices,
+negative indices, auto_dim widening, fixed caps, undo records) once for both; a storage
+only moves blocks given as per-dim `starts`/`sizes` of its buffer.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -28,7 +34,14 @@ from openinfer_jax.errors import SimulationError
 from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.sim.values import Ragged, bucket_size
 
-__all__ = ["INITIAL_CAPACITY", "PersistentStore", "Slice", "TableCache"]
+__all__ = [
+    "INITIAL_CAPACITY",
+    "JaxTableStorage",
+    "PersistentStore",
+    "Slice",
+    "TableCache",
+    "TableStorage",
+]
 
 # First capacity of a growable axis; a power of two so that buckets fit the buffer.
 INITIAL_CAPACITY = 16
@@ -94,12 +107,107 @@ def _grow(buf: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     return jax.lax.dynamic_update_slice(out, buf, (0,) * buf.ndim)
 
 
+class TableStorage(Protocol):
+    """Where a table's buffer lives, and the block moves `TableCache` needs on it.
+
+    Blocks are given per buffer dim: `starts` (ints) and `sizes` (ints). Values a storage
+    returns from `read` and `write` (the overwritten block) are its own kind (a JAX array,
+    a device tensor) and are accepted back by `write`.
+    """
+
+    #: Whether `TableCache.read` may return a padded `Ragged` block (bucketed reads).
+    padded_reads: bool
+
+    def zeros(self, dtype: DType, shape: tuple[int, ...]) -> Any:
+        """A new all-zero buffer (or block value) of `shape`."""
+        ...
+
+    def shape(self, buf: Any) -> tuple[int, ...]:
+        """The storage shape of `buf`."""
+        ...
+
+    def grow(self, buf: Any, shape: tuple[int, ...]) -> Any:
+        """A zero buffer of `shape` holding `buf` in its leading corner."""
+        ...
+
+    def read(
+        self, buf: Any, starts: tuple[int, ...], sizes: tuple[int, ...], shape: tuple[int, ...]
+    ) -> Any:
+        """A copy (never an alias) of the block at `starts`/`sizes`, reshaped to `shape`."""
+        ...
+
+    def write(
+        self, buf: Any, value: Any, starts: tuple[int, ...], sizes: tuple[int, ...]
+    ) -> tuple[Any, Any]:
+        """Write `value` (any shape holding the block's elements) at `starts`/`sizes`.
+
+        Returns the buffer to keep and the overwritten block (the undo record).
+        """
+        ...
+
+    def load(self, array: np.ndarray, dtype: DType, shape: tuple[int, ...]) -> Any:
+        """A new buffer of `shape`: zeros with the host `array` in its leading corner."""
+        ...
+
+    def host(self, buf: Any, sizes: tuple[int, ...]) -> np.ndarray:
+        """The leading-corner block of `sizes` as a host array."""
+        ...
+
+
+class JaxTableStorage:
+    """Table buffers as JAX arrays on one device (or sharding); writes update in place."""
+
+    padded_reads = True
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+
+    def zeros(self, dtype: DType, shape: tuple[int, ...]) -> jax.Array:
+        """A zero array of `shape` on the storage's device."""
+        return jax.device_put(jnp.zeros(shape, dtype.numpy), self.device)
+
+    def shape(self, buf: jax.Array) -> tuple[int, ...]:
+        """`buf.shape`."""
+        return tuple(buf.shape)
+
+    def grow(self, buf: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+        """A zero array of `shape` holding `buf` in its leading corner (one XLA call)."""
+        return _grow(buf, shape)
+
+    def read(
+        self,
+        buf: jax.Array,
+        starts: tuple[int, ...],
+        sizes: tuple[int, ...],
+        shape: tuple[int, ...],
+    ) -> jax.Array:
+        """The block as a new array (jitted `dynamic_slice`, starts traced)."""
+        return _read(buf, np.asarray(starts, np.int32), tuple(sizes), tuple(shape))
+
+    def write(
+        self, buf: jax.Array, value: Any, starts: tuple[int, ...], sizes: tuple[int, ...]
+    ) -> tuple[jax.Array, jax.Array]:
+        """In-place `dynamic_update_slice` (donated buffer); the old block read first."""
+        return _update(buf, value, np.asarray(starts, np.int32), tuple(sizes))
+
+    def load(self, array: np.ndarray, dtype: DType, shape: tuple[int, ...]) -> jax.Array:
+        """Zeros of `shape` with `array` in the corner, put on the device."""
+        buf = jnp.zeros(shape, dtype.numpy)
+        buf = jax.lax.dynamic_update_slice(buf, jnp.asarray(array, dtype.numpy), (0,) * buf.ndim)
+        return jax.device_put(buf, self.device)
+
+    def host(self, buf: jax.Array, sizes: tuple[int, ...]) -> np.ndarray:
+        """The corner block copied to the host."""
+        return np.asarray(_read(buf, np.zeros(len(sizes), np.int32), sizes, sizes))
+
+
 class TableCache:
     """One `@table` / `@auto_dim` persistent variable.
 
     `indices` are the declared index names in access order; each is either a table axis
     (selects entries) or an auto-dim axis (widens entry dim k by its count, k being its
     position in `@auto_dim(...)`). `fixed` caps counts (`@fixed(i=N)`), pre-sizing storage.
+    `storage` holds the buffer (default: a JAX array on `device`).
     """
 
     def __init__(
@@ -111,6 +219,7 @@ class TableCache:
         entry_dims: tuple[int, ...],
         fixed: dict[str, int],
         device: Any,
+        storage: TableStorage | None = None,
     ) -> None:
         if dtype.is_packed:
             raise SimulationError(
@@ -131,9 +240,8 @@ class TableCache:
         self.table_axes = tuple(i for i in indices if i not in auto_dim)
         self.counts: dict[str, int] = {i: 0 for i in indices}
         self.capacity: dict[str, int] = {i: self.fixed.get(i, INITIAL_CAPACITY) for i in indices}
-        self.buffer = jax.device_put(
-            jnp.zeros(self._storage_shape(self.capacity), dtype.numpy), device
-        )
+        self.storage: TableStorage = storage if storage is not None else JaxTableStorage(device)
+        self.buffer = self.storage.zeros(dtype, self._storage_shape(self.capacity))
 
     # ---- geometry ---------------------------------------------------------------------
     def _storage_shape(self, capacity: dict[str, int]) -> tuple[int, ...]:
@@ -238,7 +346,7 @@ class TableCache:
                 # Doubling keeps appends amortized O(1) and capacities powers of two.
                 new_cap[axis] = max(bucket_size(n), 2 * new_cap[axis])
         if new_cap != self.capacity:
-            self.buffer = _grow(self.buffer, self._storage_shape(new_cap))
+            self.buffer = self.storage.grow(self.buffer, self._storage_shape(new_cap))
             self.capacity = new_cap
 
     # ---- operations ---------------------------------------------------------------------
@@ -257,11 +365,11 @@ class TableCache:
             starts, sizes, kept, counts = self._plan(sel)
         out_shape = tuple(s for s, k in zip(sizes, kept) if k)
         sliced = [a for a, k in enumerate(kept[: len(self.table_axes)]) if k]
-        if bucket and len(sliced) == 1:
+        if bucket and self.storage.padded_reads and len(sliced) == 1:
             axis = sliced[0]
             length = sizes[axis]
             padded = bucket_size(length)
-            if starts[axis] + padded <= self.buffer.shape[axis]:
+            if starts[axis] + padded <= self.storage.shape(self.buffer)[axis]:
                 psizes = list(sizes)
                 psizes[axis] = padded
                 out_axis = sum(1 for k in kept[:axis] if k)
@@ -275,7 +383,7 @@ class TableCache:
         Returns an array, or a `Ragged` when the plan is padded (see `prepare_read`).
         """
         plan = self.prepare_read(sel, undo, bucket=bucket)
-        block = _read(self.buffer, np.asarray(plan.starts, np.int32), plan.sizes, plan.shape)
+        block = self.storage.read(self.buffer, plan.starts, plan.sizes, plan.shape)
         if plan.axis is not None:
             return Ragged(block, plan.axis, plan.length)
         return block
@@ -301,17 +409,19 @@ class TableCache:
                 f"entry shape {list(want)}"
             )
         starts_t, sizes_t, _want = self.prepare_write(sel, undo)
-        starts_arr = np.asarray(starts_t, np.int32)
-        self.buffer, old = _update(self.buffer, value, starts_arr, sizes_t)
-        self.record_restore(old, starts_arr, undo)
+        self.buffer, old = self.storage.write(self.buffer, value, starts_t, sizes_t)
+        self.record_restore(old, starts_t, undo)
 
-    def record_restore(
-        self, old: jax.Array, starts: np.ndarray, undo: list[Callable[[], None]]
-    ) -> None:
-        """Push an undo record that writes `old` back at `starts`."""
+    def record_restore(self, old: Any, starts: Any, undo: list[Callable[[], None]]) -> None:
+        """Push an undo record that writes the block `old` (the storage's kind) back at `starts`.
+
+        Starts are per-dim indices, so the record stays valid if the buffer grows later in
+        the step (its capacity changes, the entry's position does not).
+        """
+        at = tuple(int(i) for i in np.asarray(starts))
 
         def restore() -> None:
-            self.buffer, _ = _update(self.buffer, old, starts, tuple(old.shape))
+            self.buffer, _ = self.storage.write(self.buffer, old, at, tuple(old.shape))
 
         undo.append(restore)
 
@@ -320,7 +430,7 @@ class TableCache:
         if not sel:
             old_buf, old_counts = self.buffer, dict(self.counts)
             # A fresh buffer keeps the old one alive for rollback (no donation here).
-            self.buffer = jnp.zeros_like(old_buf)
+            self.buffer = self.storage.zeros(self.dtype, self.storage.shape(old_buf))
             self.counts = {i: 0 for i in self.indices}
 
             def restore() -> None:
@@ -333,14 +443,9 @@ class TableCache:
             if isinstance(idx, int) and idx >= self.counts[axis]:
                 return  # never written: already zero (storage invariant), nothing to undo
         starts, sizes, _kept, _counts = self._plan(padded)
-        zeros = jnp.zeros(tuple(sizes), self.dtype.numpy)
-        starts_arr = np.asarray(starts, np.int32)
-        self.buffer, old = _update(self.buffer, zeros, starts_arr, tuple(sizes))
-
-        def restore_entry(old: jax.Array = old, starts_arr: np.ndarray = starts_arr) -> None:
-            self.buffer, _ = _update(self.buffer, old, starts_arr, tuple(old.shape))
-
-        undo.append(restore_entry)
+        zeros = self.storage.zeros(self.dtype, tuple(sizes))
+        self.buffer, old = self.storage.write(self.buffer, zeros, tuple(starts), tuple(sizes))
+        self.record_restore(old, tuple(starts), undo)
 
     def _set_counts(self, counts: dict[str, int], undo: list[Callable[[], None]]) -> None:
         old = dict(self.counts)
@@ -376,18 +481,15 @@ class TableCache:
             a: self.fixed.get(a, max(INITIAL_CAPACITY, bucket_size(counts[a])))
             for a in self.indices
         }
-        buf = jnp.zeros(self._storage_shape(capacity), self.dtype.numpy)
-        buf = jax.lax.dynamic_update_slice(
-            buf, jnp.asarray(array, self.dtype.numpy), (0,) * buf.ndim
+        self.buffer = self.storage.load(
+            np.asarray(array, self.dtype.numpy), self.dtype, self._storage_shape(capacity)
         )
-        self.buffer = jax.device_put(buf, self.device)
         self.capacity = capacity
         self.counts = counts
 
     def host_view(self) -> np.ndarray:
         """The whole logical table as a host array (for `fetch`)."""
-        sizes = self.logical_shape()
-        return np.asarray(_read(self.buffer, np.zeros(len(sizes), np.int32), sizes, sizes))
+        return self.storage.host(self.buffer, self.logical_shape())
 
 
 class PersistentStore:

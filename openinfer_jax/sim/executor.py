@@ -58,6 +58,7 @@ from openinfer_jax.sim.values import (
     value_shape,
 )
 from openinfer_jax.sim.vulkan_store import DeviceResident, DeviceStore
+from openinfer_jax.sim.vulkan_tables import CACHE_STATS, VulkanTableStorage
 
 if TYPE_CHECKING:
     from openinfer_jax.sim.simulator import Simulator
@@ -107,7 +108,7 @@ class Executor:
         self._var_initial: dict[str, Any] = {}
         self._params_cache = sim.params_cache
         self._vk_weights: dict[int, tuple[Any, Any]] = {}
-        self._vk_transfers = {"vk_uploads": 0, "vk_downloads": 0}
+        self._vk_transfers = {"vk_uploads": 0, "vk_downloads": 0, **dict.fromkeys(CACHE_STATS, 0)}
         self._pending_warnings: list[str] = []
         self._emit = False
         self._loaded_now: list[str] = []
@@ -131,7 +132,9 @@ class Executor:
     @property
     def stats(self) -> dict[str, int]:
         """Counters: steps, XLA compilations, exact-shape fallbacks, region calls; with
-        ``device="vulkan"`` also host-to-device tensor uploads and device-to-host downloads."""
+        ``device="vulkan"`` also host-to-device tensor uploads and device-to-host downloads
+        (``vk_uploads``/``vk_downloads``), and the part of them made by persistent memory
+        (``vk_cache_uploads``/``vk_cache_downloads``, ``vk_cache_bytes``)."""
         stats = {
             "steps": self._steps,
             "compilations": self.compiler.compilations + self.sim.wide.compilations,
@@ -201,7 +204,7 @@ class Executor:
         if decl.kind is MemoryKind.PERSISTENT:
             if name in self.persistent.tables:
                 return self.persistent.tables[name].host_view()
-            return to_host(self.persistent.values[name])
+            return to_host(self._vk_persistent_host(self.persistent.values[name]))
         if decl.kind is MemoryKind.DYNAMIC:
             if name in self._inserted:
                 return np.array(self._inserted[name])
@@ -409,9 +412,11 @@ class Executor:
         store = self.persistent
         if isinstance(node, CacheRead):
             value = self._cache_read(node.src, scope)
+            if node.dst.indices:  # prefix-table entries are host values
+                value = self._vk_persistent_host(value)
             self._write_ref(node.dst, value, scope)
         elif isinstance(node, CacheWrite):
-            value = self._read_ref(node.src, scope)
+            value = self._vk_cache_source(node.src, scope)
             self._cache_write(node.dst, value, scope)
         elif isinstance(node, (CacheIncrement, CacheDecrement)):
             decl = self._persistent_decl(node.name)
@@ -442,7 +447,9 @@ class Executor:
 
     def _effect_io(self, node: Node) -> dict[str, Any]:
         if isinstance(node, CacheRead):
-            value = self._store.get(node.dst.name)
+            value = dict.get(self._store, node.dst.name)
+            if isinstance(value, DeviceResident):  # describe it without downloading it
+                value = np.empty(value.tensor.shape, value.tensor.dtype.numpy)
             out: dict[str, Any] = {"params": [str(node.src)], "output": [str(node.dst)]}
             if value is not None:
                 out["output_shapes"] = [list(value_shape(value))]
@@ -493,6 +500,8 @@ class Executor:
     def _cache_write(self, access: CacheAccess, value: Any, scope: dict[str, int]) -> None:
         decl = self._persistent_decl(access.name)
         store = self.persistent
+        if isinstance(value, DeviceResident):
+            value = self._vk_resident_write(decl, value)
         value = materialize(value)
         if np.dtype(value.dtype) != np.dtype(decl.dtype.numpy):
             raise SimulationError(
@@ -525,6 +534,9 @@ class Executor:
                 entry,
                 dict(decl.fixed),
                 self.sim.placement(decl.name, self.device),
+                None
+                if self.sim.vulkan is None
+                else VulkanTableStorage(self.sim.vulkan, self._vk_transfers),
             )
             return
         value = self.sim.initial_value(decl, self.device)
@@ -817,6 +829,30 @@ class Executor:
             # Later ops in this step read the same buffer instead of uploading it again.
             store.keep_resident(ref.name, dict.__getitem__(store, ref.name), tensor)
         return tensor
+
+    def _vk_cache_source(self, ref: VarRef, scope: dict[str, int]) -> Any:
+        """A `cache.write` source: the `DeviceResident` itself when it lives on the device."""
+        store = self._store
+        if isinstance(store, DeviceStore) and not ref.indices and ref.name not in scope:
+            raw = store.raw(ref.name)
+            if isinstance(raw, DeviceResident):
+                return raw
+        return self._read_ref(ref, scope)
+
+    def _vk_resident_write(self, decl: VarDecl, value: DeviceResident) -> Any:
+        """What `cache.write` stores for a resident value: itself for a table or a
+        persistent tensor (a device-side copy / a shared immutable buffer), the host value
+        for a scalar (counters and indices are read on the host)."""
+        if not decl.is_table and not decl.dims:
+            return self._vk_persistent_host(value)
+        return value
+
+    def _vk_persistent_host(self, value: Any) -> Any:
+        """The host value of a possibly device-resident persistent value (downloaded once)."""
+        store = self._store
+        if isinstance(value, DeviceResident) and isinstance(store, DeviceStore):
+            return store.host_value(value)
+        return value
 
     def _run_op_vulkan(
         self, region: RegionPlan, scope: dict[str, int]

@@ -3,8 +3,13 @@
 A Vulkan-executed op leaves its output in a device buffer (`DeviceResident`); the next
 Vulkan op reads that buffer directly. The host copy is made only when something on the
 host side reads the entry (a CPU-fallback op, `fetch`, a branch condition or loop bound,
-a cache write, a yield) — that is, on the first ordinary dict read — and is then kept
-next to the buffer, so each value crosses to the host at most once.
+a yield) — that is, on the first ordinary dict read — and is then kept next to the
+buffer, so each value crosses to the host at most once.
+
+Persistent memory stays on the device too: cache tables are device tensors
+(vulkan_tables.py), `cache.read` of a table puts a `DeviceResident` in the store, and
+`cache.write` of a resident value copies it on the device (a persistent tensor just keeps
+the `DeviceResident`: device buffers are never written in place, so sharing is safe).
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 __all__ = ["DeviceResident", "DeviceStore"]
 
@@ -22,6 +29,18 @@ class DeviceResident:
 
     tensor: Any  # openinfer_jax.vk.DeviceTensor (vk is optional, so no import here)
     host: Any = field(default=None, repr=False)
+
+    # Shape and dtype as an array would show them, so the shape/dtype checks of cache
+    # writes apply to resident values without downloading them.
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The tensor's logical shape."""
+        return tuple(self.tensor.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The NumPy dtype of the simulator representation (packed types: int8/uint8)."""
+        return np.dtype(self.tensor.dtype.numpy)
 
 
 class DeviceStore(dict[str, Any]):
@@ -39,11 +58,22 @@ class DeviceStore(dict[str, Any]):
         self._download = download
 
     def _host(self, key: str, raw: Any) -> Any:
+        return self.host_value(raw)
+
+    def host_value(self, raw: Any) -> Any:
+        """The host value of a raw entry: a `DeviceResident` is downloaded once, then kept.
+
+        Also for resident values held outside the dict (persistent tensors, see caches.py).
+        """
         if isinstance(raw, DeviceResident):
             if raw.host is None:
                 raw.host = self._download(raw.tensor)
             return raw.host
         return raw
+
+    def raw(self, key: str) -> Any:
+        """The entry as stored (a `DeviceResident` stays one), or None; never downloads."""
+        return dict.get(self, key)
 
     def __getitem__(self, key: str) -> Any:
         return self._host(key, super().__getitem__(key))

@@ -608,3 +608,79 @@ class VulkanBackend:
             seq.eval()
         except RuntimeError as exc:
             raise BackendError(f"{what} failed on {self.device_name}: {exc}") from None
+
+    # ==== cache-table support (issue 7: tables resident on the device) ==========================
+    # Added for openinfer_jax/sim/vulkan_tables.py; device-side copies and zero fills that a
+    # growable table buffer needs, built on the existing copy/fill/movement kernels.
+    def copy_elements(
+        self, src: DeviceTensor, src_offset: int, dst: DeviceTensor, dst_offset: int, count: int
+    ) -> None:
+        """Copy flat elements ``src_offset .. +count`` of `src` to `dst` at `dst_offset`.
+
+        `src` and `dst` may be the same tensor only if the ranges do not overlap (one
+        dispatch reads and writes concurrently).
+
+        Raises:
+            BackendError: dtypes differ, a range leaves its tensor, or ranges overlap.
+        """
+        self._check_own(src, dst)
+        if src.dtype is not dst.dtype:
+            raise BackendError(
+                f"copy_elements: source is {src.dtype.short}, destination {dst.dtype.short}"
+            )
+        for what, tensor, offset in (("source", src, src_offset), ("destination", dst, dst_offset)):
+            if offset < 0 or count < 0 or offset + count > tensor.numel:
+                raise BackendError(
+                    f"copy_elements: {what} elements {offset}..{offset + count} are outside a "
+                    f"tensor of {tensor.numel} elements"
+                )
+        if src is dst and src_offset < dst_offset + count and dst_offset < src_offset + count:
+            raise BackendError("copy_elements: overlapping ranges within one tensor")
+        if count:
+            self._launch(kernels.copy_kernel(src.dtype, src_offset, dst_offset, count), [src, dst])
+
+    def zero_fill(self, dst: DeviceTensor) -> None:
+        """Set every bit of `dst`'s buffer to zero, on the device (one dispatch)."""
+        self._check_own(dst)
+        # All-zero words are the zero of every dtype, so the buffer is filled as u32 words:
+        # no 64-bit shader capability is needed, whatever `dst` holds.
+        words = DeviceTensor(DType.U32, (dst.words,), dst.handle, dst.words)
+        self._launch(kernels.fill_kernel(DType.U32, (dst.words,), 0), [words])
+
+    def read_strided(
+        self, src: DeviceTensor, offset: int, strides: Sequence[int], shape: Sequence[int]
+    ) -> DeviceTensor:
+        """A new tensor of `shape`: ``out[c] = src[offset + sum(c_d * strides_d)]`` (one dispatch).
+
+        For a block of a larger buffer (a table slice that is not contiguous).
+
+        Raises:
+            BackendError: a rank too deep for the gather kernel after merging contiguous
+                dims, or an element outside `src`.
+        """
+        self._check_own(src)
+        shape = tuple(int(d) for d in shape)
+        strides = [int(s) for s in strides]
+        if len(strides) != len(shape):
+            raise BackendError(
+                f"read_strided: {len(strides)} strides for a rank-{len(shape)} shape"
+            )
+        last = offset + sum((d - 1) * s for d, s in zip(shape, strides) if d > 0)
+        if math.prod(shape) and (offset < 0 or last >= src.numel or min(strides, default=0) < 0):
+            raise BackendError(
+                f"read_strided: the block reaches element {last}, outside a tensor of "
+                f"{src.numel} elements"
+            )
+        out = self.empty(src.dtype, shape)
+        if not math.prod(shape):
+            return out
+        dtype, view_src, view_out = src.dtype, src, out
+        if src.dtype.bits == 64:
+            # 64-bit elements move as pairs of u32 words: no shaderInt64/Float64 needed.
+            dtype = DType.U32
+            shape, strides, offset = (*shape, 2), [2 * s for s in strides] + [1], 2 * offset
+            view_src = DeviceTensor(DType.U32, (src.words,), src.handle, src.words)
+            view_out = DeviceTensor(DType.U32, shape, out.handle, out.words)
+        kernel = kernels.movement_kernel("slice", dtype, shape, strides, offset)
+        self._launch(kernel, [view_src, view_out])
+        return out
