@@ -7,7 +7,11 @@ Figures (every baseline is measured in the same run, on the same machine):
    (cuBLAS fp32), the issue's target being Vulkan >= 0.5 of cuBLAS at 4096.
 2. a decode-like step (x[1,d] @ W1[d,4d] + b1 -> relu -> @ W2[4d,d] + x; d = 768, or 256
    with --quick): five dispatches on resident weights vs the same math in one jax.jit on
-   the CPU.
+   the CPU; and the same step with `linear` (bias fused into the matmul kernel: three
+   dispatches).
+3. model-building ops (vk/nn_kernels.py), resident inputs, vs the same math as one jax.jit
+   on the CPU: attention for a prefill (Sq = Skv) and a decode step (Sq = 1, a long cache),
+   conv2d 3x3 (a ResNet-like layer), with GFLOP/s and the speedup (XLA ms / Vulkan ms).
 
 Run: .venv/bin/python bench/bench_vk.py [--quick] [--torch] [--device-index N]
 Results: bench/results/vk.json. On lavapipe (Mesa's CPU Vulkan) the "device" is the same
@@ -173,6 +177,150 @@ def bench_decode_step(be: VulkanBackend, d: int, repeats: int) -> dict[str, Any]
     return {"d": d, "vulkan_ms": vk_ms, "xla_cpu_ms": jax_ms, "max_rel_err": err}
 
 
+def bench_decode_linear(be: VulkanBackend, d: int, repeats: int) -> dict[str, Any]:
+    """The decode-like step with `linear` (bias in the kernel): three dispatches instead of five."""
+    rng = np.random.default_rng(1)
+    f32 = DType.F32
+    x = rng.standard_normal((1, d), dtype=np.float32)
+    w1 = (rng.standard_normal((4 * d, d)) / np.sqrt(d)).astype(np.float32)  # [out, in]
+    b1 = rng.standard_normal((4 * d,), dtype=np.float32)
+    w2 = (rng.standard_normal((d, 4 * d)) / np.sqrt(4 * d)).astype(np.float32)
+    b2 = np.zeros(d, np.float32)
+    tx, tw1, tb1, tw2, tb2 = (be.upload(v, f32) for v in (x, w1, b1, w2, b2))
+    h, y = be.empty(f32, (1, 4 * d)), be.empty(f32, (1, d))
+
+    def step_vk() -> Any:
+        be.run("linear", [tx, tw1, tb1], {}, f32, (1, 4 * d), out=h)
+        be.run("relu", [h], {}, f32, (1, 4 * d), out=h)
+        be.run("linear", [h, tw2, tb2], {}, f32, (1, d), out=y)
+        be.sync()
+        return y
+
+    got = be.download(step_vk())
+    want = np.maximum(x @ w1.T + b1, 0.0) @ w2.T
+    err = float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30))
+    return {"d": d, "vulkan_ms": _median_s(step_vk, repeats) * 1e3, "max_rel_err": err}
+
+
+def _attention_jax(causal: bool) -> Callable[..., Any]:
+    import jax
+    import jax.numpy as jnp
+
+    @jax.jit
+    def run(q: Any, k: Any, v: Any) -> Any:
+        scores = (q @ jnp.swapaxes(k, -1, -2)) / np.sqrt(q.shape[-1])
+        if causal:
+            sq, skv = q.shape[-2], k.shape[-2]
+            visible = jnp.arange(skv)[None, :] <= jnp.arange(sq)[:, None] + (skv - sq)
+            scores = jnp.where(visible, scores, -jnp.inf)
+        return jax.nn.softmax(scores, axis=-1) @ v
+
+    return run
+
+
+def _conv2d_jax(pad: int) -> Callable[..., Any]:
+    import jax
+
+    @jax.jit
+    def run(x: Any, w: Any, b: Any) -> Any:
+        y = jax.lax.conv_general_dilated(x, w, (1, 1), [(pad, pad), (pad, pad)])
+        return y + b[None, :, None, None]
+
+    return run
+
+
+def bench_nn_op(
+    be: VulkanBackend,
+    label: str,
+    op: str,
+    arrays: list[np.ndarray],
+    params: dict[str, Any],
+    baseline: Callable[..., Any],
+    flops: float,
+    repeats: int,
+) -> dict[str, Any]:
+    """ms per call of `op` on resident device tensors vs `baseline` (jax.jit) on the CPU."""
+    import jax
+
+    from openinfer_jax.ops import registry
+
+    opdef = registry.get(op)
+    assert opdef is not None
+    dtypes = [DType.F32] * len(arrays)
+    out_dtype, out_shape = opdef.infer(dtypes, [a.shape for a in arrays], params)
+    tensors = [be.upload(a, DType.F32) for a in arrays]
+    out = be.empty(out_dtype, out_shape)
+
+    def run_vk() -> None:
+        be.run(op, tensors, params, out_dtype, out_shape, out=out)
+        be.sync()
+
+    cpu = jax.devices("cpu")[0]
+    host = [jax.device_put(a, cpu) for a in arrays]
+    want = np.asarray(baseline(*host))
+    run_vk()
+    got = be.download(out)
+    err = float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30))
+    vk_ms = _median_s(run_vk, repeats) * 1e3
+    xla_ms = _median_s(lambda: baseline(*host).block_until_ready(), repeats) * 1e3
+    return {
+        "label": label,
+        "op": op,
+        "shapes": [list(a.shape) for a in arrays],
+        "vulkan_ms": vk_ms,
+        "xla_cpu_ms": xla_ms,
+        "vulkan_gflops": flops / vk_ms / 1e6,
+        "xla_cpu_gflops": flops / xla_ms / 1e6,
+        "speedup_vs_xla_cpu": xla_ms / vk_ms,
+        "max_rel_err": err,
+    }
+
+
+def bench_nn_ops(be: VulkanBackend, quick: bool) -> list[dict[str, Any]]:
+    """Attention (prefill and decode) and conv2d rows."""
+    rng = np.random.default_rng(2)
+    normal = lambda *shape: rng.standard_normal(shape, dtype=np.float32)  # noqa: E731
+    heads, dim = (4, 64) if quick else (8, 64)
+    seq, cache = (64, 256) if quick else (128, 1024)
+    channels, size = (16, 28) if quick else (32, 56)
+    repeats = 3 if quick else 5
+    rows = []
+    q, k, v = normal(1, heads, seq, dim), normal(1, heads, seq, dim), normal(1, heads, seq, dim)
+    rows.append(bench_nn_op(be, f"attention prefill H={heads} S={seq} D={dim}, causal",
+                            "attention", [q, k, v], {"causal": True}, _attention_jax(True),
+                            4.0 * heads * seq * seq * dim, repeats))  # fmt: skip
+    q1, kc, vc = (
+        normal(1, heads, 1, dim),
+        normal(1, heads, cache, dim),
+        normal(1, heads, cache, dim),
+    )
+    rows.append(bench_nn_op(be, f"attention decode H={heads} Skv={cache} D={dim}", "attention",
+                            [q1, kc, vc], {}, _attention_jax(False),
+                            4.0 * heads * cache * dim, repeats))  # fmt: skip
+    x = normal(1, channels, size, size)
+    w = normal(2 * channels, channels, 3, 3) / np.float32(3 * np.sqrt(channels))
+    b = normal(2 * channels)
+    flops = 2.0 * 2 * channels * size * size * channels * 9
+    rows.append(bench_nn_op(be, f"conv2d {channels}->{2 * channels} ch, {size}x{size}, 3x3",
+                            "conv2d", [x, w, b], {"pads": (1, 1, 1, 1)}, _conv2d_jax(1),
+                            flops, repeats))  # fmt: skip
+    return rows
+
+
+def _nn_table(rows: list[dict[str, Any]], device: str) -> Table:
+    table = Table(
+        title=f"model-building ops on {device} (ms per call; speedup = XLA ms / Vulkan ms)"
+    )
+    for col in ("op", "Vulkan ms", "XLA CPU ms", "Vulkan GFLOP/s", "XLA GFLOP/s", "speedup",
+                "max rel err"):  # fmt: skip
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(r["label"], f"{r['vulkan_ms']:.2f}", f"{r['xla_cpu_ms']:.2f}",
+                      f"{r['vulkan_gflops']:.2f}", f"{r['xla_cpu_gflops']:.2f}",
+                      f"{r['speedup_vs_xla_cpu']:.2f}", f"{r['max_rel_err']:.1e}")  # fmt: skip
+    return table
+
+
 def main(argv: list[str]) -> int:
     """Run the benchmark; print a table; write bench/results/vk.json."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -189,6 +337,7 @@ def main(argv: list[str]) -> int:
         help="tiled-matmul configs to compare (names or BMxBNxBKxTMxTN)",
     )  # fmt: skip
     parser.add_argument("--no-decode", action="store_true", help="skip the decode-like step")
+    parser.add_argument("--no-nn", action="store_true", help="skip attention and conv2d")
     args = parser.parse_args(argv)
     console = Console()
     ok, reason = vulkan_available(args.device_index)
@@ -250,20 +399,29 @@ def main(argv: list[str]) -> int:
         for r in rows:
             tiles_txt = ", ".join(f"{t}: {r[f'vulkan_{t}_gflops']:.1f}" for t in tiles)
             console.print(f"  N={r['n']} tiles (GFLOP/s) {tiles_txt}")
-    if decode is None:
-        payload = {"device": be.properties, "quick": args.quick, "matmul": rows}
-        RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "vk.json").write_text(json.dumps(payload, indent=2, default=str) + "\n")
-        return 0
-    dt = Table(title=f"decode-like MLP step, d={decode['d']} (ms/step; ratio = Vulkan / XLA CPU)")
-    for col in ("Vulkan", "XLA CPU (jax.jit)", "ratio", "max rel err"):
-        dt.add_column(col, justify="right")
-    decode["ratio_vs_xla_cpu"] = decode["vulkan_ms"] / decode["xla_cpu_ms"]
-    dt.add_row(f"{decode['vulkan_ms']:.2f}", f"{decode['xla_cpu_ms']:.2f}",
-               f"{decode['ratio_vs_xla_cpu']:.2f}", f"{decode['max_rel_err']:.1e}")  # fmt: skip
-    console.print(dt)
+    payload: dict[str, Any] = {"device": be.properties, "quick": args.quick, "matmul": rows}
+    if decode is not None:
+        dt = Table(
+            title=f"decode-like MLP step, d={decode['d']} (ms/step; ratio = Vulkan / XLA CPU)"
+        )
+        for col in ("variant", "Vulkan", "XLA CPU (jax.jit)", "ratio", "max rel err"):
+            dt.add_column(col, justify="right")
+        decode["ratio_vs_xla_cpu"] = decode["vulkan_ms"] / decode["xla_cpu_ms"]
+        fused = bench_decode_linear(be, decode["d"], 5 if args.quick else 20)
+        fused["xla_cpu_ms"] = decode["xla_cpu_ms"]  # the same math
+        fused["ratio_vs_xla_cpu"] = fused["vulkan_ms"] / decode["xla_cpu_ms"]
+        for name, r in (("matmul + add (5 dispatches)", decode),
+                        ("linear with bias (3 dispatches)", fused)):  # fmt: skip
+            dt.add_row(name, f"{r['vulkan_ms']:.2f}", f"{r['xla_cpu_ms']:.2f}",
+                       f"{r['ratio_vs_xla_cpu']:.2f}", f"{r['max_rel_err']:.1e}")  # fmt: skip
+        console.print(dt)
+        payload["decode_step"] = decode
+        payload["decode_step_linear"] = fused
+    if not args.no_nn:
+        nn_rows = bench_nn_ops(be, args.quick)
+        console.print(_nn_table(nn_rows, be.device_name))
+        payload["nn_ops"] = nn_rows
     RESULTS.mkdir(exist_ok=True)
-    payload = {"device": be.properties, "quick": args.quick, "matmul": rows, "decode_step": decode}
     (RESULTS / "vk.json").write_text(json.dumps(payload, indent=2, default=str) + "\n")
     return 0
 

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
+from openinfer_jax.errors import BackendError
 from openinfer_jax.sim import Simulator
-from openinfer_jax.vk import VulkanBackend
+from openinfer_jax.vk import VulkanBackend, nn_kernels
 
 pytestmark = pytest.mark.vulkan
 
@@ -29,6 +30,27 @@ EXAMPLES = sorted(
 )
 
 
+def _record_fallbacks(backend: VulkanBackend, log: list[tuple[str, str]]) -> None:
+    """Wrap `backend`'s supports/run so each CPU fallback (a reason or a BackendError) is logged."""
+    supports, run = backend.supports, backend.run
+
+    def logged_supports(op: str, *args: Any, **kwargs: Any) -> Any:
+        verdict = supports(op, *args, **kwargs)
+        if verdict is not True:
+            log.append((op, str(verdict)))
+        return verdict
+
+    def logged_run(op: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return run(op, *args, **kwargs)
+        except BackendError as err:
+            log.append((op, str(err)))
+            raise
+
+    backend.supports = logged_supports  # type: ignore[method-assign]
+    backend.run = logged_run  # type: ignore[method-assign]
+
+
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_runs_on_vulkan(
     backend: VulkanBackend, name: str, monkeypatch: pytest.MonkeyPatch
@@ -37,10 +59,14 @@ def test_example_runs_on_vulkan(
     module = importlib.import_module(name)
     created: list[Simulator] = []
 
+    fallbacks: list[tuple[str, str]] = []
+
     def on_vulkan(*args: Any, **kwargs: Any) -> Simulator:
         kwargs["device"] = "vulkan"
         sim = Simulator(*args, **kwargs)
         created.append(sim)
+        if sim.vulkan is not None:
+            _record_fallbacks(sim.vulkan, fallbacks)
         return sim
 
     monkeypatch.setattr(module, "Simulator", on_vulkan)
@@ -50,4 +76,7 @@ def test_example_runs_on_vulkan(
     assert created, f"{name} made no Simulator"
     dispatched = sum(sim.vulkan.dispatch_count for sim in created if sim.vulkan is not None)
     assert dispatched > 0, f"{name}: no op ran on the Vulkan device"
+    # Every registry op has a kernel now: the model-building ops must not fall back.
+    nn = sorted({f"{op}: {reason}" for op, reason in fallbacks if op in nn_kernels.NN_OPS})
+    assert not nn, f"{name}: CPU fallbacks of model-building ops: {nn}"
     sys.modules.pop(name, None)

@@ -313,6 +313,7 @@ def _linear_cases() -> list[Case]:
     # the tiled f32 path (8+ rows): edges that are not multiples of the tile, with/without bias
     cases.append(Case("linear", (DType.F32,) * 3, ((70, 33), (65, 33), (65,))))
     cases.append(Case("linear", (DType.F32,) * 2, ((2, 9, 16), (3, 16))))
+    cases.append(Case("linear", (DType.F32,) * 3, ((5,), (4, 5), (4,))))  # a vector x
     return cases
 
 
