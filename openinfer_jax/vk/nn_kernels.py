@@ -16,6 +16,7 @@ Families, by template (shaders/):
 * elementwise.comp batch_norm (the per-channel vectors broadcast by strides);
 * reduce.comp     global_average_pool (``mean_axis`` over the spatial dims);
 * matmul_tiled.comp linear in f32 with at least 8 rows (w read as [N, K], bias epilogue);
+* conv_tiled.comp  conv1d/conv2d in f32 with 8+ output channels per group (implicit GEMM);
 * attention.comp  one work group per (batch, head, query) row, two passes over the keys.
 
 Every kernel computes low-precision floats in f32 and f64 in double, and rounds once.
@@ -440,12 +441,15 @@ def _spatial(values: Sequence[int], count: int, fill: int) -> list[int]:
 def conv_kernel(
     dtype: DType, x_shape: tuple[int, ...], w_shape: tuple[int, ...], has_bias: bool,
     strides: Sequence[int], pads: Sequence[int], dilations: Sequence[int], groups: int,
-    out_shape: tuple[int, ...],
+    out_shape: tuple[int, ...], tiles: str = "large",
 ) -> Kernel:  # fmt: skip
-    """Direct convolution (ONNX Conv), one output element per invocation; conv1d runs as 2-d.
+    """ONNX Conv; conv1d runs as conv2d with height 1.
 
-    Accumulates in f32 (double for f64) over channels of the group, then kernel rows and
-    columns, skipping taps in the padding; adds the bias and rounds once.
+    f32 with 8+ output channels per group: an implicit GEMM on `conv_tiled.comp` with tile
+    config `tiles` (``"generic"`` turns it off). Otherwise direct convolution, one output
+    element per invocation, accumulating in f32 (double for f64) over the group's channels,
+    then kernel rows and columns, skipping taps in the padding; the bias is added and the
+    result rounded once.
     """
     spatial = len(x_shape) - 2
     label = f"conv{spatial}d({dtype.short}{', bias' if has_bias else ''})"
@@ -456,6 +460,21 @@ def conv_kernel(
     sh, sw = _spatial(strides, 2, 1)
     ph, pw = _spatial(pads[:spatial], 2, 0)
     dh, dw = _spatial(dilations, 2, 1)
+    words = [_numel(out_shape), x_shape[1], h, w, w_shape[0], oh, ow, kh, kw, sh, sw, ph, pw,
+             dh, dw, groups]  # fmt: skip
+    config = tile_config(tiles)
+    per_group = w_shape[0] // groups
+    if dtype is DType.F32 and config is not None and per_group >= 8:
+        # An implicit GEMM per (batch, group); too few output channels per group (depthwise)
+        # would leave most of a BM-row tile idle, so those take the direct kernel.
+        bm, bn, bk, tm, tn = config
+        variant = "#define HAS_BIAS\n" if has_bias else ""
+        source = render("conv_tiled.comp", BM=bm, BN=bn, BK=bk, TM=tm, TN=tn, VARIANT=variant)
+        batches = x_shape[0] * groups
+        if batches > 65535:
+            raise BackendError(f"{label}: {batches} (batch, group) pairs exceed the grid limit")
+        grid = (math.ceil(oh * ow / bn), math.ceil(per_group / bm), batches)
+        return Kernel(label + f" [tiled {tiles}]", source, _check_words(words, 16, label), grid)
     body = (
         "    uint C = pc.p[0], H = pc.p[1], W = pc.p[2], M = pc.p[3], OH = pc.p[4], OW = pc.p[5];\n"
         "    uint KH = pc.p[6], KW = pc.p[7], G = pc.p[14];\n"
@@ -478,8 +497,6 @@ def conv_kernel(
         + (f"    acc += {acc}(load2(m));\n" if has_bias else "")
         + f"    return {glsl_type(dtype).compute}(acc);"
     )
-    words = [_numel(out_shape), x_shape[1], h, w, w_shape[0], oh, ow, kh, kw, sh, sw, ph, pw,
-             dh, dw, groups]  # fmt: skip
     dtypes = [dtype] * (3 if has_bias else 2)
     return _nn_kernel(label, dtypes, dtype, body, words)
 
@@ -632,7 +649,7 @@ def nn_plan(
         spatial = len(in_shapes[0]) - 2
         strides, pads, dilations = _window(params, spatial)
         kernel = conv_kernel(dtype, in_shapes[0], in_shapes[1], count > 2, strides, pads,
-                             dilations, int(params["groups"]), out_shape)  # fmt: skip
+                             dilations, int(params["groups"]), out_shape, tiles)  # fmt: skip
         return NnPlan((Dispatch(kernel, (*_inputs(count), _OUT)),))
     if op in ("max_pool", "avg_pool"):
         kernel_shape = list(params["kernel_shape"])

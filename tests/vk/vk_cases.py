@@ -424,6 +424,16 @@ def _conv_cases() -> list[Case]:
                           {"groups": 4, "strides": (2, 1), "pads": (1, 0, 2, 1),
                            "dilations": (1, 2)}))  # fmt: skip
     cases.append(Case("conv1d", (DType.F32,) * 2, ((1, 3, 17), (5, 3, 1))))
+    # the tiled f32 path (8+ output channels per group): tiles past the edges in channels
+    # and positions, K past one BK step, groups, strides, dilations, asymmetric pads
+    f32 = DType.F32
+    cases.append(Case("conv2d", (f32,) * 3, ((2, 5, 9, 7), (20, 5, 3, 3), (20,)),
+                      {"pads": (1, 1, 1, 1), "strides": (2, 1)}))  # fmt: skip
+    cases.append(Case("conv2d", (f32,) * 2, ((1, 6, 8, 8), (16, 3, 3, 3)),
+                      {"groups": 2, "dilations": (2, 2), "pads": (2, 1, 2, 1)}))  # fmt: skip
+    cases.append(Case("conv2d", (f32,) * 3, ((1, 3, 12, 12), (70, 3, 3, 3), (70,)),
+                      {"pads": (1, 1, 1, 1)}))  # fmt: skip
+    cases.append(Case("conv1d", (f32,) * 3, ((2, 4, 30), (9, 4, 5), (9,)), {"strides": (3,)}))
     return cases
 
 
