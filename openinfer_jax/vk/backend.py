@@ -403,7 +403,19 @@ class VulkanBackend:
     def _run_plan(
         self, plan: nn_kernels.NnPlan, inputs: Sequence[DeviceTensor], target: DeviceTensor
     ) -> None:
-        """Allocate a plan's scratch tensors and constants, then launch its dispatches."""
+        """Allocate a plan's scratch tensors and constants, then launch its dispatches.
+
+        Raises:
+            BackendError: a dispatch binds more storage buffers than the device allows per
+                stage (checked before anything is launched, so the node can fall back).
+        """
+        limit = self.capabilities.limits.get("max_per_stage_storage_buffers", 0)
+        widest = max(len(d.bindings) for d in plan.dispatches)
+        if limit and widest > limit:
+            raise BackendError(
+                f"{plan.dispatches[0].kernel.label} binds {widest} storage buffers; "
+                f"{self.device_name} allows {limit} per shader stage; this node runs on the CPU"
+            )
         scratch = [self.empty(dtype, shape) for dtype, shape in plan.scratch]
         constants = [self._constant(dtype, values) for dtype, values in plan.constants]
         pools = {"input": list(inputs), "output": [target], "scratch": scratch,

@@ -33,6 +33,8 @@ _SHAPE_PAIRS = [
     ("batch_norm", [DType.F32] * 5, [[(2, 3, 4), *[(3,)] * 4], [(1, 5, 2, 2), *[(5,)] * 4]], {}),
     ("conv2d", [DType.F32] * 3, [[(1, 2, 5, 5), (4, 2, 3, 3), (4,)], [(2, 4, 9, 7), (2, 2, 1, 2), (2,)]],
      {"groups": 1}),
+    ("conv2d", [DType.F32] * 2, [[(1, 3, 8, 8), (16, 3, 3, 3)], [(2, 5, 9, 9), (32, 5, 1, 1)]],
+     {}),  # the tiled path
     ("max_pool", [DType.I16], [[(1, 2, 6, 6)], [(3, 1, 9, 4)]], {"kernel_shape": (2, 2)}),
     ("avg_pool", [DType.F32], [[(1, 2, 6)], [(2, 3, 11)]], {"kernel_shape": (3,)}),
     ("global_average_pool", [DType.F16], [[(1, 2, 6, 2)], [(3, 4, 5, 5)]], {}),
@@ -173,3 +175,25 @@ def test_minilm_encoder_runs_on_vulkan_without_cpu_fallbacks(
     want = ref["embeddings"][:2]
     cosine = (y * want).sum(-1) / np.linalg.norm(y, axis=-1) / np.linalg.norm(want, axis=-1)
     assert cosine.min() >= 0.9999, cosine
+
+
+@pytest.mark.vulkan
+def test_plans_wider_than_the_device_binding_limit_fall_back(
+    backend: VulkanBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # batch_norm binds six buffers (x, four vectors, the output)
+    monkeypatch.setitem(backend.capabilities.limits, "max_per_stage_storage_buffers", 4)
+    x = backend.upload(np.ones((1, 2, 3), np.float32), DType.F32)
+    vectors = [backend.upload(np.ones(2, np.float32), DType.F32) for _ in range(4)]
+    with pytest.raises(BackendError, match="6 storage buffers"):
+        backend.run("batch_norm", [x, *vectors], {}, DType.F32, (1, 2, 3))
+
+
+@pytest.mark.vulkan
+def test_f64_nn_kernels_need_shader_float64(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENINFER_VK_DISABLE", "shader_float64")
+    be = VulkanBackend()
+    for op, count in (("conv2d", 2), ("linear", 2), ("batch_norm", 5), ("pad", 1)):
+        reason = be.supports(op, [DType.F64] * count, {"pads": (0, 0)} if op == "pad" else {})
+        assert isinstance(reason, str) and "shaderFloat64" in reason, (op, reason)
+    assert be.supports("conv2d", [DType.F32] * 2, {}) is True
