@@ -378,15 +378,10 @@ class VulkanBackend:
         if math.prod(out_shape) == 0:
             return target
         if op_name in nn_kernels.NN_OPS:
+            inplace = any(target is t for t in inputs)
             plan = nn_kernels.nn_plan(op_name, in_dtypes, in_shapes, resolved, out_dtype, out_shape,
-                                      self.matmul_tiles)  # fmt: skip
-            if op_name in nn_kernels.READS_NEIGHBOURS and any(target is t for t in inputs):
-                # In place, an invocation would overwrite elements others still read.
-                result = self.empty(out_dtype, out_shape)
-                self._run_plan(plan, inputs, result)
-                self.write_slice(target, 0, result)
-            else:
-                self._run_plan(plan, inputs, target)
+                                      self.matmul_tiles, inplace)  # fmt: skip
+            self._run_plan(plan, inputs, target)
             return target
         if op_name in kernels.NORMALIZATIONS:
             stats_kernel, apply_kernel = self._norm_kernels(op_name, inputs, resolved)

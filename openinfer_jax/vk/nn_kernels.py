@@ -44,6 +44,7 @@ from openinfer_jax.vk.kernels import (
     _storable_scalar,
     buffers,
     cast_kernel,
+    copy_kernel,
     extensions,
     invocations,
     literal,
@@ -593,8 +594,13 @@ def nn_plan(
     out: DType,
     out_shape: tuple[int, ...],
     tiles: str = "large",
+    inplace: bool = False,
 ) -> NnPlan:
     """The dispatches of one call of an `NN_OPS` op (params resolved by the registry).
+
+    `inplace` says the output buffer is also one of the inputs: for the ops in
+    `READS_NEIGHBOURS` the result then goes to a scratch tensor and a copy dispatch moves it
+    to the output (an invocation would otherwise overwrite elements others still read).
 
     Raises:
         BackendError: what the kernels cannot do (see `unsupported_reason`, plus shape
@@ -603,6 +609,19 @@ def nn_plan(
     reason = unsupported_reason(op, in_dtypes, params)
     if reason is not None:
         raise BackendError(reason)
+    if inplace and op in READS_NEIGHBOURS:
+        plan = nn_plan(op, in_dtypes, in_shapes, params, out, out_shape, tiles)
+        scratch = Binding("scratch", len(plan.scratch))
+        retarget = tuple(
+            Dispatch(d.kernel, tuple(scratch if b == _OUT else b for b in d.bindings))
+            for d in plan.dispatches
+        )
+        copy = copy_kernel(out, 0, 0, _numel(out_shape))
+        return NnPlan(
+            (*retarget, Dispatch(copy, (scratch, _OUT))),
+            scratch=(*plan.scratch, (out, out_shape)),
+            constants=plan.constants,
+        )
     dtype = in_dtypes[0]
     count = len(in_dtypes)
     if op == "linear":

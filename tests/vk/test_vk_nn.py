@@ -97,6 +97,23 @@ def test_concat_past_the_binding_limit_reports_a_reason(backend: VulkanBackend) 
     assert backend.supports("concat", [DType.F32] * (count - 1), {"axis": 0}) is True
 
 
+def test_in_place_rope_plans_a_scratch_and_a_copy() -> None:
+    # The plan itself says it (the C/Vulkan emitter reuses plans), not only the backend.
+    opdef = registry.get("rope")
+    assert opdef is not None
+    params = opdef.resolve_params({})
+    shapes = [(2, 5, 8), (5,)]
+    plain = nn_kernels.nn_plan("rope", [DType.F16, DType.I32], shapes, params, DType.F16, (2, 5, 8))
+    inplace = nn_kernels.nn_plan(
+        "rope", [DType.F16, DType.I32], shapes, params, DType.F16, (2, 5, 8), inplace=True
+    )
+    assert len(plain.dispatches) == 1 and len(inplace.dispatches) == 2
+    assert inplace.scratch == ((DType.F16, (2, 5, 8)),)
+    rope, copy = inplace.dispatches
+    assert rope.bindings[-1] == nn_kernels.Binding("scratch", 0)
+    assert copy.bindings == (nn_kernels.Binding("scratch", 0), nn_kernels.Binding("output"))
+
+
 @pytest.mark.vulkan
 def test_rope_in_place_matches_out_of_place(backend: VulkanBackend) -> None:
     # in place, each element's partner would be overwritten mid-dispatch without the scratch
