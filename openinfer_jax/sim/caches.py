@@ -137,11 +137,18 @@ class TableStorage(Protocol):
         ...
 
     def write(
-        self, buf: Any, value: Any, starts: tuple[int, ...], sizes: tuple[int, ...]
+        self,
+        buf: Any,
+        value: Any,
+        starts: tuple[int, ...],
+        sizes: tuple[int, ...],
+        *,
+        keep_old: bool = True,
     ) -> tuple[Any, Any]:
         """Write `value` (any shape holding the block's elements) at `starts`/`sizes`.
 
-        Returns the buffer to keep and the overwritten block (the undo record).
+        Returns the buffer to keep and the overwritten block (the undo record), or None
+        without `keep_old` (the caller knows the block held zeros).
         """
         ...
 
@@ -185,10 +192,19 @@ class JaxTableStorage:
         return _read(buf, np.asarray(starts, np.int32), tuple(sizes), tuple(shape))
 
     def write(
-        self, buf: jax.Array, value: Any, starts: tuple[int, ...], sizes: tuple[int, ...]
-    ) -> tuple[jax.Array, jax.Array]:
+        self,
+        buf: jax.Array,
+        value: Any,
+        starts: tuple[int, ...],
+        sizes: tuple[int, ...],
+        *,
+        keep_old: bool = True,
+    ) -> tuple[jax.Array, jax.Array | None]:
         """In-place `dynamic_update_slice` (donated buffer); the old block read first."""
-        return _update(buf, value, np.asarray(starts, np.int32), tuple(sizes))
+        at = np.asarray(starts, np.int32)
+        if not keep_old:
+            return _write_block(buf, value, at, tuple(sizes)), None
+        return _update(buf, value, at, tuple(sizes))
 
     def load(self, array: np.ndarray, dtype: DType, shape: tuple[int, ...]) -> jax.Array:
         """Zeros of `shape` with `array` in the corner, put on the device."""
@@ -408,9 +424,37 @@ class TableCache:
                 f"cache.write into {self.name!r}: value shape {list(shape)} does not match the "
                 f"entry shape {list(want)}"
             )
+        fresh = self._beyond_counts(sel)
         starts_t, sizes_t, _want = self.prepare_write(sel, undo)
-        self.buffer, old = self.storage.write(self.buffer, value, starts_t, sizes_t)
-        self.record_restore(old, starts_t, undo)
+        self.buffer, old = self.storage.write(
+            self.buffer, value, starts_t, sizes_t, keep_old=not fresh
+        )
+        if fresh:
+            # An append: the block held zeros (storage invariant), so there is nothing to
+            # copy out; a rollback zeroes it again.
+            self._record_zero_restore(starts_t, sizes_t, undo)
+        else:
+            self.record_restore(old, starts_t, undo)
+
+    def _beyond_counts(self, sel: tuple[Index, ...]) -> bool:
+        """Whether the whole selected block lies beyond the current counts (never written).
+
+        True when some table axis gets a non-negative scalar index at or past its count:
+        every element of the block then has that coordinate, so all of it is zero.
+        """
+        for axis, idx in zip(self.indices, sel):
+            if axis in self.table_axes and isinstance(idx, int) and idx >= self.counts[axis]:
+                return True
+        return False
+
+    def _record_zero_restore(
+        self, starts: tuple[int, ...], sizes: tuple[int, ...], undo: list[Callable[[], None]]
+    ) -> None:
+        def restore() -> None:
+            zeros = self.storage.zeros(self.dtype, sizes)
+            self.buffer, _ = self.storage.write(self.buffer, zeros, starts, sizes, keep_old=False)
+
+        undo.append(restore)
 
     def record_restore(self, old: Any, starts: Any, undo: list[Callable[[], None]]) -> None:
         """Push an undo record that writes the block `old` (the storage's kind) back at `starts`.

@@ -7,6 +7,7 @@ barriers run here. Semantics of every node and memory kind: docs/semantics.md.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from openinfer_jax.sim.plan import RegionPlan
 from openinfer_jax.sim.ragged import NeedExact, Rag
 from openinfer_jax.sim.regions import NodeFailure, fill_lengths, static_params
 from openinfer_jax.sim.values import (
+    Deferred,
     Ragged,
     Zeros,
     coerce_input,
@@ -58,7 +60,11 @@ from openinfer_jax.sim.values import (
     value_shape,
 )
 from openinfer_jax.sim.vulkan_store import DeviceResident, DeviceStore
-from openinfer_jax.sim.vulkan_tables import CACHE_STATS, VulkanTableStorage
+from openinfer_jax.sim.vulkan_tables import (
+    CACHE_STATS,
+    VulkanTableStorage,
+    device_caches_enabled,
+)
 
 if TYPE_CHECKING:
     from openinfer_jax.sim.simulator import Simulator
@@ -108,7 +114,16 @@ class Executor:
         self._var_initial: dict[str, Any] = {}
         self._params_cache = sim.params_cache
         self._vk_weights: dict[int, tuple[Any, Any]] = {}
-        self._vk_transfers = {"vk_uploads": 0, "vk_downloads": 0, **dict.fromkeys(CACHE_STATS, 0)}
+        self._vk_transfers = {
+            "vk_uploads": 0,
+            "vk_downloads": 0,
+            "vk_bytes": 0,
+            **dict.fromkeys(CACHE_STATS, 0),
+        }
+        # Persistent memory on the Vulkan device (vulkan_tables.py) unless
+        # OPENINFER_VK_HOST_CACHES=1 keeps it in JAX host memory, the layout before issue 7
+        # (bench/bench_vk_caches.py's baseline; also a way out for a device short of memory).
+        self._vk_device_caches = sim.vulkan is not None and device_caches_enabled()
         self._pending_warnings: list[str] = []
         self._emit = False
         self._loaded_now: list[str] = []
@@ -133,8 +148,8 @@ class Executor:
     def stats(self) -> dict[str, int]:
         """Counters: steps, XLA compilations, exact-shape fallbacks, region calls; with
         ``device="vulkan"`` also host-to-device tensor uploads and device-to-host downloads
-        (``vk_uploads``/``vk_downloads``), and the part of them made by persistent memory
-        (``vk_cache_uploads``/``vk_cache_downloads``, ``vk_cache_bytes``)."""
+        (``vk_uploads``/``vk_downloads``, ``vk_bytes`` moved), and the part of them made by
+        persistent memory (``vk_cache_uploads``/``vk_cache_downloads``, ``vk_cache_bytes``)."""
         stats = {
             "steps": self._steps,
             "compilations": self.compiler.compilations + self.sim.wide.compilations,
@@ -534,9 +549,9 @@ class Executor:
                 entry,
                 dict(decl.fixed),
                 self.sim.placement(decl.name, self.device),
-                None
-                if self.sim.vulkan is None
-                else VulkanTableStorage(self.sim.vulkan, self._vk_transfers),
+                VulkanTableStorage(self.sim.vulkan, self._vk_transfers)
+                if self._vk_device_caches
+                else None,
             )
             return
         value = self.sim.initial_value(decl, self.device)
@@ -797,6 +812,7 @@ class Executor:
             return cached[1]
         tensor = backend.upload(np.asarray(to_host(value)), dtype)
         self._vk_transfers["vk_uploads"] += 1
+        self._vk_transfers["vk_bytes"] += tensor.nbytes
         if any(value is w for w in self._pristine.values()) or any(
             value is w for w in self._var_initial.values()
         ):
@@ -812,6 +828,7 @@ class Executor:
                 f"vulkan: downloading a {tensor.dtype.short} result: {err}"
             ) from err
         self._vk_transfers["vk_downloads"] += 1
+        self._vk_transfers["vk_bytes"] += tensor.nbytes
         return jax.device_put(host, self.device)
 
     def _vk_input(self, ref: VarRef, dtype: DType, scope: dict[str, int]) -> Any:
@@ -833,7 +850,8 @@ class Executor:
     def _vk_cache_source(self, ref: VarRef, scope: dict[str, int]) -> Any:
         """A `cache.write` source: the `DeviceResident` itself when it lives on the device."""
         store = self._store
-        if isinstance(store, DeviceStore) and not ref.indices and ref.name not in scope:
+        plain = not ref.indices and ref.name not in scope
+        if self._vk_device_caches and isinstance(store, DeviceStore) and plain:
             raw = store.raw(ref.name)
             if isinstance(raw, DeviceResident):
                 return raw
@@ -963,10 +981,12 @@ class Executor:
                 compiled = self.compiler.get(
                     region_nodes, arrays, rags, 0, dtypes, out_dtypes, scalars, params
                 )
-            outs = compiled.fn(tuple(arrays), tuple(np.asarray(n, np.int32) for n in lengths))
+            lens = tuple(np.asarray(n, np.int32) for n in lengths)
+            outs = compiled.fn(tuple(arrays), lens)
             self.region_calls += 1
-            for ref, out, rag in zip(region.writes, outs, compiled.out_rags):
-                value = Ragged(out, rag.axis, lengths[rag.slot]) if rag is not None else out
+            # Dead writes come back as Zeros/Deferred placeholders (regions.py, plan_layout).
+            values = compiled.values(outs, tuple(arrays), lens, lengths)
+            for ref, value in zip(region.writes, values):
                 self._write_ref(ref, value, scope)
         except NodeFailure as err:
             raise self._node_error(err.node, err.cause) from err.cause
@@ -1019,7 +1039,7 @@ class Executor:
             except SimulationError as err:
                 node = next(n for n in region.nodes if _reads(n, ref))
                 raise NodeFailure(node, err) from None
-            if isinstance(value, Zeros):
+            if isinstance(value, (Zeros, Deferred)):
                 value = value.exact()
             if isinstance(value, Ragged):
                 # Inputs that share a valid length share a slot: the signature records the
@@ -1101,9 +1121,7 @@ class Executor:
                 else n
                 for n in region.nodes
             )
-            cached = RegionPlan(
-                region.id, region.block, nodes, region.reads, region.writes, region.assigns
-            )
+            cached = dataclasses.replace(region, nodes=nodes)
             self.sim.resolved_regions[region.id] = cached
         return cached
 

@@ -16,12 +16,14 @@ moves blocks, all on the device:
 Only a host value written into a table (an input, a CPU-fallback result), a prefill
 (`set_persistent`) and `fetch` cross between host and device; they are counted in the
 executor's stats (`vk_cache_uploads`, `vk_cache_downloads`, `vk_cache_bytes`, and in the
-totals `vk_uploads` / `vk_downloads`).
+totals `vk_uploads` / `vk_downloads` / `vk_bytes`). `OPENINFER_VK_HOST_CACHES=1` keeps
+persistent memory in JAX host memory instead (the layout before; a benchmark baseline).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,10 +34,24 @@ from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.sim.values import to_host
 from openinfer_jax.sim.vulkan_store import DeviceResident
 
-__all__ = ["CACHE_STATS", "VulkanTableStorage", "block_runs", "contiguous_strides"]
+__all__ = [
+    "CACHE_STATS",
+    "VulkanTableStorage",
+    "block_runs",
+    "contiguous_strides",
+    "device_caches_enabled",
+]
 
 #: Counters this storage adds to an executor's stats (all start at 0).
 CACHE_STATS = ("vk_cache_uploads", "vk_cache_downloads", "vk_cache_bytes")
+
+
+def device_caches_enabled() -> bool:
+    """Whether `device="vulkan"` executors keep persistent memory on the device.
+
+    Yes unless the environment sets ``OPENINFER_VK_HOST_CACHES=1``.
+    """
+    return os.environ.get("OPENINFER_VK_HOST_CACHES", "") != "1"
 
 
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -93,7 +109,8 @@ class VulkanTableStorage:
         self.stats[f"vk_{direction}s"] = self.stats.get(f"vk_{direction}s", 0) + 1
         key = f"vk_cache_{direction}s"
         self.stats[key] = self.stats.get(key, 0) + 1
-        self.stats["vk_cache_bytes"] = self.stats.get("vk_cache_bytes", 0) + tensor.nbytes
+        for total in ("vk_cache_bytes", "vk_bytes"):
+            self.stats[total] = self.stats.get(total, 0) + tensor.nbytes
 
     # ---- TableStorage ----------------------------------------------------------------------
     def zeros(self, dtype: DType, shape: tuple[int, ...]) -> Any:
@@ -119,9 +136,15 @@ class VulkanTableStorage:
         return DeviceResident(self._gather(buf, starts, sizes, shape))
 
     def write(
-        self, buf: Any, value: Any, starts: tuple[int, ...], sizes: tuple[int, ...]
+        self,
+        buf: Any,
+        value: Any,
+        starts: tuple[int, ...],
+        sizes: tuple[int, ...],
+        *,
+        keep_old: bool = True,
     ) -> tuple[Any, Any]:
-        """Copy `value` into the block on the device; returns (buf, old block tensor).
+        """Copy `value` into the block on the device; returns (buf, old block tensor or None).
 
         `value` is a `DeviceTensor`, a `DeviceResident`, or a host value (uploaded once).
         """
@@ -130,7 +153,7 @@ class VulkanTableStorage:
             raise SimulationError(
                 f"cache table block of {list(sizes)} cannot take a value of {list(src.shape)}"
             )
-        old = self._gather(buf, starts, sizes, tuple(sizes))
+        old = self._gather(buf, starts, sizes, tuple(sizes)) if keep_old else None
         self._scatter(buf, src, starts, sizes)
         return buf, old
 

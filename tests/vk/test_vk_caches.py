@@ -408,6 +408,33 @@ def test_kv_decode_step_moves_no_cache_data_between_host_and_device(make_model) 
     assert ex.stats["vk_cache_downloads"] == 1  # fetch("K")
 
 
+def test_host_caches_switch_keeps_tables_in_host_memory(make_model, monkeypatch) -> None:
+    # OPENINFER_VK_HOST_CACHES=1: the layout before issue 7 (the benchmark's baseline).
+    d = 4
+    w = np.random.default_rng(1).standard_normal((d, d)).astype(np.float32)
+    model = make_model(sizevars={"D": d, "N": 1}, tensors={"w": w})
+    fetched = {}
+    for flag in ("1", "0"):
+        monkeypatch.setenv("OPENINFER_VK_HOST_CACHES", flag)
+        ex = Simulator(model, KV_GRAPH, device="vulkan", validate=False).make_executor()
+        assert isinstance(ex.persistent.tables["K"].buffer, jax.Array) == (flag == "1")
+        for k in range(3):
+            before = dict(ex.stats)
+            ex.insert(x=np.full((1, d), k, np.float32))
+            ex.step()
+        delta = {k: ex.stats[k] - before[k] for k in ("vk_uploads", "vk_downloads")}
+        # Per step and layer the host layout downloads kv (cache.write) and uploads ks.
+        want = (
+            {"vk_uploads": 3, "vk_downloads": 2}
+            if flag == "1"
+            else {"vk_uploads": 1, "vk_downloads": 0}
+        )
+        assert delta == want
+        fetched[flag] = (ex.fetch("K"), ex.fetch("y"))
+    for got, want in zip(fetched["0"], fetched["1"]):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_host_value_written_to_a_table_is_uploaded_once(make_model) -> None:
     text = """
     graph {
