@@ -14,6 +14,7 @@ at entry's yield, loop bodies twice so bounds reach a fixed point).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,6 +117,9 @@ class Analysis:
     consumers: list[Block]
     consumer_writes: dict[str, set[str]] = field(default_factory=dict)
     written: set[str] = field(default_factory=set)
+    # Prefix tables some node writes an entry of -> how many entries one step may override
+    # (the model tensors matching the pattern; at least 1).
+    prefix_writes: dict[str, int] = field(default_factory=dict)
 
     def read_only(self, name: str) -> bool:
         """True for a variable no node writes (its model data can be used in place)."""
@@ -284,6 +288,18 @@ class _Analyzer:
             raise SynthesisError(f"{where}: {ref.name!r} is neither declared nor assigned")
         return info.dtype, self.shapes[ref.name]
 
+    def write_shape(self, ref: VarRef, shape: tuple[int, ...], where: str) -> None:
+        """Record a write of `shape` into `ref`: a variable's bound grows; a prefix-table
+        entry keeps its declared shape, so the value must fit it."""
+        if not ref.indices:
+            self.set_shape(ref.name, shape)
+            return
+        _dtype, entry = self.ref_info(ref, where)
+        if math.prod(shape) > math.prod(entry):
+            raise SynthesisError(
+                f"{where}: writes {list(shape)} into an entry of {ref.name!r}, declared {list(entry)}"
+            )
+
     def set_shape(self, name: str, shape: tuple[int, ...]) -> None:
         self.shapes[name] = shape
         info = self.vars[name]
@@ -321,11 +337,11 @@ class _Analyzer:
                 self._op(node, where)
             elif isinstance(node, Transfer):
                 _dtype, shape = self.ref_info(node.src, where)
-                self.set_shape(node.dst.name, shape)
+                self.write_shape(node.dst, shape, where)
             elif isinstance(node, CacheRead):
                 if node.src.name not in self.tables and node.src.name not in self.vars:
                     raise SynthesisError(f"{where}: {node.src.name!r} is not a persistent variable")
-                self.set_shape(node.dst.name, self.read_shape(node.src))
+                self.write_shape(node.dst, self.read_shape(node.src), where)
             elif isinstance(node, CacheWrite):
                 self.ref_info(node.src, where)
             elif isinstance(node, Loop):
@@ -344,7 +360,9 @@ class _Analyzer:
         if opdef is None:
             raise SynthesisError(f"{where}: unknown op {node.op!r}")
         ins = [self.ref_info(ref, where) for ref in node.inputs]
-        if node.output.name not in self.vars:
+        if node.output.indices:
+            out_decl_dtype, _entry = self.ref_info(node.output, where)
+        elif node.output.name not in self.vars:
             raise SynthesisError(
                 f"{where}: output {node.output.name!r} is neither declared nor assigned"
             )
@@ -355,15 +373,15 @@ class _Analyzer:
             raise SynthesisError(
                 f"{where}: with every cache slice at its capacity the op does not type-check: {err}"
             ) from None
-        out_info = self.vars[node.output.name]
-        if out_dtype is not out_info.dtype:
+        want = out_decl_dtype if node.output.indices else self.vars[node.output.name].dtype
+        if out_dtype is not want:
             raise SynthesisError(
-                f"{where}: the op produces {out_dtype.short} but {node.output.name!r} is {out_info.dtype.short}"
+                f"{where}: the op produces {out_dtype.short} but {node.output.name!r} is {want.short}"
             )
         self.ops[id(node)] = OpInfo(
             opdef, params, tuple(d for d, _ in ins), out_dtype, tuple(s for _, s in ins), out_shape
         )
-        self.set_shape(node.output.name, out_shape)
+        self.write_shape(node.output, out_shape, where)
 
 
 def analyze(graph: Graph, model: Any, arch: DeviceArch) -> Analysis:
@@ -393,6 +411,11 @@ def analyze(graph: Graph, model: Any, arch: DeviceArch) -> Analysis:
     consumers = [b for b in graph.blocks if b is not entry and b.name not in targets]
     an.run(blocks, entry, consumers)
     writes = {b.name: _written(b.nodes) for b in consumers}
+    written = set().union(*(_written(b.nodes) for b in graph.blocks))
+    prefix_writes = {
+        name: max(1, _pattern_matches(decl, model.tensors)) for name, decl in an.prefixes.items()
+        if name in written
+    }  # fmt: skip
     for blk in consumers:
         if any(isinstance(n, Await) for n in walk_nodes(blk.nodes)) is False:
             raise SynthesisError(f"block {blk.name}: a consumer block must start with await")
@@ -407,7 +430,17 @@ def analyze(graph: Graph, model: Any, arch: DeviceArch) -> Analysis:
         targets,
         consumers,
         writes,
+        written,
+        prefix_writes,
     )
+
+
+def _pattern_matches(decl: VarDecl, tensors: Mapping[str, Any]) -> int:
+    """How many model tensors a prefix table's pattern names (its entries in the model)."""
+    pattern = decl.pattern or decl.model_name + "".join(f".{{{i}}}" for i in decl.table_indices)
+    parts = re.split(r"(\{[A-Za-z_][A-Za-z0-9_]*\})", pattern)
+    regex = "".join("(-?[0-9]+)" if p.startswith("{") else re.escape(p) for p in parts)
+    return sum(1 for name in tensors if re.fullmatch(regex, name))
 
 
 def _written(nodes: tuple[Node, ...]) -> set[str]:

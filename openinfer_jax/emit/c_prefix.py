@@ -1,0 +1,136 @@
+"""Prefix tables (`W(l): f32[D, D] @pattern("W.{l}")`) in emitted C: entry lookup and writes.
+
+An entry is the model tensor its pattern names, read in place from the loaded model. A node
+that writes an entry (`op ... >> W[l]`, `cache.read ... >> W[l]`, `transfer ... >> W[l]`)
+overrides it for the rest of the step (docs/semantics.md), like the simulator: the value goes
+to an overlay in the arena, one slot per entry the step overrides, keyed by the indices the
+pattern uses; later reads of that entry in the step see the slot, and every step starts with
+an empty overlay so the model tensor is the entry's value again. The overlay has one slot per
+model tensor matching the pattern (at least one); a step that overrides more distinct entries
+fails with OI_ERR_INDEX naming the table.
+"""
+
+from __future__ import annotations
+
+import math
+
+from openinfer_jax.emit.analysis import Analysis, resolve_dims
+from openinfer_jax.emit.c_types import ctype
+
+__all__ = ["overlay_buffers", "overlay_resets", "prefix_functions"]
+
+
+def _entry_bytes(an: Analysis, name: str) -> tuple[tuple[int, ...], int]:
+    decl = an.prefixes[name]
+    shape = resolve_dims(decl.dims, an.sizevars, f"variable {name!r}")
+    return shape, math.prod(shape) * ctype(decl.dtype, f"prefix table {name!r}").size
+
+
+def overlay_buffers(an: Analysis) -> list[tuple[str, int]]:
+    """(arena buffer name, bytes) of the overlay of every prefix table a node writes."""
+    out = []
+    for name in sorted(an.prefix_writes):
+        _shape, nbytes = _entry_bytes(an, name)
+        out.append((f"overlay:{name}", an.prefix_writes[name] * nbytes))
+    return out
+
+
+def overlay_resets(an: Analysis) -> list[str]:
+    """Statements at the start of `oi_step`: no entry is overridden yet."""
+    return [f"    OW_{name}_n = 0;" for name in sorted(an.prefix_writes)]
+
+
+def _dims_init(shape: tuple[int, ...]) -> str:
+    return "{" + (", ".join(f"INT64_C({d})" for d in shape) or "0") + "}"
+
+
+def prefix_functions(
+    an: Analysis, offsets: dict[str, int], formats: dict[str, tuple[str, list[int]]]
+) -> list[str]:
+    """C functions of every prefix table: ``oi_prefix_<P>(t, slot, i...)`` points `t` at an
+    entry (copied into `slot` when not NULL: the Vulkan target's arena slots), and for a
+    written table ``oi_prefix_<P>_write(t, i...)`` points `t` at the entry's overlay slot.
+
+    `offsets` maps overlay buffer names (`overlay_buffers`) to their arena offsets;
+    `formats` each table's printf format of its model names and the order of the indices in it.
+    """
+    out: list[str] = []
+    for pname in sorted(an.prefixes):
+        decl = an.prefixes[pname]
+        fmt, order = formats[pname]
+        shape, nbytes = _entry_bytes(an, pname)
+        numel = math.prod(shape)
+        n_idx = len(decl.table_indices)
+        params = ", ".join(f"int64_t i{k}" for k in range(n_idx))
+        args = ", ".join(f"(long long)i{k}" for k in order)
+        written = pname in an.prefix_writes
+        # The overlay is keyed by the indices the pattern uses (the simulator keys it by name).
+        key = ", ".join(f"i{k}" for k in order) or "0"
+        n_key = max(len(order), 1)
+        if written:
+            slots = an.prefix_writes[pname]
+            base = f"(A + {offsets[f'overlay:{pname}']})"
+            out += [
+                f"/* {pname}: entries overridden in this step, {slots} slot(s) of {nbytes} bytes */",
+                f"static int64_t OW_{pname}_key[{slots}][{n_key}];",
+                f"static int OW_{pname}_n;",
+                "",
+                f"static unsigned char *oi_overlay_{pname}(const int64_t *key, int add) {{",
+                "    int s, k;",
+                f"    for (s = 0; s < OW_{pname}_n; s++) {{",
+                f"        for (k = 0; k < {n_key} && OW_{pname}_key[s][k] == key[k]; k++) {{}}",
+                f"        if (k == {n_key}) return {base} + (size_t)s * {nbytes};",
+                "    }",
+                f"    if (!add || OW_{pname}_n == {slots}) return NULL;",
+                f"    for (k = 0; k < {n_key}; k++) OW_{pname}_key[OW_{pname}_n][k] = key[k];",
+                f"    return {base} + (size_t)(OW_{pname}_n++) * {nbytes};",
+                "}",
+                "",
+                f"static int oi_prefix_{pname}_write(oi_tensor *t, {params}) {{",
+                f"    const int64_t key[{n_key}] = {{{key}}};",
+                f"    static const int64_t dims[{max(len(shape), 1)}] = {_dims_init(shape)};",
+                f"    unsigned char *p = oi_overlay_{pname}(key, 1);",
+                "    int d;",
+                "    if (!p) {",
+                f'        oi_set_error("prefix table {pname}: a step overrides more than {slots} entries '
+                f'(the C target keeps one slot per model tensor of the pattern)");',
+                "        return OI_ERR_INDEX;",
+                "    }",
+                "    t->data = p;",
+                f"    t->ndim = {len(shape)};",
+                f"    for (d = 0; d < {len(shape)}; d++) t->dims[d] = dims[d];",
+                f"    t->cap = {numel};",
+                "    return OI_OK;",
+                "}",
+                "",
+            ]
+        out.append(f"static int oi_prefix_{pname}(oi_tensor *t, unsigned char *slot, {params}) {{")
+        out.append(f"    static const int64_t dims[{max(len(shape), 1)}] = {_dims_init(shape)};")
+        out.append("    char nm[256];")
+        out.append("    const void *p;")
+        out.append("    int d, rc;")
+        if written:
+            out.append(f"    const int64_t key[{n_key}] = {{{key}}};")
+            out.append(f"    p = oi_overlay_{pname}(key, 0);")
+            out.append("    if (!p) {")
+        else:
+            out.append("    {")
+        out.append(f'        snprintf(nm, sizeof nm, "{fmt}"{", " + args if args else ""});')
+        out.append(
+            f"        rc = oi_model_get(&oi_m, nm, {decl.dtype.code}u, {len(shape)}, dims, &p);"
+        )
+        out.append("        if (rc) return rc;")
+        out.append(
+            '        if (!p) { oi_set_error("model tensor %s has no data", nm); return OI_ERR_MODEL; }'
+        )
+        out.append("    }")
+        out.append(f"    if (slot) memcpy(slot, p, {nbytes});")
+        out.append("    t->data = slot ? (void *)slot : (void *)p;")
+        out.append(f"    t->ndim = {len(shape)};")
+        out.append(f"    for (d = 0; d < {len(shape)}; d++) t->dims[d] = dims[d];")
+        out.append(f"    t->cap = {numel};")
+        out.append("    (void)rc;")
+        out.append("    return OI_OK;")
+        out.append("}")
+        out.append("")
+    return out
