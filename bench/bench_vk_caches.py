@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         table.add_row("", "[bold]ratio device/host[/bold]",
                       *(f"{v:.2f}" if v is not None else "-" for v in ratios.values()), "",
                       end_section=True)  # fmt: skip
-    Console().print(table)
+    Console(width=140).print(table)
     RESULTS.mkdir(exist_ok=True)
     result = {"device": device_name, "config": dataclasses.asdict(cfg), "quick": args.quick,
               "rows": rows}  # fmt: skip

@@ -2,15 +2,16 @@
 
 A table (`K(l, t): f32[H, Dh] @table`, `A(i, j): f32[D, H] @auto_dim(i, j)`) lives in ONE
 preallocated device buffer `[cap_l, cap_t, *entry]` (auto-dim axes widen entry dims
-instead). Capacity grows by doubling, so an append is amortized O(1); a write is a jitted
-`dynamic_update_slice` with the buffer donated, so XLA updates it in place instead of
-copying the whole cache. Every mutation during a step pushes an undo record (the old
-entry and counts); a failed step replays them backwards, leaving the cache exactly as it
+instead). Capacity grows by doubling, so an append is amortized O(1); a write updates the
+buffer in place (JAX: a jitted `dynamic_update_slice` with the buffer donated, so XLA
+does not copy the whole cache; Vulkan: a device copy). Every mutation during a step
+pushes an undo record (the old entry and counts; for an append past the counts just
+"zero it again"); a failed step replays them backwards, leaving the cache exactly as it
 was (docs/semantics.md, "Atomic steps").
 
 Invariant: storage beyond the current counts is zero. New capacity is zero-filled, a
-reset zeroes, and rollback restores overwritten entries, so reading a never-written
-entry returns zeros without bookkeeping.
+reset zeroes, and rollback restores overwritten entries (and re-zeroes appended ones), so
+reading a never-written entry returns zeros without bookkeeping.
 
 Where the buffer lives is a `TableStorage` strategy: `JaxTableStorage` (a JAX array on
 the executor's device, the default) or `openinfer_jax.sim.vulkan_tables.VulkanTableStorage`
