@@ -17,7 +17,10 @@ Families, by template (shaders/):
 * reduce.comp     global_average_pool (``mean_axis`` over the spatial dims);
 * matmul_tiled.comp linear in f32 with at least 8 rows (w read as [N, K], bias epilogue);
 * conv_tiled.comp  conv1d/conv2d in f32 with 8+ output channels per group (implicit GEMM);
-* attention.comp  one work group per (batch, head, query) row, two passes over the keys.
+* attention.comp  one work group per (batch, head, query) row, two passes over the keys
+                  (decode steps, few queries);
+* attention_tiled.comp blocks of 16 queries x chunks of 16 keys through shared memory with
+                  an online softmax (prefills).
 
 Every kernel computes low-precision floats in f32 and f64 in double, and rounds once.
 """
@@ -85,6 +88,11 @@ MAX_CONCAT_INPUTS = 8  # bindings per dispatch: Vulkan guarantees few storage bu
 MAX_POOL_DIMS = 3
 ATTENTION_GROUP = 64  # invocations per attention row
 ATTENTION_COLS = 4  # output columns per invocation: head dims of v up to 256
+# The tiled (FlashAttention-like) kernel: blocks of 16 queries share each chunk of K/V in
+# shared memory; it takes prefills (8+ queries) with head dims up to 128 (shared memory:
+# about 25 KiB, under the 32 KiB of lavapipe).
+ATTENTION_TILED_MIN_QUERIES = 8
+ATTENTION_TILED_DIM = 128
 _PUSH_WORDS = 32  # nn.comp: n + p[31], the 128-byte minimum of every Vulkan device
 
 
@@ -313,25 +321,48 @@ def attention_kernel(
     strides = _mask_strides(shapes[3], q, skv, label) if mask is not None else [0, 0, 0, 0]
     in_dtypes = [dtype, dtype, dtype] + ([mask] if mask is not None else [])
     functions = "".join(load_function(f"load{i}", f"in{i}", t) for i, t in enumerate(in_dtypes))
+    mask_at = "load3(m_base + j * pc.m_key)"
+    heads = rows // sq if sq else 0
+    tiled = sq >= ATTENTION_TILED_MIN_QUERIES and max(d, dv) <= ATTENTION_TILED_DIM
+    tiled = tiled and heads <= 65535
     select = add = ""
-    if mask is DType.BOOL:
-        select = "    if (load3(m_base + j * pc.m_key) == 0u) return NEG_INF;"
-    elif mask is not None:
-        add = "    acc += float(load3(m_base + j * pc.m_key));"
-    source = render(
-        "attention.comp",
-        EXTENSIONS=extensions(*(glsl_type(t) for t in in_dtypes)),
-        WG=ATTENTION_GROUP,
-        COLS=ATTENTION_COLS,
-        BUFFERS=buffers(len(in_dtypes)),
-        FUNCTIONS=functions,
-        MASK_SELECT=select,
-        MASK_ADD=add,
-    )
+    if tiled:
+        if mask is DType.BOOL:
+            select = f"            if (visible && {mask_at} == 0u) visible = false;"
+        elif mask is not None:
+            add = f"                s += float({mask_at});"
+        source = render(
+            "attention_tiled.comp",
+            EXTENSIONS=extensions(*(glsl_type(t) for t in in_dtypes)),
+            MAXD=ATTENTION_TILED_DIM,
+            COLS=ATTENTION_TILED_DIM // 4,
+            BUFFERS=buffers(len(in_dtypes)),
+            FUNCTIONS=functions,
+            MASK_SELECT=select,
+            MASK_ADD=add,
+        )
+        grid = (math.ceil(sq / 16), heads, 1)
+        label += " [tiled]"
+    else:
+        if mask is DType.BOOL:
+            select = f"    if ({mask_at} == 0u) return NEG_INF;"
+        elif mask is not None:
+            add = f"    acc += float({mask_at});"
+        source = render(
+            "attention.comp",
+            EXTENSIONS=extensions(*(glsl_type(t) for t in in_dtypes)),
+            WG=ATTENTION_GROUP,
+            COLS=ATTENTION_COLS,
+            BUFFERS=buffers(len(in_dtypes)),
+            FUNCTIONS=functions,
+            MASK_SELECT=select,
+            MASK_ADD=add,
+        )
+        grid = launch.dispatch_grid(rows, 1)
     scale_bits = int(np.float32(scale).view(np.uint32))
     words = [rows, hq, sq, skv, d, dv, hq // hkv, int(causal), scale_bits, *strides]
     push = _check_words([w % (1 << 32) for w in words], 13, label)
-    return Kernel(label, source, push, launch.dispatch_grid(rows, 1))
+    return Kernel(label, source, push, grid)
 
 
 # ---- data movement -----------------------------------------------------------------------------------

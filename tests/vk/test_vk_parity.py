@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.ops import registry
 from openinfer_jax.vk import VulkanBackend
+from openinfer_jax.vk.kernels import MATMUL_TILES
 from tests.vk.vk_cases import (
     FALLBACKS,
     NN_FALLBACKS,
@@ -30,10 +31,26 @@ pytestmark = pytest.mark.vulkan
 CASES = all_cases()
 
 
+# Ops whose kernel source depends on the backend's matmul tile config.
+_TILED = ("matmul", "linear", "conv1d", "conv2d")
+
+
 @pytest.fixture(scope="module")
 def compiled(backend: VulkanBackend) -> VulkanBackend:
-    """The backend with every case's kernel compiled in one glslc run (much faster)."""
+    """The backend with every case's kernel compiled in one glslc run (much faster).
+
+    The tiled kernels are compiled for both named tile configs, so a SPIR-V cache built by
+    this run on lavapipe ("small") also serves a GPU ("large") that has no glslc.
+    """
     backend.precompile([(c.op, c.dtypes, c.shapes, c.params) for c in CASES])
+    own = backend.matmul_tiles
+    try:
+        for tiles in MATMUL_TILES:
+            backend.matmul_tiles = tiles
+            backend.precompile([(c.op, c.dtypes, c.shapes, c.params) for c in CASES
+                                if c.op in _TILED])  # fmt: skip
+    finally:
+        backend.matmul_tiles = own
     return backend
 
 

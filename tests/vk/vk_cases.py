@@ -20,10 +20,12 @@ from openinfer_jax.ops.registry import acc_accepts
 from openinfer_jax.vk.expressions import ELEMENTWISE
 from openinfer_jax.vk.kernels import REDUCTIONS
 
-# Ops whose float results go through transcendental functions (driver accuracy).
+# Ops whose float results go through transcendental functions or division (driver accuracy:
+# Vulkan allows a few ulp for exp, sqrt and division, and GPUs use it).
 TRANSCENDENTAL = frozenset(
-    {"exp", "log", "tanh", "sigmoid", "silu", "sqrt", "rsqrt", "recip", "div"}
-)
+    {"exp", "log", "tanh", "sigmoid", "silu", "sqrt", "rsqrt", "recip", "div",
+     "attention", "rope", "batch_norm", "avg_pool", "global_average_pool"}
+)  # fmt: skip
 _MANTISSA = {DType.F8: 2, DType.BF16: 7, DType.F16: 10, DType.F32: 23, DType.F64: 52}
 
 
@@ -362,6 +364,19 @@ def _attention_cases() -> list[Case]:
         )
     )
     cases.append(Case("attention", (*f32, DType.F32), ((2, 3, 4), (2, 5, 4), (2, 5, 4), (3, 5))))
+    # the tiled kernel (8+ queries, head dims <= 128): partial query blocks and key chunks,
+    # grouped heads, masks with hidden rows, head dims at the limit and past it (row kernel)
+    tiled = ((1, 4, 20, 8), (1, 2, 37, 8), (1, 2, 37, 12))
+    for dtype in _floats("attention"):
+        cases.append(Case("attention", (dtype,) * 3, tiled, {"causal": True}))
+        cases.append(Case("attention", (dtype,) * 4, (*tiled, (1, 1, 20, 37))))
+    cases.append(Case("attention", (*f32, DType.BOOL),
+                      ((2, 2, 19, 4), (2, 2, 9, 4), (2, 2, 9, 3), (2, 2, 19, 9)), {"causal": True}))  # fmt: skip
+    cases.append(
+        Case("attention", (*f32, DType.BOOL), ((3, 16, 5), (3, 21, 5), (3, 21, 5), (16, 21)))
+    )
+    cases.append(Case("attention", f32, ((1, 1, 9, 128), (1, 1, 20, 128), (1, 1, 20, 128))))
+    cases.append(Case("attention", f32, ((1, 1, 9, 160), (1, 1, 20, 160), (1, 1, 20, 7))))
     return cases
 
 
