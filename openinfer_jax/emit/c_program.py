@@ -36,10 +36,10 @@ from openinfer_jax.emit.c_kernels import (
     render_kernel,
     runtime_params,
 )
-from openinfer_jax.emit.c_prefix import overlay_buffers, overlay_resets, prefix_functions
 from openinfer_jax.emit.c_types import ctype
 from openinfer_jax.emit.memory import Buffer, MemoryPlan, plan_memory
-from openinfer_jax.emit.vk_kernels import compile_spirv, render_vk_kernel
+from openinfer_jax.emit.vk_program import ALIGN as VK_ALIGN
+from openinfer_jax.emit.vk_program import VkOptions, VkReport, VkState, tensor_bytes
 from openinfer_jax.errors import SynthesisError
 from openinfer_jax.ir.nodes import (
     Assign,
@@ -79,6 +79,7 @@ class CProgram:
     memory: MemoryPlan
     kernels: int
     outputs: tuple[str, ...]
+    vulkan: VkReport | None = None
 
 
 @dataclass
@@ -94,11 +95,17 @@ class _Gen:
     """One generation run: kernels, statements, live positions, labels."""
 
     def __init__(
-        self, an: Analysis, name: str, outputs: tuple[str, ...], target: str = "c"
+        self,
+        an: Analysis,
+        name: str,
+        outputs: tuple[str, ...],
+        target: str = "c",
+        vk: VkOptions | None = None,
     ) -> None:
         self.an = an
         self.target = target
-        self.shaders: dict[str, str] = {}  # kernel name -> GLSL (Vulkan target)
+        # The Vulkan target's placement, dispatches and syncs (None for the C target).
+        self.vk = VkState(an, vk or VkOptions({})) if target == "vulkan" else None
         self.prefix_slots: list[
             tuple[str, int]
         ] = []  # (slot name, bytes) for prefix views (Vulkan)
@@ -150,6 +157,8 @@ class _Gen:
                     f'{ind}OI_TRY(oi_set_shape(&{_c_var(key)}, {len(info.shape)}, {_dims_name(name)}), "{where}");'
                 )
             else:
+                if self.vk is not None:  # zeroing writes the arena on the host
+                    out.append(self.vk.sync(ind, where))
                 out.append(
                     f'{ind}OI_TRY(oi_zero(&{_c_var(key)}, {len(info.shape)}, {_dims_name(name)}, {ctype(info.dtype).size}), "{where}");'
                 )
@@ -220,12 +229,6 @@ class _Gen:
                     f"{where}: {ref} indexes {ref.name!r}, which is not a prefix table"
                 )
             self.tmp_count += 1
-            if write:  # overrides the entry for the rest of the step (c_prefix.py)
-                tmp = f"P{self.tmp_count}"
-                args = ", ".join(self.scalar(i, scope, where) for i in ref.indices)
-                pre.append(f"oi_tensor {tmp};")
-                pre.append(f'OI_TRY(oi_prefix_{ref.name}_write(&{tmp}, {args}), "{where}");')
-                return f"&{tmp}"
             tmp = f"P{self.tmp_count}"
             args = ", ".join(self.scalar(i, scope, where) for i in ref.indices)
             slot = "NULL"
@@ -253,6 +256,8 @@ class _Gen:
         self, node: Node, block: str, scope: _Scope, out: list[str], depth: int, where: str
     ) -> None:
         ind = "    " * depth
+        if self.vk is not None and self.vk.node_needs_sync(node, block):
+            out.append(self.vk.sync(ind, where))
         if isinstance(node, Op):
             self.op(node, scope, out, ind, where)
         elif isinstance(node, Assign):
@@ -265,8 +270,12 @@ class _Gen:
         elif isinstance(node, Transfer):
             pre: list[str] = []
             src = self.ref(node.src, scope, where, pre)
+            if node.dst.indices:
+                raise SynthesisError(
+                    f"{where}: transfer into a prefix-table entry is not supported by the C target"
+                )
             dst = self.ref(node.dst, scope, where, pre, write=True)
-            elem = ctype(self.dtype_of(node.dst.name)).size
+            elem = ctype(self.an.vars[node.dst.name].dtype).size
             out.extend(f"{ind}{line}" for line in ["{", *pre])
             out.append(f'{ind}OI_TRY(oi_copy({dst}, {src}, {elem}), "{where}");')
             out.append(f"{ind}}}")
@@ -343,28 +352,30 @@ class _Gen:
         fn = self.kernels.get(key)
         if fn is None:
             fn = f"k{len(self.kernels)}_{info.opdef.name}_{info.in_dtypes[0].short if info.in_dtypes else 'x'}"
-            if self.target == "vulkan":
-                kernel = render_vk_kernel(fn, len(self.shaders), info, where)
-                self.shaders[fn] = kernel.glsl
-                self.kernel_code.append(kernel.host)
-            else:
-                self.kernel_code.append(render_kernel(KernelRequest(fn, info, where)))
-                self.pack_bytes = max(self.pack_bytes, matmul_pack_bytes(info))
+            self.kernel_code.append(render_kernel(KernelRequest(fn, info, where)))
+            self.pack_bytes = max(self.pack_bytes, matmul_pack_bytes(info))
             self.kernels[key] = fn
+        if (
+            self.vk is not None
+            and not runtime_params(info)  # the GPU path passes no params
+            and self.vk_op(node, info, fn, scope, out, ind, where)
+        ):
+            return
         pre: list[str] = []
         args = [self.ref(r, scope, where, pre) for r in node.inputs]
         args += self.param_args(node, info, scope, where, pre)
+        if node.output.indices:
+            raise SynthesisError(
+                f"{where}: writing a prefix-table entry is not supported by the C target"
+            )
         dst = self.ref(node.output, scope, where, pre, write=True)
         out_name = node.output.name
-        # Entries of one prefix table may be the same entry at run time: go through scratch.
-        aliased = any(
-            r.name == out_name and (not r.indices or node.output.indices) for r in node.inputs
-        )
+        aliased = any(r.name == out_name and not r.indices for r in node.inputs)
         same_shape = all(
             s == info.out_shape for r, s in zip(node.inputs, info.in_shapes) if r.name == out_name
         )
         if aliased and not (info.opdef.name in ALIAS_SAFE and same_shape):
-            elems = self.bound_of(out_name)
+            elems = self.an.vars[out_name].bound
             self.scratch_elems[info.out_dtype] = max(
                 self.scratch_elems.get(info.out_dtype, 0), elems
             )
@@ -422,6 +433,41 @@ class _Gen:
             )
             out.append(q)
         return out
+
+    def vk_op(
+        self, node: Op, info: OpInfo, fn: str, scope: _Scope, out: list[str], ind: str, where: str
+    ) -> bool:
+        """Vulkan target: emit `node` as GPU dispatches and return True, or record why it
+        runs on the host, emit the sync before it and return False (the C path follows)."""
+        assert self.vk is not None
+        if node.output.indices:
+            return False  # the C path names the limit
+        same_shape = all(
+            s == info.out_shape
+            for r, s in zip(node.inputs, info.in_shapes)
+            if r.name == node.output.name
+        )
+        placed = self.vk.placement(node, info, info.opdef.name in ALIAS_SAFE and same_shape)
+        if isinstance(placed, str):
+            self.vk.host_node(where, placed)
+            out.append(self.vk.sync(ind, where))
+            return False
+        pre: list[str] = []
+        inputs: list[tuple[str, str, int]] = []
+        for r in node.inputs:
+            tensor = self.ref(r, scope, where, pre)
+            if r.indices:  # a prefix-table entry, copied into its arena slot first
+                slot, nbytes = self.prefix_slots[-1]
+                inputs.append((tensor, slot, nbytes))
+            else:
+                cname = self.var(r.name, scope)
+                inputs.append((tensor, f"(unsigned char *){cname}.data", tensor_bytes(self.an, r.name)))
+        dst = self.ref(node.output, scope, where, pre, write=True)
+        cname = self.var(node.output.name, scope)
+        target = (dst, f"(unsigned char *){cname}.data", tensor_bytes(self.an, node.output.name))
+        call = f"{fn}({dst}, {', '.join(t for t, _a, _n in inputs)})"
+        out.extend(self.vk.emit_gpu_op(placed, inputs, target, call, pre, ind, where))
+        return True
 
     def branch(
         self, node: Branch, block: str, scope: _Scope, out: list[str], depth: int, where: str
@@ -542,12 +588,15 @@ class _Gen:
     ) -> None:
         pre: list[str] = []
         name = node.src.name
+        if node.dst.indices:
+            raise SynthesisError(
+                f"{where}: cache.read into a prefix-table entry is not supported by the C target"
+            )
         out.append(f"{ind}{{")
         if name in self.an.tables:
             sel, n = self.selection(node.src, scope, where, out, ind + "    ")
             self.touch(name, scope)
             dst = self.ref(node.dst, scope, where, pre, write=True)
-            out.extend(f"{ind}    {line}" for line in pre)  # a prefix entry's overlay
             out.append(f'{ind}    OI_TRY(oi_table_read(&TB_{name}, {sel}, {n}, {dst}), "{where}");')
         else:
             info = self.an.vars.get(name)
@@ -555,10 +604,9 @@ class _Gen:
                 raise SynthesisError(f"{where}: {name!r} is not a persistent variable")
             if node.src.indices:
                 raise SynthesisError(f"{where}: {name!r} is not a table; read it without indices")
-            self._check_dtype(info.dtype, self.dtype_of(node.dst.name), where)
+            self._check_dtype(info.dtype, self.an.vars[node.dst.name].dtype, where)
             self.touch(name, scope)
             dst = self.ref(node.dst, scope, where, pre, write=True)
-            out.extend(f"{ind}    {line}" for line in pre)  # a prefix entry's overlay
             out.append(
                 f'{ind}    OI_TRY(oi_copy({dst}, &V_{name}, {ctype(info.dtype).size}), "{where}");'
             )
@@ -625,18 +673,6 @@ class _Gen:
         entry_bytes = math.prod(table.entry) * ctype(table.dtype).size
         return entries * (entry_bytes + 32)
 
-    def dtype_of(self, name: str) -> DType:
-        """The dtype of a variable or of a prefix table's entries."""
-        decl = self.an.prefixes.get(name)
-        return decl.dtype if decl is not None and name not in self.an.vars else self.an.vars[name].dtype
-
-    def bound_of(self, name: str) -> int:
-        """Elements a variable (or one entry of a prefix table) can hold."""
-        if name in self.an.vars:
-            return self.an.vars[name].bound
-        decl = self.an.prefixes[name]
-        return math.prod(resolve_dims(decl.dims, self.an.sizevars, f"variable {name!r}"))
-
     @staticmethod
     def _check_dtype(want: DType, got: DType, where: str) -> None:
         if want is not got:
@@ -694,15 +730,18 @@ def generate_c(
     embed: bytes | None,
     device: str,
     target: str = "c",
+    vk: VkOptions | None = None,
 ) -> CProgram:
     """Generate the C program for `an` (see the module docstring); `target` ``"vulkan"`` runs
-    the ops on the GPU through `openinfer_jax.emit.vk_kernels` and the rest on the host.
+    the op nodes that have GPU kernels as Vulkan dispatches (`openinfer_jax.emit.vk_program`,
+    options `vk`) and the rest on the host.
 
     Raises:
-        SynthesisError: a node the C target cannot express, naming the node and the limit.
+        SynthesisError: a node the C target cannot express, naming the node and the limit
+            (with ``vk.strict``: any op node that would run on the host).
     """
     _c_ident_check(sorted(an.vars) + sorted(an.tables) + sorted(an.prefixes))
-    gen = _Gen(an, name, outputs, target)
+    gen = _Gen(an, name, outputs, target, vk)
     body: list[str] = []
     scope = _Scope(end_label="step_end")
     gen.nodes(an.entry.nodes, an.entry.name, scope, body, 1)
@@ -713,17 +752,19 @@ def generate_c(
             )
     body = gen.resolve_assigns(body)
     mem = _plan(an, gen, outputs)
-    spirv = compile_spirv(gen.shaders) if target == "vulkan" else {}
+    vk_globals, vk_files = gen.vk.globals(mem) if gen.vk is not None else ([], {})
     files = {
         f"{name}.h": _header(an, name, outputs, embed is not None),
-        f"{name}.c": _source(an, gen, name, outputs, mem, body, embed is not None, device, spirv),
-        f"{name}_driver.c": _driver(an, name, outputs),
+        f"{name}.c": _source(
+            an, gen, name, outputs, mem, body, embed is not None, device, vk_globals
+        ),
+        f"{name}_driver.c": _driver(an, name, outputs, gen.vk is not None),
+        **vk_files,
     }
-    for kname, glsl in gen.shaders.items():
-        files[f"{kname}.comp"] = glsl
     if embed is not None:
         files[f"{name}_weights.c"] = _weights(name, embed)
-    return CProgram(files, mem, len(gen.kernels), outputs)
+    report = gen.vk.report() if gen.vk is not None else None
+    return CProgram(files, mem, len(gen.kernels), outputs, report)
 
 
 # ---- memory --------------------------------------------------------------------------------
@@ -762,7 +803,8 @@ def _plan(an: Analysis, gen: _Gen, outputs: tuple[str, ...]) -> MemoryPlan:
         bufs.append(Buffer(f"shadow:{cname}", info.bound * ctype(info.dtype).size))
     for slot, nbytes in gen.prefix_slots:
         bufs.append(Buffer(f"prefix:{slot}", nbytes))
-    bufs += [Buffer(bname, nbytes) for bname, nbytes in overlay_buffers(an)]
+    if gen.vk is not None:
+        bufs += [Buffer(bname, nbytes) for bname, nbytes in gen.vk.buffers()]
     scratch = max((n * ctype(d).size for d, n in gen.scratch_elems.items()), default=0)
     if scratch:
         bufs.append(Buffer("scratch", scratch))
@@ -773,7 +815,7 @@ def _plan(an: Analysis, gen: _Gen, outputs: tuple[str, ...]) -> MemoryPlan:
     for vname in _undo_vars(an):
         info = an.vars[vname]
         bufs.append(Buffer(f"undo:{vname}", info.bound * ctype(info.dtype).size))
-    return plan_memory(bufs)
+    return plan_memory(bufs, VK_ALIGN if gen.vk is not None else None)
 
 
 def _undo_vars(an: Analysis) -> list[str]:
@@ -843,10 +885,9 @@ def _source(
     body: list[str],
     embedded: bool,
     device: str,
-    spirv: dict[str, bytes] | None = None,
+    vk_globals: list[str] | None = None,
 ) -> str:
-    vulkan = gen.target == "vulkan"
-    spirv = spirv or {}
+    vulkan = gen.vk is not None
     out: list[str] = []
     out.append(f"/* {name}.c: generated by OpenInfer-JAX for {device}. Do not edit.")
     out.append(f" * Memory plan: {mem.summary()}.")
@@ -863,17 +904,9 @@ def _source(
     if vulkan:
         out.append("/* one arena: the host-visible Vulkan storage buffer, mapped at oi_init */")
         out.append("static unsigned char *A;")
-        out.append("#define OI_VK_OFF(t) ((uint32_t)(((const unsigned char *)(t)->data - A) / 4))")
         for slot, _nbytes in gen.prefix_slots:
             out.append(f"#define {slot} (A + {mem.buffers['prefix:' + slot].offset})")
-        for kname in gen.shaders:
-            words = spirv[kname]
-            ints = [int.from_bytes(words[i : i + 4], "little") for i in range(0, len(words), 4)]
-            out.append(f"/* SPIR-V of {kname}.comp (glslc) */")
-            out.append(f"static const uint32_t SPV_{kname}[{len(ints)}] = {{")
-            for i in range(0, len(ints), 8):
-                out.append("    " + ", ".join(f"0x{v:08x}u" for v in ints[i : i + 8]) + ",")
-            out.append("};")
+        out.extend(vk_globals or [])
     else:
         out.append("/* one arena, 8-byte aligned; every buffer offset is a multiple of 64 */")
         out.append(f"static uint64_t oi_arena[{max(mem.arena_bytes // 8, 1)}];")
@@ -930,13 +963,33 @@ def _source(
         out.append("    return t;")
         out.append("}")
         out.append("")
-    # Prefix tables: model tensors looked up by their pattern name; writes go to an overlay.
-    formats = {
-        pname: _pattern_format(pname, d.pattern, d.model_name, d.table_indices)
-        for pname, d in an.prefixes.items()
-    }
-    offsets = {bname: buf.offset for bname, buf in mem.buffers.items()}
-    out.extend(prefix_functions(an, offsets, formats))
+    # Prefix tables: model tensors looked up by their pattern name.
+    for pname in sorted(an.prefixes):
+        decl = an.prefixes[pname]
+        fmt, order = _pattern_format(pname, decl.pattern, decl.model_name, decl.table_indices)
+        shape = resolve_dims(decl.dims, an.sizevars, f"variable {pname!r}")
+        ctype(decl.dtype, f"prefix table {pname!r}")
+        params = ", ".join(f"int64_t i{k}" for k in range(len(decl.table_indices)))
+        args = ", ".join(f"(long long)i{k}" for k in order)
+        out.append(f"static int oi_prefix_{pname}(oi_tensor *t, unsigned char *slot, {params}) {{")
+        out.append(f"    static const int64_t dims[{max(len(shape), 1)}] = {_dims_init(shape)};")
+        out.append("    char nm[256];")
+        out.append("    const void *p;")
+        out.append("    int d, rc;")
+        out.append(f'    snprintf(nm, sizeof nm, "{fmt}"{", " + args if args else ""});')
+        out.append(f"    rc = oi_model_get(&oi_m, nm, {decl.dtype.code}u, {len(shape)}, dims, &p);")
+        out.append("    if (rc) return rc;")
+        out.append(
+            '    if (!p) { oi_set_error("model tensor %s has no data", nm); return OI_ERR_MODEL; }'
+        )
+        out.append(f"    if (slot) memcpy(slot, p, {math.prod(shape) * ctype(decl.dtype).size});")
+        out.append("    t->data = slot ? (void *)slot : (void *)p;")
+        out.append(f"    t->ndim = {len(shape)};")
+        out.append(f"    for (d = 0; d < {len(shape)}; d++) t->dims[d] = dims[d];")
+        out.append(f"    t->cap = {math.prod(shape)};")
+        out.append("    return OI_OK;")
+        out.append("}")
+        out.append("")
     if gen.pack_bytes:
         out.append("static unsigned char *oi_pack; /* the tiled matmul's packed panel of B */")
     out.append("/* ---- kernels (rendered from the op registry) ---- */")
@@ -1016,15 +1069,15 @@ def _source(
         out.append("        rc = OI_ERR_MODEL;")
         out.append("        goto fail;")
         out.append("    }")
-    if vulkan:
+    if gen.vk is not None:
+        vk = gen.vk
         out.append(
-            f'    OI_TRY(oi_vk_init(OI_ARENA_BYTES, &A, {len(gen.shaders)}), "Vulkan setup");'
+            f"    OI_TRY(oi_vk_init(OI_ARENA_BYTES, {VK_ALIGN}u, &A, {len(vk.sources)}, "
+            f'{len(vk.dispatches)}, {vk.needs_mask()}), "Vulkan setup");'
         )
-        for pid, kname in enumerate(gen.shaders):
-            out.append(
-                f'    OI_TRY(oi_vk_pipeline({pid}, SPV_{kname}, sizeof SPV_{kname}), "pipeline {kname}");'
-            )
     out.append("    oi_bind();")
+    if gen.vk is not None:
+        out.extend(gen.vk.init_lines())
     for vname in source_vars:
         info = an.vars[vname]
         if info.kind in ("constant", "persistent"):
@@ -1130,7 +1183,6 @@ def _source(
     if journaled:
         out.append("    oi_j.used = 0;")
         out.append("    oi_j.overflow = 0;")
-    out.extend(overlay_resets(an))
     for tname in sorted(an.tables):
         out.append(f"    oi_table_begin(&TB_{tname});")
     for vname in _undo_vars(an):
@@ -1141,10 +1193,14 @@ def _source(
     out.extend(body)
     if "step_end" in gen.used_labels:
         out.append("step_end:")
+    if gen.vk is not None:  # the host reads results (fetch) after the step
+        out.append(gen.vk.sync("    ", "end of step"))
     for vname in dynamic:
         out.append(f"    oi_have_{vname} = 0;")
     out.append("    return OI_OK;")
     out.append("fail:")
+    if gen.vk is not None:
+        out.append("    oi_vk_discard(); /* dispatches recorded and not submitted */")
     for vname in dynamic:
         out.append(f"    oi_have_{vname} = 0;")
     for vname in _undo_vars(an):
@@ -1217,7 +1273,7 @@ def _init_function(info: VarInfo, in_place: bool = True) -> list[str]:
     return lines
 
 
-def _driver(an: Analysis, name: str, outputs: tuple[str, ...]) -> str:
+def _driver(an: Analysis, name: str, outputs: tuple[str, ...], vulkan: bool = False) -> str:
     """A small test driver: reads inputs from files, runs steps, writes outputs to files.
 
     File format (inputs and outputs): int32 ndim, int64 dims[ndim], raw little-endian elements.
@@ -1350,7 +1406,33 @@ def _driver(an: Analysis, name: str, outputs: tuple[str, ...]) -> str:
         "}",
         "",
     ]
-    return "\n".join(out)
+    return "\n".join(_vk_driver(out) if vulkan else out)
+
+
+def _vk_driver(lines: list[str]) -> list[str]:
+    """The Vulkan variant of the driver: wall-clock timing (the GPU's work is not this
+    process's CPU time) and a report of the device and the queue submissions per step."""
+    out = ["#define _POSIX_C_SOURCE 199309L /* clock_gettime */"]
+    for line in lines:
+        if line.strip() in ("t0 = clock();", "t1 = clock();"):
+            line = line.replace("clock()", "wall()")
+        out.append(line)
+        if line == "#include <time.h>":
+            out += ['#include "oi_vulkan.h"', "",
+                    "static clock_t wall(void) {",
+                    "    struct timespec ts;",
+                    "    clock_gettime(CLOCK_MONOTONIC, &ts);",
+                    "    return (clock_t)((double)ts.tv_sec * CLOCKS_PER_SEC + (double)ts.tv_nsec * (CLOCKS_PER_SEC / 1e9));",
+                    "}"]  # fmt: skip
+    # After the steps: the device and the queue submissions / dispatches per step.
+    k = out.index("    if (argc > 5) {")
+    out[k:k] = [
+        '    printf("vk_device %s\\n", oi_vk_device_name());',
+        '    printf("vk_submits_per_step %.3f\\n", steps ? (double)oi_vk_submits() / steps : 0.0);',
+        '    printf("vk_dispatches_per_step %.3f\\n", steps ? (double)oi_vk_dispatches() / steps : 0.0);',
+        '    printf("vk_fallbacks_per_step %.3f\\n", steps ? (double)oi_vk_fallbacks() / steps : 0.0);',
+    ]
+    return out
 
 
 def _weights(name: str, data: bytes) -> str:

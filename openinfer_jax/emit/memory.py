@@ -18,8 +18,8 @@ __all__ = ["ALIGN", "Buffer", "MemoryPlan", "plan_memory"]
 ALIGN = 64
 
 
-def _align(n: int) -> int:
-    return (n + ALIGN - 1) // ALIGN * ALIGN
+def _align(n: int, align: int = ALIGN) -> int:
+    return (n + align - 1) // align * align
 
 
 @dataclass
@@ -52,11 +52,12 @@ class MemoryPlan:
 
     buffers: dict[str, Buffer] = field(default_factory=dict)
     arena_bytes: int = 0
+    align: int = ALIGN
 
     @property
     def total_bytes(self) -> int:
         """Sum of all buffer sizes (aligned), i.e. the arena size without reuse."""
-        return sum(_align(b.nbytes) for b in self.buffers.values())
+        return sum(_align(b.nbytes, self.align) for b in self.buffers.values())
 
     def summary(self) -> str:
         """``arena N bytes for K buffers totalling S bytes (reuse saves P%)``."""
@@ -68,20 +69,25 @@ class MemoryPlan:
         )
 
 
-def plan_memory(buffers: list[Buffer]) -> MemoryPlan:
-    """Place `buffers` in one arena (see the module docstring); deterministic for equal input."""
-    order = sorted(buffers, key=lambda b: (-_align(b.nbytes), b.name))
+def plan_memory(buffers: list[Buffer], align: int | None = None) -> MemoryPlan:
+    """Place `buffers` in one arena (see the module docstring); deterministic for equal input.
+
+    `align` (default `ALIGN`) is the offset alignment; the Vulkan target asks for 256, the
+    largest minStorageBufferOffsetAlignment of any device, so every buffer can be a binding.
+    """
+    align = align or ALIGN
+    order = sorted(buffers, key=lambda b: (-_align(b.nbytes, align), b.name))
     placed: list[Buffer] = []
     end = 0
     for buf in order:
-        size = _align(max(buf.nbytes, 1))
+        size = _align(max(buf.nbytes, 1), align)
         conflicts = sorted((p for p in placed if p.overlaps(buf)), key=lambda p: p.offset)
         offset = 0
         for other in conflicts:
             if offset + size <= other.offset:
                 break
-            offset = max(offset, other.offset + _align(max(other.nbytes, 1)))
+            offset = max(offset, other.offset + _align(max(other.nbytes, 1), align))
         buf.offset = offset
         placed.append(buf)
         end = max(end, offset + size)
-    return MemoryPlan({b.name: b for b in sorted(buffers, key=lambda b: b.name)}, end)
+    return MemoryPlan({b.name: b for b in sorted(buffers, key=lambda b: b.name)}, end, align)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from openinfer_jax.emit.memory import MemoryPlan
+from openinfer_jax.emit.vk_program import VkReport
 from openinfer_jax.errors import SynthesisError
 
 __all__ = ["Plan"]
@@ -24,7 +25,11 @@ __all__ = ["Plan"]
 
 @dataclass(frozen=True)
 class Plan:
-    """What `Synthesizer.synthesize` returns: target, program name, files and the memory plan."""
+    """What `Synthesizer.synthesize` returns: target, program name, files and the memory plan.
+
+    `vulkan` (Vulkan target only) says which op nodes run on the GPU and why the others
+    run on the host.
+    """
 
     target: str
     name: str
@@ -32,6 +37,7 @@ class Plan:
     memory: MemoryPlan
     kernels: int
     outputs: tuple[str, ...]
+    vulkan: VkReport | None = None
 
     @property
     def arena_bytes(self) -> int:
@@ -44,11 +50,14 @@ class Plan:
         return self.memory.total_bytes
 
     def summary(self) -> str:
-        """A few lines for humans and the CLI: files, kernels, the memory plan."""
+        """A few lines for humans and the CLI: files, kernels, the memory plan (and for the
+        Vulkan target the GPU/host placement of the op nodes)."""
         lines = [
             f"{self.target} program {self.name!r}: {len(self.files)} files, {self.kernels} kernels"
         ]
         lines.append(f"memory: {self.memory.summary()}")
+        if self.vulkan is not None:
+            lines += self.vulkan.summary()
         return "\n".join(lines)
 
     def emit(self, directory: str | os.PathLike[str]) -> Path:

@@ -17,6 +17,9 @@ from openinfer_jax.emit.c_program import generate_c
 from openinfer_jax.emit.device import DeviceArch, host_arch, load_arch
 from openinfer_jax.emit.plan import Plan
 from openinfer_jax.emit.runtime_files import runtime_files, vulkan_files
+from openinfer_jax.emit.vk_kernels import device_features, matmul_tiles
+from openinfer_jax.emit.vk_program import VkOptions, runtime_shaped
+from openinfer_jax.emit.vk_variants import max_variants, shape_variants
 from openinfer_jax.errors import GraphValidationError, SynthesisError
 from openinfer_jax.ir.nodes import Graph
 
@@ -25,8 +28,8 @@ __all__ = ["TARGETS", "Synthesizer"]
 #: Targets and what they emit.
 TARGETS: dict[str, str] = {
     "c": "plain C99 (libc + libm): <name>.h, <name>.c, oi_runtime.[ch], a test driver",
-    "vulkan": "C99 host code on the Vulkan API + GLSL compute shaders (SPIR-V via glslc) for the f32 "
-    "elementwise+matmul subset; other ops raise SynthesisError",
+    "vulkan": "C99 host code on the Vulkan API + GLSL compute shaders (SPIR-V embedded, from glslc): "
+    "op nodes with a GPU kernel run on the device, the rest as in the C target on the host",
 }
 
 
@@ -101,17 +104,21 @@ class Synthesizer:
         name: str = "model",
         outputs: Iterable[str] | None = None,
         embed_weights: bool = False,
+        strict: bool = False,
     ) -> Plan:
         """Check and generate; nothing is written (call `Plan.emit`).
 
         `outputs` names the variables the API can fetch (default: every declared variable
         and every assigned temporary); buffers outside it are reused by lifetime.
         `embed_weights` compiles the model file into the program as a C array.
+        `strict` (Vulkan target): every op node must run on the GPU; one that would run on
+        the host raises SynthesisError naming it and why.
 
         Raises:
             SynthesisError: an op/dtype the target cannot express, an unbounded cache axis,
                 a graph that does not validate against the model, a device memory limit the
-                program exceeds, naming the node or variable and the limit.
+                program exceeds, naming the node or variable and the limit; in strict mode
+                an op node the Vulkan target would run on the host.
         """
         if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
             raise SynthesisError(f"program name {name!r} must be a C identifier")
@@ -135,7 +142,18 @@ class Synthesizer:
                         f"output {out!r} is not a variable of the graph (known: {', '.join(sorted(names))})"
                     )
             embed = _model_bytes(loader) if embed_weights else None
-            program = generate_c(an, name, chosen, embed, self.arch.describe(), self.target)
+            vk = None
+            if self.target == "vulkan":
+                prefs = self.arch.raw["preferences"]
+                vk = VkOptions(
+                    device_features(self.arch.raw["features"]),
+                    matmul_tiles(prefs),
+                    strict,
+                    shape_variants(g, loader, self.arch, max_variants(prefs))
+                    if runtime_shaped(an)
+                    else {},
+                )
+            program = generate_c(an, name, chosen, embed, self.arch.describe(), self.target, vk)
             limit = self.arch.memory("global_bytes")
             if program.memory.arena_bytes > limit:
                 raise SynthesisError(
@@ -152,6 +170,7 @@ class Synthesizer:
                 program.memory,
                 program.kernels,
                 program.outputs,
+                program.vulkan,
             )
         finally:
             if opened:

@@ -1,206 +1,259 @@
-"""Vulkan kernels for the emitted program: GLSL compute shaders (compiled to SPIR-V with
-glslc at synthesis time) and the C host wrappers that dispatch them.
+"""Which op nodes of an emitted Vulkan program run on the GPU, and with which kernels.
 
-The Vulkan target covers the f32 elementwise ops of `ELEMENTWISE_GLSL` and 2-D f32 matmul;
-any other op or dtype is a `SynthesisError` naming the node. Every tensor lives in the one
-arena buffer; shaders index it with element offsets passed as push constants. A grid-stride
-loop lets any size run with at most 65535 workgroups of 64 invocations.
+The GLSL comes from the simulator's Vulkan backend (`openinfer_jax.vk.kernels`, read-only
+here): a `Kernel` there is GLSL + push-constant words + grid, its source depends only on
+dtypes and static params, and its bindings are the inputs then the output, each a word
+buffer. The emitted program binds each of them to a slice of its one arena, so a tensor's
+bytes must be laid out the same way in C and on the GPU: true for every dtype except the
+packed integers (C unpacks them to one byte per element, the GPU packs them into words).
+
+`plan_vk_op` turns one resolved op call (bounded shapes from the analysis) into a `VkOpPlan`
+(one or more dispatches, push constants baked for those shapes), or into the reason why the
+node runs on the host instead: no kernel for the op or dtype, a packed dtype, a device
+feature the device JSON does not promise (``features.shader_int64``, default true;
+``features.shader_float64``, default false), a kernel limit (broadcast rank). SPIR-V comes
+from `openinfer_jax.vk.compiler` (glslc, cached on disk by source hash).
 """
 
 from __future__ import annotations
 
 import math
-import shutil
-import subprocess
-import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from openinfer_jax.emit.analysis import OpInfo
-from openinfer_jax.errors import SynthesisError
+from openinfer_jax.errors import OpenInferError, SynthesisError
+from openinfer_jax.ir.nodes import VarName
 from openinfer_jax.oinf.dtypes import DType
 
-__all__ = ["ELEMENTWISE_GLSL", "VkKernel", "compile_spirv", "render_vk_kernel", "vk_supports"]
+__all__ = [
+    "DEFAULT_FEATURES",
+    "VkOpPlan",
+    "VkStep",
+    "compile_spirv",
+    "device_features",
+    "matmul_tiles",
+    "plan_vk_op",
+]
 
-_NAN = "uintBitsToFloat(0x7fc00000u)"
-_INF = "uintBitsToFloat(0x7f800000u)"
-
-#: f32 expressions over x0, x1, x2 with `{param}` slots (literals), NaN-propagating like the
-#: registry's references.
-ELEMENTWISE_GLSL: dict[str, str] = {
-    "add": "x0 + x1",
-    "sub": "x0 - x1",
-    "mul": "x0 * x1",
-    "div": "(x1 == 0.0) ? {div_by_zero_mask} : x0 / x1",
-    "max": "(isnan(x0) || x0 > x1) ? x0 : x1",
-    "min": "(isnan(x0) || x0 < x1) ? x0 : x1",
-    "neg": "-x0",
-    "abs": "abs(x0)",
-    "relu": "nan_clamp((x0 < 0.0) ? x0 * {negative_slope} : x0, {clamp_min}, {clamp_max})",
-    "clamp": "nan_clamp(x0, {min}, {max})",
-    "exp": "exp(x0)",
-    "log": "log(x0)",
-    "sqrt": "sqrt(x0)",
-    "rsqrt": "1.0 / sqrt(x0)",
-    "tanh": "tanh(x0)",
-    "sigmoid": "1.0 / (1.0 + exp(-x0))",
-    "silu": "x0 / (1.0 + exp(-x0))",
-    "fill": "{value}",
-}
-
-_HEADER = """#version 450
-layout(local_size_x = 64) in;
-layout(std430, binding = 0) buffer Arena { float data[]; };
-float nan_clamp(float y, float lo, float hi) { return isnan(y) ? y : min(max(y, lo), hi); }
-"""
+#: Optional ``features`` keys of the device JSON that the Vulkan target reads, and their
+#: defaults (shaderInt64 is near-universal on compute GPUs and lavapipe; shaderFloat64 is not).
+DEFAULT_FEATURES: dict[str, bool] = {"shader_int64": True, "shader_float64": False}
 
 
 @dataclass(frozen=True)
-class VkKernel:
-    """One Vulkan kernel: its GLSL source and the C host wrapper that dispatches it."""
+class VkStep:
+    """One dispatch: the kernel and what each binding is: ``in<k>``, ``out``, ``scratch<k>``
+    (a device-only temporary, e.g. a norm's row statistics) or ``const<k>``."""
 
-    glsl: str
-    host: str
-
-
-def vk_supports(info: OpInfo) -> bool:
-    """True when the Vulkan target has a kernel for this op and these dtypes."""
-    if any(d is not DType.F32 for d in (*info.in_dtypes, info.out_dtype)):
-        return False
-    if info.opdef.name == "matmul":
-        return all(len(s) == 2 for s in info.in_shapes) and info.params.get("acc") is None
-    return info.opdef.name in ELEMENTWISE_GLSL
+    kernel: Any  # openinfer_jax.vk.kernels.Kernel (imported lazily: it pulls in NumPy params)
+    roles: tuple[str, ...]
 
 
-def _glsl_float(value: Any) -> str:
-    v = float(value)
-    if math.isnan(v):
-        return _NAN
-    if math.isinf(v):
-        return _INF if v > 0 else f"(-{_INF})"
-    return repr(v)
+@dataclass(frozen=True)
+class VkOpPlan:
+    """The dispatches of one op node, the bytes of each scratch tensor, the little-endian
+    bytes of each constant (rope frequencies), and the device features its kernels use
+    (``shader_int64`` / ``shader_float64``)."""
+
+    steps: tuple[VkStep, ...]
+    scratch: tuple[int, ...]
+    needs: frozenset[str]
+    constants: tuple[bytes, ...] = ()
 
 
-def render_vk_kernel(name: str, pipeline: int, info: OpInfo, where: str) -> VkKernel:
-    """GLSL + host wrapper for one op call.
+def device_features(raw_features: Mapping[str, Any]) -> dict[str, bool]:
+    """The `DEFAULT_FEATURES` keys as the device JSON's ``features`` section sets them."""
+    return {
+        key: bool(raw_features.get(key, default)) for key, default in DEFAULT_FEATURES.items()
+    }
+
+
+def matmul_tiles(raw_preferences: Mapping[str, Any]) -> str:
+    """The f32 matmul tile config: ``preferences.vk_matmul_tiles`` or ``"small"``.
+
+    "small" (64x64 tiles) runs well on CPU drivers and any GPU; "large" is the H200 tuning.
 
     Raises:
-        SynthesisError: the op/dtype is outside the Vulkan subset, naming `where`.
+        SynthesisError: the value names no tile config.
     """
-    if not vk_supports(info):
-        dts = ", ".join(d.short for d in info.in_dtypes)
+    from openinfer_jax.vk.kernels import tile_config
+
+    tiles = raw_preferences.get("vk_matmul_tiles", "small")
+    if not isinstance(tiles, str) or (tiles != "generic" and tile_config(tiles) is None):
         raise SynthesisError(
-            f"{where}: op {info.opdef.name}({dts}) is not supported by the Vulkan target (f32 only: "
-            f"{', '.join(sorted(ELEMENTWISE_GLSL))}, and 2-D matmul); emit the C target instead"
+            f"preferences.vk_matmul_tiles must be 'small', 'large', 'generic' or "
+            f"'BMxBNxBKxTMxTN', got {tiles!r}"
         )
-    if info.opdef.name == "matmul":
-        return _matmul(name, pipeline)
-    return _elementwise(name, pipeline, info, where)
+    return tiles
 
 
-def _elementwise(name: str, pipeline: int, info: OpInfo, where: str) -> VkKernel:
-    expr = ELEMENTWISE_GLSL[info.opdef.name]
-    defaults = {"div_by_zero_mask": math.nan, "min": -math.inf, "max": math.inf}
+def plan_vk_op(info: OpInfo, features: Mapping[str, bool], tiles: str = "small") -> VkOpPlan | str:
+    """The GPU dispatches of one op call, or the reason it runs on the host (a short phrase)."""
+    from openinfer_jax.vk import kernels
+
+    op = info.opdef.name
+    if op not in kernels.kernel_ops():
+        return f"no Vulkan kernel for op {op}"
+    dtypes = [*info.in_dtypes, info.out_dtype]
+    for dtype in dtypes:
+        if dtype.is_packed:
+            return f"packed {dtype.short} (C unpacks it, the GPU packs it)"
     for key, value in info.params.items():
-        if type(value).__name__ == "VarName":
-            raise SynthesisError(
-                f"{where}: param {key}={value} names a variable; the Vulkan target needs literals"
-            )
-        expr = expr.replace(
-            f"{{{key}}}", _glsl_float(defaults.get(key) if value is None else value)
+        if isinstance(value, VarName):
+            return f"param {key} is a variable"
+    needs = _needs(op, info)
+    for need in sorted(needs):
+        if not features.get(need, False):
+            return f"device JSON features.{need} is false"
+    try:
+        return _plan(op, info, tiles, needs)
+    except OpenInferError as err:  # a kernel limit (rank, grid) or no expression for a family
+        return str(err).split("\n")[0]
+
+
+def _needs(op: str, info: OpInfo) -> frozenset[str]:
+    from openinfer_jax.vk.glsl import glsl_type
+
+    needed: list[DType] = list(info.in_dtypes)
+    if op not in ("argmax_axis", "argmin_axis"):
+        needed.append(info.out_dtype)  # arg* write i64 indices as two words, no int64 math
+    acc = info.params.get("acc") if info.opdef.acc_rules else None
+    if acc is not None:
+        needed.append(acc[0])
+    if op == "relu" and info.in_dtypes[0].is_int:
+        needed.append(DType.F64)  # integer relu multiplies by the slope in f64
+    if op in ("softmax", "log_softmax", "layer_norm", "rms_norm") and DType.F64 in needed:
+        needed.append(DType.F64)
+    caps = {glsl_type(d).capability for d in needed}
+    return frozenset(c for c in caps if c is not None)
+
+
+def _plan(op: str, info: OpInfo, tiles: str, needs: frozenset[str]) -> VkOpPlan | str:
+    """The kernel(s) of `op` at the call's bounded shapes (mirrors the simulator backend)."""
+    from openinfer_jax.vk import kernels, launch
+    from openinfer_jax.vk.expressions import ELEMENTWISE
+    from openinfer_jax.vk.glsl import glsl_type
+
+    dtypes, shapes = list(info.in_dtypes), [tuple(s) for s in info.in_shapes]
+    params, out, out_shape = info.params, info.out_dtype, tuple(info.out_shape)
+    ins = tuple(f"in{k}" for k in range(len(dtypes)))
+
+    def one(kernel: Any, roles: Sequence[str] = (*ins, "out")) -> VkOpPlan:
+        return VkOpPlan((VkStep(kernel, tuple(roles)),), (), needs)
+
+    if op in _nn_ops():
+        return _nn(op, info, tiles, needs)
+
+    if op in kernels.NORMALIZATIONS:
+        if op in ("softmax", "log_softmax") and dtypes[0] is DType.F64:
+            return f"{op}: no Vulkan kernel for f64 inputs (GLSL's exp takes no doubles)"
+        axes = kernels.norm_axes(op, len(shapes[0]), int(params.get("axis", -1)))
+        stats = kernels.norm_stats_kernel(op, dtypes[0], shapes[0], axes)
+        apply = kernels.norm_apply_kernel(
+            op, dtypes[0], shapes, axes, float(params.get("epsilon", 0.0))
         )
-    n = len(info.in_dtypes)
-    fields = "uint n; uint o; " + " ".join(f"uint a{k}; uint n{k};" for k in range(n))
-    loads = " ".join(f"float x{k} = data[p.a{k} + i % p.n{k}];" for k in range(n))
-    glsl = (
-        _HEADER
-        + f"layout(push_constant) uniform Push {{ {fields} }} p;\n"
-        + "void main() {\n"
-        + "    uint stride = gl_NumWorkGroups.x * 64u;\n"
-        + "    for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {\n"
-        + f"        {loads}\n"
-        + f"        data[p.o + i] = {expr};\n"
-        + "    }\n}\n"
+        width = 8 if dtypes[0] is DType.F64 else 4
+        steps = (
+            VkStep(stats, ("in0", "scratch0")),
+            VkStep(apply, ("in0", "scratch0", *ins[1:], "out")),
+        )
+        return VkOpPlan(steps, (int(stats.push[0]) * width,), needs)
+    name = "gelu_tanh" if op == "gelu" and params.get("approximate") == "tanh" else op
+    if name in ELEMENTWISE:
+        if ELEMENTWISE[name].expr_for(glsl_type(dtypes[0]).family) is None:
+            return f"no Vulkan kernel for {op} on {dtypes[0].short}"
+        return one(kernels.elementwise_kernel(name, dtypes, shapes, out, out_shape, params))
+    if op in kernels.GATHERS:
+        axis = int(params.get("axis", 0)) if op == "gather" else 0
+        return one(kernels.gather_kernel(dtypes[0], dtypes[1], shapes[0], shapes[1], axis))
+    if op in kernels.MOVEMENT:
+        in_shape = shapes[0]
+        if op == "reshape":
+            strides, offset = list(launch.contiguous_strides(out_shape)), 0
+        elif op == "slice":
+            strides, offset = kernels.slice_layout(in_shape, params)
+        else:
+            perm = list(params.get("perm") or reversed(range(len(in_shape))))
+            own = launch.contiguous_strides(in_shape)
+            strides, offset = [own[p % len(in_shape)] for p in perm], 0
+        return one(kernels.movement_kernel(op, dtypes[0], out_shape, strides, offset))
+    if op == "cast":
+        return one(
+            kernels.cast_kernel(
+                dtypes[0], out, shapes[0], params["rounding_mode"], bool(params["saturate"])
+            )
+        )
+    if op == "fill":
+        return one(kernels.fill_kernel(dtypes[0], out_shape, params["value"]), ("out",))
+    if op == "matmul":
+        return one(
+            kernels.matmul_kernel(
+                dtypes[0], dtypes[1], shapes[0], shapes[1], out, out_shape, params.get("acc"), tiles
+            )
+        )
+    ndim = len(shapes[0])
+    if op in ("argmax_axis", "argmin_axis"):
+        axes = [params["axis"] % ndim] if ndim else []
+        first = bool(params.get("select_first", True))
+    else:
+        axes = sorted({a % ndim for a in params.get("axes", ())}) if ndim else []
+        if not axes:
+            axes = list(range(ndim))
+        first = True
+    return one(
+        kernels.reduce_kernel(op, dtypes[0], shapes[0], out, axes, params.get("acc"), first)
     )
-    args = "".join(f", const oi_tensor *x{k}_t" for k in range(n))
-    ins = ", ".join(f"x{k}_t" for k in range(n))
-    host = f"""static int {name}(oi_tensor *o{args}) {{
-    const oi_tensor *in[{n}] = {{{ins}}};
-    uint32_t p[{2 + 2 * n}];
-    oi_iter it;
-    int k, rc = oi_iter_init(&it, o, {n}, in, {int(info.opdef.broadcast)});
-    if (rc) return rc;
-    p[0] = (uint32_t)it.numel;
-    p[1] = OI_VK_OFF(o);
-    for (k = 0; k < {n}; k++) {{
-        int64_t nk = oi_numel(in[k]);
-        if (nk != it.numel && !oi_vk_suffix(in[k], o)) {{
-            oi_set_error("the Vulkan target broadcasts only equal shapes, scalars and trailing dims");
-            return OI_ERR_SHAPE;
-        }}
-        p[2 + 2 * k] = OI_VK_OFF(in[k]);
-        p[3 + 2 * k] = (uint32_t)(nk ? nk : 1);
-    }}
-    return oi_vk_dispatch({pipeline}, p, sizeof p, oi_vk_groups(it.numel));
-}}
-"""
-    return VkKernel(glsl, host)
 
 
-def _matmul(name: str, pipeline: int) -> VkKernel:
-    glsl = (
-        _HEADER
-        + "layout(push_constant) uniform Push { uint m; uint k; uint n; uint a; uint b; uint o; } p;\n"
-        + "void main() {\n"
-        + "    uint stride = gl_NumWorkGroups.x * 64u;\n"
-        + "    for (uint t = gl_GlobalInvocationID.x; t < p.m * p.n; t += stride) {\n"
-        + "        uint i = t / p.n, j = t % p.n;\n"
-        + "        float s = 0.0;\n"
-        + "        for (uint q = 0u; q < p.k; q++) s += data[p.a + i * p.k + q] * data[p.b + q * p.n + j];\n"
-        + "        data[p.o + t] = s;\n"
-        + "    }\n}\n"
+def _nn_ops() -> tuple[str, ...]:
+    """The model-building ops of the simulator backend (vk/nn_kernels.py), if present."""
+    try:
+        from openinfer_jax.vk import nn_kernels
+    except ImportError:  # an older simulator backend: these ops run on the host
+        return ()
+    return tuple(nn_kernels.NN_OPS)
+
+
+def _nn(op: str, info: OpInfo, tiles: str, needs: frozenset[str]) -> VkOpPlan | str:
+    """A model-building op through `vk.nn_kernels.nn_plan` (bindings mapped to roles)."""
+    from openinfer_jax.vk import nn_kernels
+    from openinfer_jax.vk.storage import encode_words
+
+    reason = nn_kernels.unsupported_reason(op, list(info.in_dtypes), info.params)
+    if reason is not None:
+        return reason
+    plan = nn_kernels.nn_plan(
+        op, list(info.in_dtypes), [tuple(s) for s in info.in_shapes], info.params,
+        info.out_dtype, tuple(info.out_shape), tiles,
+    )  # fmt: skip
+    names = {"input": "in", "output": "out", "scratch": "scratch", "constant": "const"}
+    steps = tuple(
+        VkStep(
+            d.kernel,
+            tuple("out" if b.kind == "output" else f"{names[b.kind]}{b.index}" for b in d.bindings),
+        )
+        for d in plan.dispatches
     )
-    host = f"""static int {name}(oi_tensor *o, const oi_tensor *x0, const oi_tensor *x1) {{
-    uint32_t p[6];
-    int64_t dims[2];
-    int rc;
-    if (x0->ndim != 2 || x1->ndim != 2 || x0->dims[1] != x1->dims[0]) {{
-        oi_set_error("matmul: the Vulkan target needs [M, K] x [K, N] inputs");
-        return OI_ERR_SHAPE;
-    }}
-    dims[0] = x0->dims[0];
-    dims[1] = x1->dims[1];
-    rc = oi_set_shape(o, 2, dims);
-    if (rc) return rc;
-    p[0] = (uint32_t)dims[0]; p[1] = (uint32_t)x0->dims[1]; p[2] = (uint32_t)dims[1];
-    p[3] = OI_VK_OFF(x0); p[4] = OI_VK_OFF(x1); p[5] = OI_VK_OFF(o);
-    return oi_vk_dispatch({pipeline}, p, sizeof p, oi_vk_groups(dims[0] * dims[1]));
-}}
-"""
-    return VkKernel(glsl, host)
+    scratch = tuple(
+        4 * max(1, (math.prod(shape) * dtype.bits + 31) // 32) for dtype, shape in plan.scratch
+    )
+    constants = tuple(encode_words(values, dtype).tobytes() for dtype, values in plan.constants)
+    return VkOpPlan(steps, scratch, needs, constants)
 
 
-def compile_spirv(shaders: dict[str, str]) -> dict[str, bytes]:
-    """Compile GLSL compute shaders (name -> source) to SPIR-V with glslc, in one temp dir.
+def compile_spirv(sources: Sequence[str]) -> list[bytes]:
+    """SPIR-V of each GLSL source (glslc, one process for the uncached ones; cached on disk
+    by source hash, `$OPENINFER_VK_CACHE`).
 
     Raises:
-        SynthesisError: glslc is missing or rejects a shader (its message included).
+        SynthesisError: glslc is missing (and a source is not cached) or rejects a shader.
     """
-    glslc = shutil.which("glslc")
-    if glslc is None:
-        raise SynthesisError(
-            "the Vulkan target needs glslc (shaderc) on PATH to compile its shaders"
-        )
-    out: dict[str, bytes] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, source in sorted(shaders.items()):
-            src = Path(tmp) / f"{name}.comp"
-            src.write_text(source)
-            spv = Path(tmp) / f"{name}.spv"
-            result = subprocess.run([glslc, "--target-env=vulkan1.0", "-O", str(src), "-o", str(spv)],
-                                    capture_output=True, text=True)  # fmt: skip
-            if result.returncode != 0:
-                raise SynthesisError(f"glslc rejected shader {name}: {result.stderr.strip()[:500]}")
-            out[name] = spv.read_bytes()
-    return out
+    from openinfer_jax.vk.compiler import compile_glsl, compile_many
+
+    try:
+        compile_many(list(sources))
+        return [compile_glsl(src, f"kernel {k}") for k, src in enumerate(sources)]
+    except OpenInferError as err:
+        raise SynthesisError(f"the Vulkan target cannot compile its shaders: {err}") from None

@@ -1,0 +1,93 @@
+"""Shape variants for the Vulkan target: op shapes at each possible cache-slice length.
+
+A value read from a cache-table slice (``K[l, ..]``) grows step by step, so the ops that
+consume it have run-time shapes, while the Vulkan target bakes push constants at synthesis.
+For those nodes the analysis is run again with every slice at length 1, 2, ... (up to the
+table capacity, at most `DEFAULT_MAX_VARIANTS` or ``preferences.vk_max_shape_variants``):
+each run gives the op shapes at that length, and the emitted node picks, at run time, the
+prepared variant whose input shapes match (a node with no match runs its C kernel on the
+host). Every slice takes the same length in one run, which is what a decode loop does
+(every layer's cache holds the same number of steps); other patterns simply fall back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from openinfer_jax.emit.analysis import OpInfo, _Analyzer, walk_nodes
+from openinfer_jax.emit.device import DeviceArch
+from openinfer_jax.errors import OpenInferError
+from openinfer_jax.ir.nodes import Branch, CacheAccess, CacheSlice, Graph
+
+__all__ = ["DEFAULT_MAX_VARIANTS", "max_variants", "shape_variants"]
+
+DEFAULT_MAX_VARIANTS = 64
+
+
+def max_variants(raw_preferences: Mapping[str, Any]) -> int:
+    """``preferences.vk_max_shape_variants`` (0 turns variants off), default 64."""
+    value = raw_preferences.get("vk_max_shape_variants", DEFAULT_MAX_VARIANTS)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        from openinfer_jax.errors import SynthesisError
+
+        raise SynthesisError(
+            f"preferences.vk_max_shape_variants must be an int >= 0, got {value!r}"
+        )
+    return value
+
+
+class _AtLength(_Analyzer):
+    """The analysis with every cache slice at `length` (capped by the axis capacity)."""
+
+    def __init__(self, graph: Graph, model: Any, arch: DeviceArch, length: int) -> None:
+        super().__init__(graph, model, arch)
+        self.length = length
+
+    def read_shape(self, access: CacheAccess) -> tuple[int, ...]:
+        table = self.tables.get(access.name)
+        if table is None:
+            return super().read_shape(access)
+        dims = [
+            min(self.length, cap)
+            for idx, cap in zip(access.indices, table.caps)
+            if isinstance(idx, CacheSlice)
+        ]
+        return (*dims, *table.entry)
+
+
+def shape_variants(
+    graph: Graph, model: Any, arch: DeviceArch, limit: int
+) -> dict[int, dict[int, OpInfo]]:
+    """Slice length -> (id of op node -> its `OpInfo` at that length), lengths 1..limit
+    (capped by the largest table capacity); lengths at which the graph does not type-check
+    are left out."""
+    blocks = {b.name: b for b in graph.blocks}
+    if not blocks:
+        return {}
+    entry = blocks.get("entry", graph.blocks[0])
+    targets = {
+        name
+        for blk in graph.blocks
+        for node in walk_nodes(blk.nodes)
+        if isinstance(node, Branch)
+        for name in (node.then_block, node.else_block)
+        if name
+    }
+    consumers = [b for b in graph.blocks if b is not entry and b.name not in targets]
+    out: dict[int, dict[int, OpInfo]] = {}
+    probe = _AtLength(graph, model, arch, 1)
+    try:
+        probe.declare()
+    except OpenInferError:
+        return {}
+    top = max((max(t.caps, default=0) for t in probe.tables.values()), default=0)
+    for length in range(1, min(limit, top) + 1):
+        an = _AtLength(graph, model, arch, length)
+        try:
+            an.declare()
+            an.run(blocks, entry, consumers)
+        except OpenInferError:
+            continue
+        out[length] = dict(an.ops)
+    return out
