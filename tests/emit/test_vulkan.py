@@ -124,3 +124,153 @@ def test_build_needs_only_cc_and_libvulkan(tmp_path: Path) -> None:
     ran = run_driver(out / "driver", case.model, case.steps, tmp_path / "run")
     assert ran.returncode == 0, ran.stderr
     assert "vk_submits_per_step 1.000" in ran.stdout
+
+
+# ---- the op conformance matrix and the model-building ops on the GPU -------------------------
+# Every 10th cell of the matrix (ternary cells excluded, as in test_parity_ops), in 2 programs;
+# the device JSON promises shaderFloat64 (lavapipe has it) so f64 cells run on the GPU too.
+VK_STRIDE = 10
+VK_CHUNKS = 2
+# Known differences of the simulator backend's GPU kernels (vk/, reported, not emit's):
+# fma(-3.4e38, 1000, inf) is NaN on lavapipe (the product overflows: not fused) where the
+# reference gives inf.
+KNOWN_GPU_DIFFERENCES = frozenset({"fma"})
+
+
+def _gpu_arch(**features: bool) -> dict[str, object]:
+    from openinfer_jax.emit.device import host_arch
+
+    raw = {k: dict(v) for k, v in host_arch("vulkan").raw.items()}
+    raw["features"].update(features)
+    return raw
+
+
+def _run_vulkan_cases(cases: list, tmp_path: Path) -> tuple[list[str], object]:
+    """Emit the cases as one Vulkan program, run it, compare with the simulator."""
+    import numpy as np
+
+    from openinfer_jax.oinf import ModelLoader, write_oinf
+    from openinfer_jax.sim import Simulator
+    from tests.emit.harness import build, read_tensor
+    from tests.emit.test_parity_ops import FLAGS, _graph
+    from tests.ops.conformance_cases import assert_conforms
+
+    graph, feeds, out_dtypes = _graph(cases)
+    model = tmp_path / "empty.oinf"
+    write_oinf(model, sizevars={}, metadata={}, tensors={})
+    outputs = [f"o{k}" for k in range(len(cases))]
+    synth = Synthesizer(_gpu_arch(shader_float64=True))
+    plan = synth.synthesize(model, graph, name="prog", outputs=outputs)
+    exe = build(plan, tmp_path / "c", flags=FLAGS)
+    step = {f"i{k}_{j}": arr for k, inputs in enumerate(feeds) for j, arr in enumerate(inputs)}
+    result = run_driver(exe, model, [step], tmp_path)
+    assert result.returncode == 0, result.stderr
+    failures = []
+    with ModelLoader.open(model) as loader:
+        ex = Simulator(loader, graph).make_executor()
+        ex.insert(**step)
+        ex.step()
+        for k, case in enumerate(cases):
+            want = np.asarray(ex.fetch(f"o{k}"))
+            got = read_tensor(tmp_path / "out" / f"o{k}.0.bin", out_dtypes[k])
+            try:
+                assert_conforms(case, feeds[k], got.astype(want.dtype), want)
+            except AssertionError as err:
+                failures.append(f"{case.id}: {str(err).splitlines()[0][:300]}")
+    return failures, plan
+
+
+@needs_vulkan
+@pytest.mark.parametrize("chunk", range(VK_CHUNKS))
+def test_conformance_sample_on_the_gpu_matches_simulator(chunk: int, tmp_path: Path) -> None:
+    from tests.emit.test_parity_ops import TERNARY
+    from tests.ops.conformance_cases import build_cases
+
+    # _sample() is every 6th cell of the matrix; a different stride reaches other cells.
+    cases = [c for c in build_cases() if not TERNARY & set(c.dtypes)][::VK_STRIDE][chunk::VK_CHUNKS]
+    cases = [c for c in cases if c.op not in KNOWN_GPU_DIFFERENCES]
+    failures, plan = _run_vulkan_cases(cases, tmp_path)
+    assert not failures, f"{len(failures)} of {len(cases)} cases differ:\n" + "\n".join(
+        failures[:40]
+    )
+    report = plan.vulkan  # type: ignore[attr-defined]
+    # The unpacked dtypes of every op with a kernel run on the GPU: the host keeps packed
+    # dtypes and the ops the simulator backend has no kernel for.
+    for where, why in report.host:
+        assert why.startswith(("packed ", "no Vulkan kernel")), f"{where}: {why}"
+    assert report.gpu >= 0.6 * len(cases)
+
+
+@needs_vulkan
+def test_model_building_ops_on_the_gpu_match_simulator(tmp_path: Path) -> None:
+    """The graphs of test_parity_nn (embedding, gather, attention, concat, batch_norm, pools,
+    pad, rope, linear, conv1d/2d, norms) on the Vulkan target, random inputs, 2 steps."""
+    import numpy as np
+
+    from openinfer_jax.oinf import write_oinf
+    from openinfer_jax.sim.simulator import load_graph
+    from tests.emit.test_parity_nn import GRAPH, NORM_GRAPH
+
+    rng = np.random.default_rng(0)
+    model = tmp_path / "m.oinf"
+    table = rng.standard_normal((10, 8)).astype(np.float32)
+    write_oinf(model, sizevars={"V": 10, "D": 8}, metadata={}, tensors={"table": table})
+    for k, text in enumerate((GRAPH, NORM_GRAPH)):
+        graph = load_graph(text)
+        dynamic = [d for d in graph.vars if d.kind.name == "DYNAMIC"]
+        steps = [{d.name: _random(rng, d.dtype, d.dims) for d in dynamic} for _ in range(2)]
+        outputs = [d.name for d in graph.vars if d.kind.name == "VOLATILE"]
+        work = tmp_path / f"g{k}"
+        work.mkdir()
+        result = parity(work, model, text, steps, outputs=outputs, arch=Synthesizer("vulkan"))
+        assert result["compared"] == 2 * len(outputs)
+        report = result["plan"].vulkan
+        for where, why in report.host:  # attention/kernels the simulator backend lacks
+            assert why.startswith(("no Vulkan kernel", "attention")), f"{where}: {why}"
+        assert report.gpu >= 0.7 * (report.gpu + len(report.host))
+
+
+def _random(rng: object, dtype: object, dims: tuple) -> object:
+    """Random inputs by dtype: normal floats, small signed/unsigned ints, random bools."""
+    import numpy as np
+
+    from openinfer_jax.oinf.dtypes import DType
+
+    shape = tuple(int(d) for d in dims)
+    if dtype is DType.BOOL:
+        return rng.integers(0, 2, shape).astype(bool)  # type: ignore[attr-defined]
+    if dtype.is_float:  # type: ignore[attr-defined]
+        return rng.standard_normal(shape).astype(dtype.numpy)  # type: ignore[attr-defined]
+    low = 0 if dtype.is_unsigned_int else -12  # type: ignore[attr-defined]
+    return rng.integers(low, 50, shape).astype(dtype.numpy)  # type: ignore[attr-defined]
+
+
+# ---- golden sources and determinism -------------------------------------------------------------
+GOLDEN = Path(__file__).with_name("golden") / "mlp_vulkan"
+_SPIRV = re.compile(r"(static const uint32_t SPV_\d+\[)\d+(\] = \{\n)(?:    .*\n)*?(\};)")
+
+
+def _masked(text: str) -> str:
+    """The SPIR-V words are glslc's (they change with its version): masked in the goldens."""
+    return _SPIRV.sub(r"\1N\2    /* SPIR-V words from glslc */\n\3", text)
+
+
+@pytest.mark.skipif(not (shutil.which("glslc") or os.environ.get("OPENINFER_VK_CACHE")), reason="no glslc")
+def test_vulkan_sources_match_golden_and_are_deterministic(tmp_path: Path) -> None:
+    from tests.emit.test_golden import _generated
+
+    case = CASES["mlp"](tmp_path)
+    plan = _vulkan(case.arch).synthesize(case.model, case.graph, name="mlp")
+    again = _vulkan(case.arch).synthesize(case.model, case.graph, name="mlp")
+    assert dict(plan.files) == dict(again.files)  # byte-identical, SPIR-V included
+    files = {name: _masked(text) for name, text in _generated(dict(plan.files)).items()}
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        GOLDEN.mkdir(parents=True, exist_ok=True)
+        for old in GOLDEN.iterdir():
+            old.unlink()
+        for fname, text in files.items():
+            (GOLDEN / fname).write_text(text, encoding="utf-8")
+    on_disk = {p.name: p.read_text(encoding="utf-8") for p in sorted(GOLDEN.iterdir())}
+    assert sorted(on_disk) == sorted(files), "file set changed; run with UPDATE_GOLDEN=1 and review"
+    for fname, text in files.items():
+        assert text == on_disk[fname], f"mlp_vulkan/{fname} differs from golden (UPDATE_GOLDEN=1)"
