@@ -14,6 +14,12 @@ compile), XLA restricted to one thread and the process pinned to one CPU unless
 `--xla-threads all`. Ratio = C / simulator
 (< 1: the C is faster). Code size: lines of the emitted sources and bytes of the stripped binary.
 
+Vulkan (mlp and decode; `--no-vulkan` skips it): the same program emitted for the Vulkan
+target, built with `-O3 -march=native -lvulkan` and timed by its driver in WALL time (the GPU's
+work runs outside this process's CPU time), on the first Vulkan device (lavapipe here, pinned
+to the same one CPU); with the queue submissions per step (each a submit + wait) and how many
+op nodes run on the GPU. Ratios VK/C and VK/sim.
+
 `--quick` shrinks every workload. Results: bench/results/emit.json.
 """
 
@@ -211,6 +217,48 @@ def _c_side(work: dict[str, Any], tmp: Path) -> dict[str, Any]:
             "arena_bytes": plan.arena_bytes, "buffer_bytes": plan.buffer_bytes, "kernels": plan.kernels}  # fmt: skip
 
 
+VULKAN_WORKLOADS = ("mlp", "decode")
+
+
+def _vk_side(work: dict[str, Any], tmp: Path) -> dict[str, Any] | None:
+    """The Vulkan target's wall-clock step time, submits per step, GPU/host op nodes; None
+    when no Vulkan toolchain (libvulkan, glslc) is there."""
+    import ctypes.util
+    import shutil
+
+    from openinfer_jax.emit import Synthesizer
+
+    if ctypes.util.find_library("vulkan") is None or shutil.which("glslc") is None:
+        return None
+    plan = (
+        Synthesizer(work["arch"])
+        .with_target("vulkan")
+        .synthesize(work["model"], work["graph"], name="prog", outputs=[])
+    )
+    out = plan.emit(tmp / f"{work['name']}_vk")
+    sources = ["prog.c", "oi_runtime.c", "oi_vulkan.c", "prog_driver.c"]
+    cc = os.environ.get("CC", "cc")
+    subprocess.run([cc, "-std=c99", "-O3", "-march=native", "-Wall", "-Wextra", "-Werror", *sources, "-lvulkan", "-lm",
+                    "-o", "driver"], cwd=out, check=True)  # fmt: skip
+    ins = tmp / f"{work['name']}_in"
+    for step in (1, 2):  # the counted run below takes 3 steps of the same input
+        (ins / f"{next(iter(work['feed']))}.{step}.bin").write_bytes(
+            (ins / f"{next(iter(work['feed']))}.0.bin").read_bytes()
+        )
+    timed = subprocess.run([str(out / "driver"), str(work["model"]), "0", str(ins), str(tmp), str(work["steps"])],
+                           capture_output=True, text=True, check=True)  # fmt: skip
+    # A fresh run of a few plain steps reports the submissions and dispatches per step.
+    counted = subprocess.run([str(out / "driver"), str(work["model"]), "3", str(ins), str(tmp / "vk_out")],
+                             capture_output=True, text=True, check=False)  # fmt: skip
+    stats = dict(line.split(" ", 1) for line in counted.stdout.splitlines() if line.startswith("vk_"))
+    report = plan.vulkan
+    assert report is not None
+    return {"ms": float(timed.stdout.split()[-1]) / 1e6, "device": stats.get("vk_device", "?"),
+            "submits_per_step": float(stats.get("vk_submits_per_step", "nan")),
+            "dispatches_per_step": float(stats.get("vk_dispatches_per_step", "nan")),
+            "gpu_nodes": report.gpu, "host_nodes": len(report.host)}  # fmt: skip
+
+
 def _sim_side(work: dict[str, Any]) -> float:
     """Median step time of one executor over `steps` steps (compiles land in the first steps
     and at cache-bucket boundaries; the median is the steady state, like the C figure)."""
@@ -238,12 +286,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--xla-threads", choices=("1", "all"), default="1", help="XLA intra-op threads (default 1)"
     )
+    parser.add_argument("--no-vulkan", action="store_true", help="skip the Vulkan target rows")
     args = parser.parse_args(argv)
     _configure_xla(args.xla_threads)
     from rich.console import Console
     from rich.table import Table
 
-    rows = []
+    rows: list[dict[str, Any]] = []
+    vk_rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         for work in _workloads(args.quick, tmp):
@@ -251,6 +301,13 @@ def main(argv: list[str] | None = None) -> int:
             sim_ms = _sim_side(work)
             rows.append({"workload": work["name"], "shape": work["shape"], "c_ms": c["ms"], "sim_ms": sim_ms,
                          "ratio_c_over_sim": c["ms"] / sim_ms, **{k: v for k, v in c.items() if k != "ms"}})  # fmt: skip
+            vk = None
+            if not args.no_vulkan and work["name"] in VULKAN_WORKLOADS:
+                vk = _vk_side(work, tmp)
+            if vk is not None:
+                vk_rows.append({"workload": work["name"], "shape": work["shape"], "vk_ms": vk["ms"], "c_ms": c["ms"],
+                                "sim_ms": sim_ms, "ratio_vk_over_c": vk["ms"] / c["ms"],
+                                "ratio_vk_over_sim": vk["ms"] / sim_ms, **{k: v for k, v in vk.items() if k != "ms"}})  # fmt: skip
     table = Table(
         title=f"emitted C (-O3 -march=native, 1 thread) vs simulator (XLA CPU, {args.xla_threads} thread(s))"
     )
@@ -270,9 +327,19 @@ def main(argv: list[str] | None = None) -> int:
                       str(r["lines"]), f"{r['binary_bytes'] // 1024} KiB",
                       f"{r['arena_bytes'] // 1024}/{r['buffer_bytes'] // 1024} KiB")  # fmt: skip
     Console(width=160).print(table)
+    if vk_rows:
+        vt = Table(title=f"emitted Vulkan on {vk_rows[0]['device']} (wall time, pinned to 1 CPU) vs emitted C and the simulator")
+        for col in ("workload", "shape", "VK ms/step", "C ms/step", "sim ms/step", "VK/C", "VK/sim",
+                    "submits/step", "dispatches/step", "GPU/host op nodes"):  # fmt: skip
+            vt.add_column(col, justify="left" if col in ("workload", "shape") else "right")
+        for r in vk_rows:
+            vt.add_row(r["workload"], r["shape"], f"{r['vk_ms']:.3f}", f"{r['c_ms']:.3f}", f"{r['sim_ms']:.3f}",
+                       f"{r['ratio_vk_over_c']:.2f}x", f"{r['ratio_vk_over_sim']:.2f}x", f"{r['submits_per_step']:.1f}",
+                       f"{r['dispatches_per_step']:.1f}", f"{r['gpu_nodes']}/{r['host_nodes']}")  # fmt: skip
+        Console(width=160).print(vt)
     RESULTS = HERE / "results"
     RESULTS.mkdir(exist_ok=True)
-    payload = {"quick": args.quick, "xla_threads": args.xla_threads, "rows": rows}
+    payload = {"quick": args.quick, "xla_threads": args.xla_threads, "rows": rows, "vulkan_rows": vk_rows}
     (RESULTS / "emit.json").write_text(json.dumps(payload, indent=2) + "\n")
     return 0
 
