@@ -18,7 +18,7 @@ from typing import Any
 import jax
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from openinfer_jax.errors import SimulationError
@@ -257,6 +257,61 @@ def test_random_writes_agree_between_storages(backend: VulkanBackend, ops: list)
     np.testing.assert_array_equal(views[0][1], views[1][1])
 
 
+TABLE_OPS = st.one_of(
+    # Mostly overwrites of a few entries (undo must restore them), sometimes a far write
+    # that grows the buffer.
+    st.tuples(st.just("write"), st.integers(0, 2), st.integers(-2, 3)),
+    st.tuples(st.just("write"), st.integers(0, 2), st.just(20)),
+    st.tuples(st.just("read"), st.integers(-3, 3), st.integers(-3, 3)),
+    st.tuples(st.just("reset"), st.integers(0, 2), st.just(0)),
+    st.tuples(st.sampled_from(["reset_all", "commit", "rollback"]), st.just(0), st.just(0)),
+)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(TABLE_OPS, min_size=1, max_size=14))
+@example([("write", 1, 2), ("commit", 0, 0), ("write", 1, 2), ("write", 0, 20), ("rollback", 0, 0)])
+@example(
+    [("write", 0, 1), ("commit", 0, 0), ("reset", 0, 0), ("reset_all", 0, 0), ("rollback", 0, 0)]
+)
+def test_random_programs_agree_between_storages(backend: VulkanBackend, program: list) -> None:
+    # Writes, slice reads, partial and whole resets, commits and rollbacks: both storages
+    # must give the same values, errors, counts and contents after every operation.
+    pairs = []
+    for kind in STORAGES:
+        tabs, store = Tables(kind, backend), PersistentStore()
+        store.tables["A"] = tabs.table(indices=("l", "t"), entry=(3,))
+        pairs.append((tabs, store))
+    for k, (op, a, b) in enumerate(program):
+        seen = []
+        for tabs, store in pairs:
+            t = store.tables["A"]
+            try:
+                if op == "write":
+                    t.write((a, b), np.full(3, k + 1, np.float32), store.undo)
+                    got: Any = None
+                elif op == "read":
+                    got = tabs.host(
+                        t.read((Slice(None, None), Slice(a, b)), store.undo, bucket=False)
+                    )
+                elif op == "reset":
+                    got = t.reset((a,), store.undo)
+                elif op == "reset_all":
+                    got = t.reset((), store.undo)
+                else:
+                    got = getattr(store, op)()
+            except SimulationError as err:
+                got = str(err)
+            seen.append((got, dict(t.counts), t.host_view()))
+        (got0, counts0, view0), (got1, counts1, view1) = seen
+        assert counts0 == counts1, (k, op)
+        np.testing.assert_array_equal(view0, view1, err_msg=f"{k} {op}")
+        if isinstance(got0, np.ndarray):
+            np.testing.assert_array_equal(got0, got1)
+        else:
+            assert got0 == got1
+
+
 # ---- executors: vulkan vs cpu -----------------------------------------------------------------------
 @pytest.fixture
 def make_model(tmp_path: Path) -> Iterator[Callable[..., ModelLoader]]:
@@ -406,6 +461,20 @@ def test_kv_decode_step_moves_no_cache_data_between_host_and_device(make_model) 
     np.testing.assert_allclose(ex.fetch("K"), np.stack([rows, rows]), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(ex.fetch("y"), (2 * rows.sum(0)) ** 2, rtol=1e-4, atol=1e-5)
     assert ex.stats["vk_cache_downloads"] == 1  # fetch("K")
+
+
+def test_traced_cache_read_is_described_without_a_download(make_model) -> None:
+    d = 4
+    model = make_model(sizevars={"D": d, "N": 1}, tensors={"w": np.eye(d, dtype=np.float32)})
+    sim = Simulator(model, KV_GRAPH, device="vulkan", validate=False).with_trace()
+    ex = sim.make_executor()
+    for _ in range(2):
+        ex.insert(x=np.ones((1, d), np.float32))
+        ex.step()
+    assert ex.stats["vk_downloads"] == 0
+    reads = [e for e in ex.trace() if e.kind == "CacheRead" and e.step == 1]
+    assert [e.output_shapes for e in reads] == [[[2, d]], [[2, d]]]
+    assert reads[0].output_dtypes == ["float32"]
 
 
 def test_host_caches_switch_keeps_tables_in_host_memory(make_model, monkeypatch) -> None:
