@@ -7,6 +7,7 @@ barriers run here. Semantics of every node and memory kind: docs/semantics.md.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from openinfer_jax.sim.plan import RegionPlan
 from openinfer_jax.sim.ragged import NeedExact, Rag
 from openinfer_jax.sim.regions import NodeFailure, fill_lengths, static_params
 from openinfer_jax.sim.values import (
+    Deferred,
     Ragged,
     Zeros,
     coerce_input,
@@ -979,10 +981,12 @@ class Executor:
                 compiled = self.compiler.get(
                     region_nodes, arrays, rags, 0, dtypes, out_dtypes, scalars, params
                 )
-            outs = compiled.fn(tuple(arrays), tuple(np.asarray(n, np.int32) for n in lengths))
+            lens = tuple(np.asarray(n, np.int32) for n in lengths)
+            outs = compiled.fn(tuple(arrays), lens)
             self.region_calls += 1
-            for ref, out, rag in zip(region.writes, outs, compiled.out_rags):
-                value = Ragged(out, rag.axis, lengths[rag.slot]) if rag is not None else out
+            # Dead writes come back as Zeros/Deferred placeholders (regions.py, plan_layout).
+            values = compiled.values(outs, tuple(arrays), lens, lengths)
+            for ref, value in zip(region.writes, values):
                 self._write_ref(ref, value, scope)
         except NodeFailure as err:
             raise self._node_error(err.node, err.cause) from err.cause
@@ -1035,7 +1039,7 @@ class Executor:
             except SimulationError as err:
                 node = next(n for n in region.nodes if _reads(n, ref))
                 raise NodeFailure(node, err) from None
-            if isinstance(value, Zeros):
+            if isinstance(value, (Zeros, Deferred)):
                 value = value.exact()
             if isinstance(value, Ragged):
                 # Inputs that share a valid length share a slot: the signature records the
@@ -1117,9 +1121,7 @@ class Executor:
                 else n
                 for n in region.nodes
             )
-            cached = RegionPlan(
-                region.id, region.block, nodes, region.reads, region.writes, region.assigns
-            )
+            cached = dataclasses.replace(region, nodes=nodes)
             self.sim.resolved_regions[region.id] = cached
         return cached
 

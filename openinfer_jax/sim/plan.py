@@ -11,6 +11,7 @@ Python scheduler runs itself (DESIGN.md, "Pure regions go to XLA").
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from openinfer_jax.ir.nodes import (
@@ -34,6 +35,7 @@ from openinfer_jax.ir.nodes import (
     Op,
     Return,
     Transfer,
+    VarName,
     VarRef,
     Yield,
 )
@@ -128,6 +130,53 @@ def _index_names(access: CacheAccess) -> set[str]:
     return names
 
 
+def _read_names(node: Node) -> set[str]:
+    """Every name a node itself may read (inputs, indices, bounds, conditions, params).
+
+    Deliberately generous: a name listed here keeps a region output materialized, so an
+    extra name costs speed, never correctness. A loop's body nodes are not included.
+    """
+    names: set[str] = set()
+
+    def ref(r: VarRef) -> None:
+        names.add(r.name)
+        names.update(i for i in r.indices if isinstance(i, str))
+
+    if isinstance(node, Op):
+        for r in node.inputs:
+            ref(r)
+        names.update(i for i in node.output.indices if isinstance(i, str))
+        names.update(v.name for _k, v in node.params if isinstance(v, VarName))
+    elif isinstance(node, Transfer):
+        ref(node.src)
+        names.update(i for i in node.dst.indices if isinstance(i, str))
+    elif isinstance(node, CacheRead):
+        names.update(_index_names(node.src))
+        names.update(i for i in node.dst.indices if isinstance(i, str))
+    elif isinstance(node, CacheWrite):
+        ref(node.src)
+        names.update(_index_names(node.dst))
+    elif isinstance(node, CacheReset):
+        names.update(_index_names(node.target))
+    elif isinstance(node, Branch):
+        names.update(n for n in (node.cond,) if n)
+    elif isinstance(node, Loop):
+        names.update(b for b in (node.start, node.end) if isinstance(b, str))
+    elif isinstance(node, (Yield, Await)):
+        names.update(node.vars)
+    elif isinstance(node, Return):
+        names.update(n for n in (getattr(node, "value", None),) if n)
+    return names
+
+
+def _all_nodes(nodes: tuple[Node, ...]) -> Iterator[Node]:
+    """The nodes of a list and, recursively, of the loop bodies in it."""
+    for node in nodes:
+        yield node
+        if isinstance(node, Loop):
+            yield from _all_nodes(node.body)
+
+
 def _written_names(node: Node) -> set[str]:
     """Variables a node (or a loop body) writes."""
     if isinstance(node, Op):
@@ -160,7 +209,12 @@ class RegionPlan:
     """A maximal run of pure nodes, compiled as one function per input signature.
 
     `reads` are the variable references read before being written in the region (its
-    inputs, in first-use order); `writes` those it writes (its outputs).
+    inputs, in first-use order); `writes` those it writes (its outputs). `used_after`
+    names the written variables that some node outside the region may read, or that the
+    region reads itself (a later run of it, in a loop or a later step, sees them): only
+    those are always returned by the compiled region. With `lean` (fused plans), another
+    output is not returned: an untouched `assign` becomes a `Zeros` placeholder and a
+    value computed from the region's inputs alone a `Deferred` one (computed if fetched).
     """
 
     id: int
@@ -170,6 +224,8 @@ class RegionPlan:
     writes: tuple[VarRef, ...] = ()
     assigns: tuple[str, ...] = field(default_factory=tuple)
     wide: bool = False
+    used_after: frozenset[str] = frozenset()
+    lean: bool = False
 
 
 Item = RegionPlan | Node
@@ -190,6 +246,12 @@ class GraphPlan:
         counter = 0
         for block in graph.blocks:
             counter = self._number(block.name, block.nodes, counter, path=block.name)
+        # name -> ids of the nodes that may read it (for the regions' live outputs)
+        self._readers: dict[str, set[int]] = {}
+        for block in graph.blocks:
+            for node in _all_nodes(block.nodes):
+                for name in _read_names(node):
+                    self._readers.setdefault(name, set()).add(id(node))
 
     def _number(self, block: str, nodes: tuple[Node, ...], counter: int, path: str) -> int:
         for pos, node in enumerate(nodes):
@@ -229,7 +291,7 @@ class GraphPlan:
 
         def flush() -> None:
             if run:
-                out.append(self._region(block, tuple(run)))
+                out.append(self._region(block, tuple(run), lean=fused))
                 run.clear()
                 written.clear()
 
@@ -270,7 +332,7 @@ class GraphPlan:
             return all(isinstance(c, _PURE) or self._wide_ok(c, inner) for c in node.body)
         return False
 
-    def _region(self, block: str, nodes: tuple[Node, ...]) -> RegionPlan:
+    def _region(self, block: str, nodes: tuple[Node, ...], lean: bool = False) -> RegionPlan:
         reads: list[VarRef] = []
         writes: list[VarRef] = []
         written: set[VarRef] = set()
@@ -296,6 +358,13 @@ class GraphPlan:
             elif isinstance(node, Assign):
                 write(VarRef(node.name))
                 assigns.append(node.name)
+        inside = {id(n) for n in _all_nodes(nodes)}
+        read_names = {r.name for r in reads}
+        used_after = frozenset(
+            ref.name
+            for ref in writes
+            if ref.name in read_names or self._readers.get(ref.name, set()) - inside
+        )
         plan = RegionPlan(
             id=len(self.regions),
             block=block,
@@ -304,6 +373,8 @@ class GraphPlan:
             writes=tuple(writes),
             assigns=tuple(assigns),
             wide=any(not isinstance(n, _PURE) for n in nodes),
+            used_after=used_after,
+            lean=lean,
         )
         self.regions.append(plan)
         return plan

@@ -22,8 +22,18 @@ from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.ops import registry
 from openinfer_jax.sim.plan import RegionPlan
 from openinfer_jax.sim.ragged import NeedExact, Rag, apply_op
+from openinfer_jax.sim.values import Deferred, Ragged, Zeros
 
-__all__ = ["CompiledRegion", "NodeFailure", "NodeShapes", "RegionCompiler", "Signature"]
+__all__ = [
+    "CompiledRegion",
+    "NodeFailure",
+    "NodeShapes",
+    "RegionCompiler",
+    "Signature",
+    "Slot",
+    "plan_layout",
+    "slot_value",
+]
 
 
 class NodeFailure(Exception):
@@ -49,14 +59,87 @@ class NodeShapes:
 Signature = tuple[Any, ...]
 
 
+# How a region write comes back: ("out", position in the returned tuple), ("zeros",
+# shape, dtype) for an untouched `assign`, or ("deferred", shape, dtype) for a value no
+# later node reads, computed from the region's inputs when someone does (values.Deferred).
+Slot = tuple[Any, ...]
+
+# A dead write smaller than this is returned anyway: writing it out costs less than the
+# recipe compilation a fetch of it would need (~0.1 ms per MiB at memory speed, vs ms-s).
+DEFER_MIN_BYTES = 1 << 20
+
+
 @dataclass
 class CompiledRegion:
-    """A region's executable for one signature, plus what its outputs look like."""
+    """A region's executable for one signature, plus what its outputs look like.
+
+    `layout` has one `Slot` per `region.writes`; `recipe(inputs, lengths, k)` computes
+    write k alone (XLA drops the rest of the region), for `Deferred` slots.
+    """
 
     fn: Callable[..., Any]
     out_rags: list[Rag | None]
     shapes: list[NodeShapes]
     exact: bool
+    layout: list[Slot] = field(default_factory=list)
+    recipe: Callable[..., Any] | None = None
+
+    def values(self, outs: tuple[Any, ...], inputs: tuple[Any, ...], lengths: tuple[Any, ...],
+               valid: list[int]) -> list[Any]:  # fmt: skip
+        """One stored value per region write: arrays/`Ragged` returned, or placeholders."""
+        return [slot_value(slot, k, outs, self.out_rags, valid, self.recipe, inputs, lengths)
+                for k, slot in enumerate(self.layout)]  # fmt: skip
+
+
+def slot_value(
+    slot: Slot,
+    k: int,
+    outs: tuple[Any, ...],
+    out_rags: list[Rag | None],
+    valid: list[int],
+    recipe: Callable[..., Any] | None,
+    inputs: Any,
+    lengths: Any,
+) -> Any:
+    """The stored value of one region write (shared by narrow and wide regions)."""
+    kind = slot[0]
+    if kind == "out":
+        out, rag = outs[slot[1]], out_rags[slot[1]]
+        return Ragged(out, rag.axis, valid[rag.slot]) if rag is not None else out
+    if kind == "zeros":
+        return Zeros(slot[1], slot[2])
+    assert recipe is not None
+    return Deferred(slot[1], slot[2], lambda: recipe(inputs, lengths, k))
+
+
+def plan_layout(
+    region: RegionPlan, keys: list[Any], name_of: Callable[[Any], str | None],
+    env: dict[Any, Any], zero_ids: dict[int, Any], tainted: set[Any], lean: bool,
+) -> tuple[list[Slot], list[Any]]:  # fmt: skip
+    """Which writes a traced region returns: (layout, keys returned in order).
+
+    `env[key][0]` is the traced value; `zero_ids` the ids of untouched `assign` zeros;
+    `tainted` the keys whose value depends on something not immutable or padded (a table
+    read, a `Ragged` input), which must be returned. `name_of(key)` is the variable name,
+    or None for a prefix-table entry (always returned). Dead writes below
+    `DEFER_MIN_BYTES` are returned too.
+    """
+    layout: list[Slot] = []
+    returned: list[Any] = []
+    for key in keys:
+        value = env[key][0]
+        name = name_of(key)
+        live = not lean or name is None or name in region.used_after
+        if lean and id(value) in zero_ids:
+            # Live or not: a reader materializes the zeros itself, usually never (the
+            # next region overwrites the `assign`ed buffer before reading it).
+            layout.append(("zeros", tuple(value.shape), np.dtype(value.dtype)))
+        elif not live and key not in tainted and _nbytes(value) >= DEFER_MIN_BYTES:
+            layout.append(("deferred", tuple(value.shape), np.dtype(value.dtype)))
+        else:
+            layout.append(("out", len(returned)))
+            returned.append(key)
+    return layout, returned
 
 
 def _shape_of(x: Any, rag: Rag | None) -> list[int]:
@@ -85,6 +168,14 @@ class RegionCompiler:
         # activation's sharding as it is produced; wrap a region's jitted function.
         self.constrain: Callable[[str, Any], Any] | None = None
         self.wrap: Callable[[str, Any], Any] | None = None
+        # Lean regions (plan.py RegionPlan.lean) may leave dead outputs out; off to
+        # return every write (Simulator(lean=False)), and always off when sharded, whose
+        # trace annotations read each output's placement.
+        self.lean = True
+
+    def lean_for(self, region: RegionPlan) -> bool:
+        """Whether `region` leaves its dead outputs out in this compiler's mode."""
+        return region.lean and self.lean and self.constrain is None and self.wrap is None
 
     def get(
         self,
@@ -105,6 +196,7 @@ class RegionCompiler:
             ),
             tuple(d.code for d in dtypes),
             tuple(sorted(scalars.items())),
+            self.lean_for(region),
         )
         key = (region.id, sig)
         compiled = self.cache.get(key)
@@ -132,32 +224,47 @@ class RegionCompiler:
     ) -> CompiledRegion:
         out_rags: list[Rag | None] = []
         shapes: list[NodeShapes] = []
+        layout: list[Slot] = []
+        lean = self.lean_for(region)
 
-        def run(ragged: bool, inputs: tuple[Any, ...], lengths: tuple[Any, ...]) -> tuple[Any, ...]:
-            out_rags.clear()
-            shapes.clear()
+        def run(
+            ragged: bool, inputs: tuple[Any, ...], lengths: tuple[Any, ...], target: int = -1
+        ) -> Any:
+            # target >= 0: the recipe of one deferred write (nothing recorded, one output)
+            record = target < 0
+            if record:
+                out_rags.clear()
+                shapes.clear()
             env: dict[VarRef, tuple[Any, Rag | None, DType]] = {
                 ref: (x, r if ragged else None, d)
                 for ref, x, r, d in zip(region.reads, inputs, rags, dtypes)
             }
+            # Padded inputs make a write depend on the call's valid lengths: returned.
+            tainted = {ref for ref, r in zip(region.reads, rags) if ragged and r is not None}
+            zero_ids: dict[int, Any] = {}  # id -> the zeros (kept alive: ids stay unique)
             op_index = 0
             for node in region.nodes:
                 info = NodeShapes()
-                shapes.append(info)
+                if record:
+                    shapes.append(info)
                 try:
                     if isinstance(node, Op):
                         self._trace_op(
                             node, env, lengths, params[op_index], out_dtypes[op_index], info
                         )
                         op_index += 1
+                        _taint(tainted, node.output, any(r in tainted for r in node.inputs))
                     elif isinstance(node, Assign):
                         arr = jnp.zeros(tuple(int(d) for d in node.dims), node.dtype.numpy)
+                        zero_ids[id(arr)] = arr
                         env[VarRef(node.name)] = (arr, None, node.dtype)
+                        _taint(tainted, VarRef(node.name), False)
                         info.output_shapes.append(list(arr.shape))
                         info.output_dtypes.append(node.dtype.short)
                     elif isinstance(node, Transfer):
                         src = env[node.src]
                         env[node.dst] = src
+                        _taint(tainted, node.dst, node.src in tainted)
                         info.input_shapes.append(_shape_of(src[0], src[1]))
                         info.output_shapes.append(_shape_of(src[0], src[1]))
                         info.input_dtypes.append(src[2].short)
@@ -168,8 +275,20 @@ class RegionCompiler:
                     raise
                 except (OpenInferError, TypeError, ValueError, IndexError) as err:
                     raise NodeFailure(node, err) from err
+            if not record:
+                return env[region.writes[target]][0]
+            slots, returned = plan_layout(
+                region,
+                list(region.writes),
+                lambda ref: None if ref.indices else ref.name,
+                env,
+                zero_ids,
+                tainted,
+                lean,
+            )
+            layout[:] = slots
             outs = []
-            for ref in region.writes:
+            for ref in returned:
                 arr, rag, _dtype = env[ref]
                 outs.append(arr)
                 out_rags.append(rag)
@@ -183,7 +302,12 @@ class RegionCompiler:
         fn.trace(tuple(samples), lengths0)
         if self.wrap is not None:
             fn = self.wrap(f"region {region.id}", fn)
-        return CompiledRegion(fn, list(out_rags), list(shapes), not any(rags))
+        recipe = None
+        if any(slot[0] == "deferred" for slot in layout):
+            recipe = jax.jit(
+                lambda inputs, lengths, k: run(True, inputs, lengths, k), static_argnums=2
+            )
+        return CompiledRegion(fn, list(out_rags), list(shapes), not any(rags), list(layout), recipe)
 
     def _trace_op(
         self,
@@ -211,6 +335,18 @@ class RegionCompiler:
         env[node.output] = (out, rag, out_dtype)
         info.output_shapes.append(_shape_of(out, rag))
         info.output_dtypes.append(out_dtype.short)
+
+
+def _nbytes(value: Any) -> int:
+    return int(np.prod(value.shape, dtype=np.int64)) * np.dtype(value.dtype).itemsize
+
+
+def _taint(tainted: set[Any], key: Any, dirty: bool) -> None:
+    """Record whether `key` now holds a value that must be returned (see plan_layout)."""
+    if dirty:
+        tainted.add(key)
+    else:
+        tainted.discard(key)
 
 
 def fill_lengths(shapes: list[list[int]], lengths: list[int]) -> list[list[int]]:

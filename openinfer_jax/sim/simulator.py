@@ -101,7 +101,12 @@ class Simulator:
             Kompute backend where supported, else XLA CPU with a warning in the trace),
             ``"numpy"`` (an eager interpreter calling each op's NumPy reference, no jit), or a
             `jax.Device`.
-        bucketing: pad growing cache slices to power-of-two buckets (see docs/simulator.md).
+        bucketing: pad growing cache slices to buckets of a geometric ladder (see
+            docs/simulator.md).
+        lean: compiled regions return only the writes a later node may read; other writes
+            are held as placeholders (an untouched `assign` as `Zeros`, a value computed
+            from the region's inputs as `Deferred`, computed when fetched). `False` returns
+            every write (the mode before; for comparisons). Sharded runs are never lean.
         validate: run `openinfer_jax.ir.validate(graph, model)` first.
         mesh: a `jax.sharding.Mesh` to run sharded over its devices (docs/sharding.md).
         sharding: the plan: variable names or patterns -> `PartitionSpec` (default replicate).
@@ -118,6 +123,7 @@ class Simulator:
         device: str | Any = "cpu",
         *,
         bucketing: bool = True,
+        lean: bool = True,
         validate: bool = True,
         mesh: Any = None,
         sharding: Any = None,
@@ -143,6 +149,7 @@ class Simulator:
         # their identity, so per-executor copies made each new executor recompile every region.
         self.params_cache: dict[tuple[int, tuple[Any, ...]], dict[str, Any]] = {}
         self.wide = WideRunner()
+        self.compiler.lean = self.wide.lean = lean
         # Sharded simulation over a jax Mesh (docs/sharding.md); the logic lives in sharding.py.
         self.sharded = attach_sharding(self, mesh, sharding)
         self.resolved_regions: dict[int, RegionPlan] = {}

@@ -2,13 +2,15 @@
 
 Values are immutable JAX arrays (so "copy-on-write" is free: an op never mutates its
 input, it rebinds its output), host NumPy arrays for small scalars, a `Ragged` for a
-cache slice padded to a power-of-two bucket, or a `Zeros` placeholder for an `assign`
-that has not been written yet (no buffer is allocated until something reads it).
+cache slice padded to a bucket of the ladder (`bucket_size`), a `Zeros` placeholder for an
+`assign` that has not been written yet (no buffer is allocated until something reads it),
+or a `Deferred` region output that no later node reads (computed only if fetched).
 Packed dtypes are held UNPACKED (int8 signed, uint8 unsigned); bf16/f8 as ml_dtypes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +22,7 @@ from openinfer_jax.errors import SimulationError
 from openinfer_jax.oinf.dtypes import DType, dtype_from_numpy
 
 __all__ = [
+    "Deferred",
     "Ragged",
     "Value",
     "Zeros",
@@ -75,7 +78,32 @@ class Zeros:
         return jnp.zeros(self.shape, self.dtype)
 
 
-Value = Any  # jax.Array | np.ndarray | Ragged | Zeros
+class Deferred:
+    """A region output that no later node reads: computed on its first read, then kept.
+
+    A region does not return such a value (XLA then neither writes nor, often, computes
+    it); `compute` re-runs the part of the region that produces it from the region's
+    inputs, which are immutable arrays, so the result equals what the region would have
+    returned. `fetch` and any later reader see the value through `exact()`.
+    """
+
+    __slots__ = ("_compute", "_value", "dtype", "shape")
+
+    def __init__(self, shape: tuple[int, ...], dtype: Any, compute: Callable[[], Any]) -> None:
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        self._compute: Callable[[], Any] | None = compute
+        self._value: Any = None
+
+    def exact(self) -> Any:
+        """The value (computed once; the recipe and its inputs are released after)."""
+        if self._compute is not None:
+            self._value = self._compute()
+            self._compute = None
+        return self._value
+
+
+Value = Any  # jax.Array | np.ndarray | Ragged | Zeros | Deferred
 
 
 def bucket_size(n: int, limit: int | None = None) -> int:
@@ -90,7 +118,7 @@ def bucket_size(n: int, limit: int | None = None) -> int:
 
 def materialize(value: Value) -> Any:
     """An array (JAX or NumPy) for any stored value."""
-    if isinstance(value, (Ragged, Zeros)):
+    if isinstance(value, (Ragged, Zeros, Deferred)):
         return value.exact()
     return value
 

@@ -37,8 +37,8 @@ from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.ops import registry
 from openinfer_jax.sim.plan import RegionPlan
 from openinfer_jax.sim.ragged import NeedExact, Rag, apply_op
-from openinfer_jax.sim.regions import NodeFailure, NodeShapes
-from openinfer_jax.sim.values import Ragged, Zeros
+from openinfer_jax.sim.regions import NodeFailure, NodeShapes, Slot, plan_layout, slot_value
+from openinfer_jax.sim.values import Deferred, Ragged, Zeros
 
 if TYPE_CHECKING:
     from openinfer_jax.sim.executor import Executor
@@ -100,6 +100,8 @@ class _Compiled:
     olds: Any
     out_rags: list[Rag | None]
     shapes: dict[int, NodeShapes]
+    layout: list[Slot] = field(default_factory=list)
+    recipe: Any = None  # recipe(inputs, lengths, k): write k alone (Deferred slots)
 
 
 _NEEDS_EXACT: Any = object()
@@ -119,6 +121,11 @@ class WideRunner:
         # activation's sharding as it is produced; wrap a region's jitted function.
         self.constrain: Any = None
         self.wrap: Any = None
+        self.lean = True  # leave dead outputs out (regions.py RegionCompiler.lean)
+
+    def lean_for(self, region: RegionPlan) -> bool:
+        """Whether `region` leaves its dead outputs out (never when sharded)."""
+        return region.lean and self.lean and self.constrain is None and self.wrap is None
 
     # ---- host walk ----------------------------------------------------------------------
     def walk(
@@ -147,7 +154,7 @@ class WideRunner:
                 value = ex._read_ref(ref, sc)
             except SimulationError as err:
                 raise NodeFailure(node, err) from None
-            if isinstance(value, Zeros):
+            if isinstance(value, (Zeros, Deferred)):
                 value = value.exact()
             if isinstance(value, Ragged):
                 if bucket:
@@ -305,7 +312,8 @@ class WideRunner:
         # that updates it in place makes XLA copy the whole buffer.
         starts = prog.packed_starts()
         olds = compiled.olds(buffers, starts) if compiled.olds is not None else ()
-        outs, new_buffers = compiled.fn(tuple(prog.inputs), buffers, starts, prog.packed_lengths())
+        inputs, lengths = tuple(prog.inputs), prog.packed_lengths()
+        outs, new_buffers = compiled.fn(inputs, buffers, starts, lengths)
         undo = ex.persistent.undo
         for name, buf in zip(prog.tables, new_buffers):
             ex.persistent.tables[name].buffer = buf
@@ -313,8 +321,11 @@ class WideRunner:
             ex.persistent.tables[prog.tables[table_no]].record_restore(
                 old, np.asarray(prog.starts[slot], np.int32), undo
             )
-        for key, out, rag in zip(prog.written, outs, compiled.out_rags):
-            value = Ragged(out, rag.axis, prog.lengths[rag.slot]) if rag is not None else out
+        # Dead writes come back as Zeros/Deferred placeholders (regions.py, plan_layout).
+        for k, (key, slot) in enumerate(zip(prog.written, compiled.layout)):
+            value = slot_value(
+                slot, k, outs, compiled.out_rags, prog.lengths, compiled.recipe, inputs, lengths
+            )
             if key[0] == "v":
                 ex._write_ref(VarRef(key[1]), value, scope)
             else:
@@ -364,7 +375,7 @@ class WideRunner:
                         value = ex._read_ref(ref, sc)
                 except SimulationError as err:
                     raise NodeFailure(node, err) from None
-                if isinstance(value, Zeros):
+                if isinstance(value, (Zeros, Deferred)):
                     value = value.exact()
                 if isinstance(value, Ragged):
                     prog.input_rags.append(Rag(value.axis, prog.length_slot(value.length)))
@@ -419,12 +430,13 @@ class WideRunner:
             tuple((x.shape, x.dtype, r) for x, r in zip(prog.inputs, prog.input_rags)),
             tuple(ex.persistent.tables[t].buffer.shape for t in prog.tables),
             len(prog.lengths),
+            self.lean_for(region),
         )
         compiled = self.cache.get(signature)
         if compiled is None:
             try:
                 buffers = [ex.persistent.tables[t].buffer for t in prog.tables]
-                compiled = self._build(prog, buffers)
+                compiled = self._build(prog, buffers, region, self.lean_for(region))
                 if self.wrap is not None:
                     compiled.fn = self.wrap(f"region {region.id}", compiled.fn)
                 self.compilations += 1
@@ -434,7 +446,9 @@ class WideRunner:
             self.cache[signature] = compiled
         return compiled
 
-    def _build(self, prog: WideProgram, buffers: list[Any]) -> _Compiled:
+    def _build(
+        self, prog: WideProgram, buffers: list[Any], region: RegionPlan, lean: bool
+    ) -> _Compiled:
         steps = list(prog.steps)
         params = {id(p): p for p in prog.params}
         keys = list(prog.input_keys)
@@ -443,23 +457,33 @@ class WideRunner:
         written = list(prog.written)
         out_rags: list[Rag | None] = []
         shapes: dict[int, NodeShapes] = {}
+        layout: list[Slot] = []
         nodes = {id(n): n for n, _sc, _i in prog.visited}
 
         def run(
             inputs: tuple[Any, ...],
-            buffers: tuple[Any, ...],
+            buffers: tuple[Any, ...] | None,
             starts: Any,
             lengths: Any,
+            target: int = -1,
         ) -> Any:
-            out_rags.clear()
+            # target >= 0: the recipe of one deferred write: no tables (reads give dummy
+            # zeros, which XLA drops with everything else the write does not need).
+            record = target < 0
+            if record:
+                out_rags.clear()
             env: dict[Key, tuple[Any, Rag | None]] = {
                 k: (x, r) for k, x, r in zip(keys, inputs, rags)
             }
-            bufs = list(buffers)
+            # Keys whose value depends on a table read or a padded input: always returned.
+            tainted: set[Key] = {k for k, r in zip(keys, rags) if r is not None}
+            zero_ids: dict[int, Any] = {}  # untouched assign zeros (kept alive: unique ids)
+            bufs = list(buffers) if buffers is not None else []
             for pos, step in enumerate(steps):
                 kind = step[0]
                 info = NodeShapes()
-                shapes[pos] = info
+                if record:
+                    shapes[pos] = info
                 if kind == "op":
                     _, node_id, ins, out, pid, out_code = step
                     node = nodes.get(node_id)
@@ -483,26 +507,37 @@ class WideRunner:
                     if self.constrain is not None:
                         y = self.constrain(out[1], y)
                     env[out] = (y, rag)
+                    _mark(tainted, out, any(k in tainted for k in ins))
                     info.output_shapes.append(_shape(y, rag))
                     info.output_dtypes.append(DType(out_code).short)
                 elif kind == "assign":
                     _, key, shape, code = step
-                    env[key] = (jnp.zeros(shape, DType(code).numpy), None)
+                    zeros = jnp.zeros(shape, DType(code).numpy)
+                    zero_ids[id(zeros)] = zeros
+                    env[key] = (zeros, None)
+                    _mark(tainted, key, False)
                     info.output_shapes.append(list(shape))
                     info.output_dtypes.append(DType(code).short)
                 elif kind == "transfer":
                     _, src, dst = step
                     env[dst] = env[src]
+                    _mark(tainted, dst, src in tainted)
                 elif kind == "read":
                     _, _node_id, t, slot, sizes, shape, axis, lslot, dst, code = step
+                    rag = Rag(axis, lslot) if axis is not None else None
+                    if not record:
+                        env[dst] = (jnp.zeros(shape, DType(code).numpy), rag)
+                        continue
                     buf = bufs[t]
                     idx = tuple(starts[slot, k] for k in range(buf.ndim))
                     block = jax.lax.dynamic_slice(buf, idx, sizes).reshape(shape)
-                    rag = Rag(axis, lslot) if axis is not None else None
                     env[dst] = (block, rag)
+                    tainted.add(dst)
                     info.output_shapes.append(_shape(block, rag))
                     info.output_dtypes.append(DType(code).short)
                 elif kind == "write":
+                    if not record:
+                        continue
                     _, node_id, t, src, slot, sizes, want, code = step
                     value, rag = env[src]
                     if rag is not None:
@@ -525,8 +560,20 @@ class WideRunner:
                     idx = tuple(starts[slot, k] for k in range(buf.ndim))
                     bufs[t] = jax.lax.dynamic_update_slice(buf, value.reshape(sizes), idx)
                     info.input_shapes.append(list(value.shape))
+            if not record:
+                return env[written[target]][0]
+            slots, returned = plan_layout(
+                region,
+                written,
+                lambda key: key[1] if key[0] == "v" else None,
+                env,
+                zero_ids,
+                tainted,
+                lean,
+            )
+            layout[:] = slots
             outs = []
-            for key in written:
+            for key in returned:
                 value, rag = env[key]
                 outs.append(value)
                 out_rags.append(rag)
@@ -547,7 +594,20 @@ class WideRunner:
         buffers0 = tuple(jax.ShapeDtypeStruct(b.shape, b.dtype) for b in buffers)
         # Trace now so NeedExact and node errors surface before any buffer is donated.
         fn.trace(tuple(prog.inputs), buffers0, prog.packed_starts(), prog.packed_lengths())
-        return _Compiled(fn, olds_fn, list(out_rags), shapes)
+        recipe = None
+        if any(slot[0] == "deferred" for slot in layout):
+            recipe = jax.jit(
+                lambda inputs, lengths, k: run(inputs, None, None, lengths, k), static_argnums=2
+            )
+        return _Compiled(fn, olds_fn, list(out_rags), shapes, list(layout), recipe)
+
+
+def _mark(tainted: set[Key], key: Key, dirty: bool) -> None:
+    """Record whether `key` now holds a value that must be returned (see plan_layout)."""
+    if dirty:
+        tainted.add(key)
+    else:
+        tainted.discard(key)
 
 
 def _shape(x: Any, rag: Rag | None) -> list[int]:
