@@ -380,7 +380,7 @@ class VulkanBackend:
         if op_name in nn_kernels.NN_OPS:
             inplace = any(target is t for t in inputs)
             plan = nn_kernels.nn_plan(op_name, in_dtypes, in_shapes, resolved, out_dtype, out_shape,
-                                      self.matmul_tiles, inplace)  # fmt: skip
+                                      self.matmul_tiles, inplace, self._shared_memory)  # fmt: skip
             self._run_plan(plan, inputs, target)
             return target
         if op_name in kernels.NORMALIZATIONS:
@@ -394,6 +394,11 @@ class VulkanBackend:
         bound = [] if op_name == "fill" else list(inputs)
         self._launch(kernel, [*bound, target])
         return target
+
+    @property
+    def _shared_memory(self) -> int:
+        """Compute shared memory per work group in bytes (the Vulkan minimum if unknown)."""
+        return int(self.capabilities.limits.get("max_compute_shared_memory_size", 16384))
 
     def _run_plan(
         self, plan: nn_kernels.NnPlan, inputs: Sequence[DeviceTensor], target: DeviceTensor
@@ -458,7 +463,8 @@ class VulkanBackend:
                 fake = [DeviceTensor(d, s, None) for d, s in zip(in_dtypes, shapes)]
                 if op_name in nn_kernels.NN_OPS:
                     plan = nn_kernels.nn_plan(op_name, list(in_dtypes), shapes, resolved, out,
-                                              out_shape, self.matmul_tiles)  # fmt: skip
+                                              out_shape, self.matmul_tiles, False,
+                                              self._shared_memory)  # fmt: skip
                     sources += [d.kernel.source for d in plan.dispatches]
                 elif op_name in kernels.NORMALIZATIONS:
                     sources += [k.source for k in self._norm_kernels(op_name, fake, resolved)]

@@ -93,6 +93,8 @@ ATTENTION_COLS = 4  # output columns per invocation: head dims of v up to 256
 # about 25 KiB, under the 32 KiB of lavapipe).
 ATTENTION_TILED_MIN_QUERIES = 8
 ATTENTION_TILED_DIM = 128
+# Qs[16][128] + Ks[16][129] + Vs[16][128] + S[16][16] floats (Vulkan guarantees only 16 KiB)
+ATTENTION_TILED_SHARED = 4 * (16 * 128 + 16 * 129 + 16 * 128 + 16 * 16)
 _PUSH_WORDS = 32  # nn.comp: n + p[31], the 128-byte minimum of every Vulkan device
 
 
@@ -295,9 +297,17 @@ def _mask_strides(
 
 
 def attention_kernel(
-    dtype: DType, mask: DType | None, shapes: Sequence[tuple[int, ...]], causal: bool, scale: float
+    dtype: DType,
+    mask: DType | None,
+    shapes: Sequence[tuple[int, ...]],
+    causal: bool,
+    scale: float,
+    shared_memory: int = 32768,
 ) -> Kernel:
     """The attention dispatch: bindings q, k, v[, mask], then f32 words of the result.
+
+    Prefills take the tiled kernel when the device has `shared_memory` bytes for it
+    (`ATTENTION_TILED_SHARED`), decode steps and large head dims the row kernel.
 
     Raises:
         BackendError: f64 inputs (no double exp in GLSL), a v head dim above
@@ -324,7 +334,7 @@ def attention_kernel(
     mask_at = "load3(m_base + j * pc.m_key)"
     heads = rows // sq if sq else 0
     tiled = sq >= ATTENTION_TILED_MIN_QUERIES and max(d, dv) <= ATTENTION_TILED_DIM
-    tiled = tiled and heads <= 65535
+    tiled = tiled and heads <= 65535 and shared_memory >= ATTENTION_TILED_SHARED
     select = add = ""
     if tiled:
         if mask is DType.BOOL:
@@ -626,10 +636,12 @@ def nn_plan(
     out_shape: tuple[int, ...],
     tiles: str = "large",
     inplace: bool = False,
+    shared_memory: int = 32768,
 ) -> NnPlan:
     """The dispatches of one call of an `NN_OPS` op (params resolved by the registry).
 
-    `inplace` says the output buffer is also one of the inputs: for the ops in
+    `shared_memory` is the device's compute shared memory in bytes (kernels that need more
+    are not chosen). `inplace` says the output buffer is also one of the inputs: for the ops in
     `READS_NEIGHBOURS` the result then goes to a scratch tensor and a copy dispatch moves it
     to the output (an invocation would otherwise overwrite elements others still read).
 
@@ -641,7 +653,9 @@ def nn_plan(
     if reason is not None:
         raise BackendError(reason)
     if inplace and op in READS_NEIGHBOURS:
-        plan = nn_plan(op, in_dtypes, in_shapes, params, out, out_shape, tiles)
+        plan = nn_plan(
+            op, in_dtypes, in_shapes, params, out, out_shape, tiles, False, shared_memory
+        )
         scratch = Binding("scratch", len(plan.scratch))
         retarget = tuple(
             Dispatch(d.kernel, tuple(scratch if b == _OUT else b for b in d.bindings))
@@ -669,7 +683,9 @@ def nn_plan(
         scale = params.get("scale")
         scale = 1.0 / math.sqrt(in_shapes[0][-1]) if scale is None else float(scale)
         mask = in_dtypes[3] if count > 3 else None
-        kernel = attention_kernel(dtype, mask, in_shapes, bool(params["causal"]), scale)
+        kernel = attention_kernel(
+            dtype, mask, in_shapes, bool(params["causal"]), scale, shared_memory
+        )
         if dtype is DType.F32:
             return NnPlan((Dispatch(kernel, (*_inputs(count), _OUT)),))
         # Narrow outputs: the f32 result, then one rounding (a word per invocation, no races).

@@ -214,3 +214,11 @@ def test_f64_nn_kernels_need_shader_float64(monkeypatch: pytest.MonkeyPatch) -> 
         reason = be.supports(op, [DType.F64] * count, {"pads": (0, 0)} if op == "pad" else {})
         assert isinstance(reason, str) and "shaderFloat64" in reason, (op, reason)
     assert be.supports("conv2d", [DType.F32] * 2, {}) is True
+
+
+def test_tiled_attention_needs_enough_shared_memory() -> None:
+    shapes = [(1, 2, 16, 8)] * 3
+    big = nn_kernels.attention_kernel(DType.F32, None, shapes, False, 0.5, 32768)
+    small = nn_kernels.attention_kernel(DType.F32, None, shapes, False, 0.5, 16384)
+    assert big.label.endswith("[tiled]") and not small.label.endswith("[tiled]")
+    assert nn_kernels.ATTENTION_TILED_SHARED <= 32768  # lavapipe's limit
