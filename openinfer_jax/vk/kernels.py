@@ -290,7 +290,8 @@ def elementwise_kernel(
     expr = spec.expr_for(in_t.family)
     if expr is None:
         raise BackendError(f"{label}: no Vulkan kernel for {in_dtypes[0].short} inputs")
-    defs, words = [], []
+    defs: list[str] = []
+    words: list[int] = []
     values = _host_params(op, in_dtypes[0], params)
     for name, slot_type in spec.params:
         t = {"in": in_t, "out": out_t, "uint": glsl_type(DType.U32),

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -102,7 +102,7 @@ _PUSH_WORDS = 32  # nn.comp: n + p[31], the 128-byte minimum of every Vulkan dev
 class Binding:
     """One buffer of a dispatch: ``input`` k, the ``output``, ``scratch`` k or ``constant`` k."""
 
-    kind: str
+    kind: Literal["input", "output", "scratch", "constant"]
     index: int = 0
 
 
