@@ -119,8 +119,12 @@ class TableStorage(Protocol):
     #: Whether `TableCache.read` may return a padded `Ragged` block (bucketed reads).
     padded_reads: bool
 
+    def new_buffer(self, dtype: DType, shape: tuple[int, ...]) -> Any:
+        """A new all-zero buffer of `shape`, placed where the table lives."""
+        ...
+
     def zeros(self, dtype: DType, shape: tuple[int, ...]) -> Any:
-        """A new all-zero buffer (or block value) of `shape`."""
+        """An all-zero block value of `shape`, to `write` into a buffer."""
         ...
 
     def shape(self, buf: Any) -> tuple[int, ...]:
@@ -170,9 +174,13 @@ class JaxTableStorage:
     def __init__(self, device: Any) -> None:
         self.device = device
 
-    def zeros(self, dtype: DType, shape: tuple[int, ...]) -> jax.Array:
-        """A zero array of `shape` on the storage's device."""
+    def new_buffer(self, dtype: DType, shape: tuple[int, ...]) -> jax.Array:
+        """A zero array of `shape` on the storage's device (or sharding)."""
         return jax.device_put(jnp.zeros(shape, dtype.numpy), self.device)
+
+    def zeros(self, dtype: DType, shape: tuple[int, ...]) -> jax.Array:
+        """A zero block; not placed, so a block need not fit a sharded buffer's layout."""
+        return jnp.zeros(shape, dtype.numpy)
 
     def shape(self, buf: jax.Array) -> tuple[int, ...]:
         """`buf.shape`."""
@@ -258,7 +266,7 @@ class TableCache:
         self.counts: dict[str, int] = {i: 0 for i in indices}
         self.capacity: dict[str, int] = {i: self.fixed.get(i, INITIAL_CAPACITY) for i in indices}
         self.storage: TableStorage = storage if storage is not None else JaxTableStorage(device)
-        self.buffer = self.storage.zeros(dtype, self._storage_shape(self.capacity))
+        self.buffer = self.storage.new_buffer(dtype, self._storage_shape(self.capacity))
 
     # ---- geometry ---------------------------------------------------------------------
     def _storage_shape(self, capacity: dict[str, int]) -> tuple[int, ...]:
@@ -473,13 +481,15 @@ class TableCache:
     def reset(self, sel: tuple[Index, ...], undo: list[Callable[[], None]]) -> None:
         """Reset the whole table (no indices: counts to 0) or zero the selected entries."""
         if not sel:
-            old_buf, old_counts = self.buffer, dict(self.counts)
+            old_buf, old_counts, old_cap = self.buffer, dict(self.counts), dict(self.capacity)
             # A fresh buffer keeps the old one alive for rollback (no donation here).
-            self.buffer = self.storage.zeros(self.dtype, self.storage.shape(old_buf))
+            self.buffer = self.storage.new_buffer(self.dtype, self.storage.shape(old_buf))
             self.counts = {i: 0 for i in self.indices}
 
             def restore() -> None:
-                self.buffer, self.counts = old_buf, old_counts
+                # Capacity too: a write after the reset may have grown the fresh buffer,
+                # and the capacity must describe the buffer that comes back.
+                self.buffer, self.counts, self.capacity = old_buf, old_counts, old_cap
 
             undo.append(restore)
             return

@@ -113,11 +113,15 @@ class VulkanTableStorage:
             self.stats[total] = self.stats.get(total, 0) + tensor.nbytes
 
     # ---- TableStorage ----------------------------------------------------------------------
-    def zeros(self, dtype: DType, shape: tuple[int, ...]) -> Any:
+    def new_buffer(self, dtype: DType, shape: tuple[int, ...]) -> Any:
         """A new zero-filled device tensor of `shape` (filled on the device)."""
         tensor = self.backend.empty(dtype, shape)
         self.backend.zero_fill(tensor)
         return tensor
+
+    def zeros(self, dtype: DType, shape: tuple[int, ...]) -> Any:
+        """A zero block value: a zero-filled device tensor, like a buffer."""
+        return self.new_buffer(dtype, shape)
 
     def shape(self, buf: Any) -> tuple[int, ...]:
         """The device tensor's shape."""
@@ -125,7 +129,7 @@ class VulkanTableStorage:
 
     def grow(self, buf: Any, shape: tuple[int, ...]) -> Any:
         """A zero tensor of `shape` with `buf` copied into its corner, on the device."""
-        out = self.zeros(buf.dtype, shape)
+        out = self.new_buffer(buf.dtype, shape)
         self._scatter(out, buf, (0,) * len(shape), tuple(buf.shape))
         return out
 

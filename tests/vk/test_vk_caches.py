@@ -226,6 +226,23 @@ def test_undo_restores_entries_counts_and_capacity_use(tables: Tables) -> None:
     np.testing.assert_array_equal(tables.host(t.read((0, 3), [], bucket=False)), [0, 0])
 
 
+def test_rollback_of_reset_then_growth_restores_capacity(tables: Tables) -> None:
+    # Found by the random programs below: a whole reset swaps buffers; a later write grew
+    # the fresh one; the rollback must bring back the old buffer WITH its capacity.
+    store = PersistentStore()
+    t = store.tables["A"] = tables.table(indices=("l", "t"))
+    t.write((0, 3), entry(3), store.undo)
+    store.commit()
+    t.reset((), store.undo)
+    t.write((0, 20), entry(20), store.undo)
+    assert t.capacity["t"] == 32
+    store.rollback()
+    assert t.capacity["t"] == 16 == t.storage.shape(t.buffer)[1]
+    t.write((0, 20), entry(5), store.undo)  # grows the restored buffer properly
+    view = t.host_view()
+    assert view.shape == (1, 21, 2) and view[0, 3, 0] == 3 and view[0, 20, 0] == 5
+
+
 def test_load_prefill_sets_counts(tables: Tables) -> None:
     t = tables.table(indices=("l", "t"), entry=(2,))
     data = np.arange(2 * 20 * 2, dtype=np.float32).reshape(2, 20, 2)
@@ -271,6 +288,7 @@ TABLE_OPS = st.one_of(
 @settings(max_examples=20, deadline=None)
 @given(st.lists(TABLE_OPS, min_size=1, max_size=14))
 @example([("write", 1, 2), ("commit", 0, 0), ("write", 1, 2), ("write", 0, 20), ("rollback", 0, 0)])
+@example([("reset_all", 0, 0), ("write", 0, 20), ("rollback", 0, 0), ("write", 0, 20)])
 @example(
     [("write", 0, 1), ("commit", 0, 0), ("reset", 0, 0), ("reset_all", 0, 0), ("rollback", 0, 0)]
 )
