@@ -65,6 +65,8 @@ __all__ = [
     "Dispatch",
     "NnPlan",
     "attention_kernel",
+    "attention_merge_kernel",
+    "attention_splits",
     "batch_norm_kernel",
     "concat_kernel",
     "conv_kernel",
@@ -92,6 +94,10 @@ ATTENTION_COLS = 4  # output columns per invocation: head dims of v up to 256
 # shared memory; it takes prefills (8+ queries) with head dims up to 128 (shared memory:
 # about 25 KiB, under the 32 KiB of lavapipe).
 ATTENTION_TILED_MIN_QUERIES = 8
+# Split decode steps (few rows) over key ranges of this many keys, at most this many ranges.
+ATTENTION_SPLIT_ROWS = 64
+ATTENTION_SPLIT_KEYS = 256
+ATTENTION_MAX_SPLITS = 32
 ATTENTION_TILED_DIM = 128
 # Qs[16][128] + Ks[16][129] + Vs[16][128] + S[16][16] floats (Vulkan guarantees only 16 KiB)
 ATTENTION_TILED_SHARED = 4 * (16 * 128 + 16 * 129 + 16 * 128 + 16 * 16)
@@ -303,11 +309,15 @@ def attention_kernel(
     causal: bool,
     scale: float,
     shared_memory: int = 32768,
+    splits: int = 1,
 ) -> Kernel:
     """The attention dispatch: bindings q, k, v[, mask], then f32 words of the result.
 
     Prefills take the tiled kernel when the device has `shared_memory` bytes for it
-    (`ATTENTION_TILED_SHARED`), decode steps and large head dims the row kernel.
+    (`ATTENTION_TILED_SHARED`), decode steps and large head dims the row kernel. With
+    `splits` > 1 (row kernel only) each row's keys are split into that many ranges, one
+    work group each, and the result is the partials `attention_merge_kernel` combines:
+    per (row, range) its max, its sum of exp and its dv unnormalized outputs.
 
     Raises:
         BackendError: f64 inputs (no double exp in GLSL), a v head dim above
@@ -335,6 +345,7 @@ def attention_kernel(
     heads = rows // sq if sq else 0
     tiled = sq >= ATTENTION_TILED_MIN_QUERIES and max(d, dv) <= ATTENTION_TILED_DIM
     tiled = tiled and heads <= 65535 and shared_memory >= ATTENTION_TILED_SHARED
+    tiled = tiled and splits == 1
     select = add = ""
     if tiled:
         if mask is DType.BOOL:
@@ -353,6 +364,7 @@ def attention_kernel(
         )
         grid = (math.ceil(sq / 16), heads, 1)
         label += " [tiled]"
+        push_words = 13
     else:
         if mask is DType.BOOL:
             select = f"    if ({mask_at} == 0u) return NEG_INF;"
@@ -367,12 +379,58 @@ def attention_kernel(
             FUNCTIONS=functions,
             MASK_SELECT=select,
             MASK_ADD=add,
+            VARIANT="#define SPLIT" if splits > 1 else "",
         )
-        grid = launch.dispatch_grid(rows, 1)
+        grid = launch.dispatch_grid(rows * splits, 1)
+        push_words = 15
+        if splits > 1:
+            label += f" [{splits} key ranges]"
     scale_bits = int(np.float32(scale).view(np.uint32))
-    words = [rows, hq, sq, skv, d, dv, hq // hkv, int(causal), scale_bits, *strides]
-    push = _check_words([w % (1 << 32) for w in words], 13, label)
+    chunk = math.ceil(skv / splits) if splits > 1 else skv
+    words = [rows, hq, sq, skv, d, dv, hq // hkv, int(causal), scale_bits, *strides, splits, chunk]
+    push = _check_words([w % (1 << 32) for w in words[:push_words]], push_words, label)
     return Kernel(label, source, push, grid)
+
+
+def attention_splits(shapes: Sequence[tuple[int, ...]]) -> int:
+    """Key ranges per row for a decode step: > 1 when few rows would leave a GPU idle.
+
+    Rows (batch x heads x queries) below ATTENTION_SPLIT_ROWS with fewer queries than the
+    tiled kernel takes and at least two ranges of ATTENTION_SPLIT_KEYS keys get
+    ceil(Skv / ATTENTION_SPLIT_KEYS) ranges, at most ATTENTION_MAX_SPLITS.
+    """
+    q, k = shapes[0], shapes[1]
+    rows, sq, skv = _numel(q[:-1]), q[-2], k[-2]
+    if rows >= ATTENTION_SPLIT_ROWS or sq >= ATTENTION_TILED_MIN_QUERIES:
+        return 1
+    if skv < 2 * ATTENTION_SPLIT_KEYS:
+        return 1
+    return min(ATTENTION_MAX_SPLITS, math.ceil(skv / ATTENTION_SPLIT_KEYS))
+
+
+def attention_merge_kernel(out: DType, rows: int, dv: int, splits: int) -> Kernel:
+    """Merge the key-range partials of split attention into the output (any float dtype).
+
+    out[row, c] = sum_r exp(m_r - M) acc_r[c] / sum_r exp(m_r - M) s_r with M the largest
+    m_r; ranges with nothing visible (m_r = -inf) weigh 0, a row with none gives 0.
+    """
+    ct = glsl_type(out).compute
+    body = (
+        "    uint dv = pc.p[0];\n    uint splits = pc.p[1];\n"
+        "    uint row = o / dv;\n    uint c = o % dv;\n    uint base = row * splits * (dv + 2u);\n"
+        "    float top = -1.0 / 0.0;\n"
+        "    for (uint r = 0u; r < splits; r++) top = max(top, load0(base + r * (dv + 2u)));\n"
+        f"    if (top == -1.0 / 0.0) return {ct}(0);\n"
+        "    float total = 0.0;\n    float acc = 0.0;\n"
+        "    for (uint r = 0u; r < splits; r++) {\n"
+        "        uint part = base + r * (dv + 2u);\n        float m = load0(part);\n"
+        "        if (m == -1.0 / 0.0) continue;\n        float w = exp(m - top);\n"
+        "        total += w * load0(part + 1u);\n        acc += w * load0(part + 2u + c);\n"
+        "    }\n"
+        f"    return {ct}(total > 0.0 ? acc / total : 0.0);"
+    )
+    label = f"attention-merge({out.short})"
+    return _nn_kernel(label, [DType.F32], out, body, [rows * dv, dv, splits])
 
 
 # ---- data movement -----------------------------------------------------------------------------------
@@ -683,9 +741,18 @@ def nn_plan(
         scale = params.get("scale")
         scale = 1.0 / math.sqrt(in_shapes[0][-1]) if scale is None else float(scale)
         mask = in_dtypes[3] if count > 3 else None
+        splits = attention_splits(in_shapes)
         kernel = attention_kernel(
-            dtype, mask, in_shapes, bool(params["causal"]), scale, shared_memory
+            dtype, mask, in_shapes, bool(params["causal"]), scale, shared_memory, splits
         )
+        if splits > 1:
+            rows, dv = _numel(in_shapes[0][:-1]), in_shapes[2][-1]
+            merge = attention_merge_kernel(dtype, rows, dv, splits)
+            partials = Binding("scratch")
+            return NnPlan(
+                (Dispatch(kernel, (*_inputs(count), partials)), Dispatch(merge, (partials, _OUT))),
+                scratch=((DType.F32, (rows * splits * (dv + 2),)),),
+            )
         if dtype is DType.F32:
             return NnPlan((Dispatch(kernel, (*_inputs(count), _OUT)),))
         # Narrow outputs: the f32 result, then one rounding (a word per invocation, no races).

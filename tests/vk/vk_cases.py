@@ -377,6 +377,13 @@ def _attention_cases() -> list[Case]:
     )
     cases.append(Case("attention", f32, ((1, 1, 9, 128), (1, 1, 20, 128), (1, 1, 20, 128))))
     cases.append(Case("attention", f32, ((1, 1, 9, 160), (1, 1, 20, 160), (1, 1, 20, 7))))
+    # decode steps over long caches: keys split into ranges (partials, then a merge)
+    long = ((1, 2, 1, 16), (1, 1, 600, 16), (1, 1, 600, 20))
+    for dtype in _floats("attention"):
+        cases.append(Case("attention", (dtype,) * 3, long, {"causal": True}))
+    cases.append(Case("attention", (*f32, DType.BOOL),
+                      ((2, 1, 8), (2, 1100, 8), (2, 1100, 8), (2, 1, 1100))))  # fmt: skip
+    cases.append(Case("attention", (*f32, DType.F32), (*long, (1, 1, 1, 600))))
     return cases
 
 

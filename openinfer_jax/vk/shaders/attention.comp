@@ -8,9 +8,14 @@
 // columns (c = tid + u * WG) over the chunk. Hidden keys (causal, bool mask false, score
 // -inf) weigh 0; a row with no visible key gives 0 like the reference.
 // The result is written as f32 words (f32 outputs directly; narrower ones through a cast).
+// SPLIT (a define from the generator): the keys are split into `splits` ranges of `chunk`
+// keys, one work group each (a decode step has few rows: without it most of a GPU idles);
+// each writes its partial (max, sum, unnormalized output row) and a second kernel merges
+// the partials of a row (nn_kernels.attention_merge_kernel).
 {{EXTENSIONS}}
 #define WG {{WG}}
 #define COLS {{COLS}}
+{{VARIANT}}
 layout(local_size_x = WG) in;
 {{BUFFERS}}
 layout(push_constant) uniform Push {
@@ -27,6 +32,8 @@ layout(push_constant) uniform Push {
     uint m_head;
     uint m_query;
     uint m_key;
+    uint splits;    // key ranges per row (1 without SPLIT)
+    uint chunk;     // keys per range
 } pc;
 #include "common.glsl"
 {{FUNCTIONS}}
@@ -48,8 +55,11 @@ float score(uint q_base, uint k_base, uint m_base, uint i, uint j) {
 }
 
 void main() {
-    uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+    uint group_id = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+    uint row = group_id / pc.splits;
     if (row >= pc.rows) return;  // the same for the whole group: barriers stay uniform
+    uint j_begin = (group_id % pc.splits) * pc.chunk;
+    uint j_end = min(pc.skv, j_begin + pc.chunk);
     uint tid = gl_LocalInvocationID.x;
     uint i = row % pc.sq;
     uint h = (row / pc.sq) % pc.hq;
@@ -64,7 +74,7 @@ void main() {
     // Pass 1: (max, sum of exp(s - max)) of this invocation's keys, updated online.
     float m = NEG_INF;
     float s = 0.0;
-    for (uint j = tid; j < pc.skv; j += WG) {
+    for (uint j = j_begin + tid; j < j_end; j += WG) {
         float x = score(q_base, k_base, m_base, i, j);
         if (x == NEG_INF) continue;
         if (x > m) { s = s * exp(m - x) + 1.0; m = x; }
@@ -92,16 +102,16 @@ void main() {
     // Pass 2: weights of a chunk of keys in shared memory, then the weighted sum of v.
     float acc[COLS];
     [[unroll]] for (int u = 0; u < COLS; u++) acc[u] = 0.0;
-    for (uint j0 = 0u; j0 < pc.skv; j0 += WG) {
+    for (uint j0 = j_begin; j0 < j_end; j0 += WG) {
         uint j = j0 + tid;
         float p = 0.0;
-        if (j < pc.skv) {
+        if (j < j_end) {
             float x = score(q_base, k_base, m_base, i, j);
             p = (x == NEG_INF) ? 0.0 : exp(x - row_max);
         }
         probs[tid] = p;
         barrier();
-        uint count = min(uint(WG), pc.skv - j0);
+        uint count = min(uint(WG), j_end - j0);
         for (uint jj = 0u; jj < count; jj++) {
             float pj = probs[jj];
             uint v_row = v_base + (j0 + jj) * pc.dv;
@@ -112,8 +122,20 @@ void main() {
         }
         barrier();
     }
+#ifdef SPLIT
+    uint part = group_id * (pc.dv + 2u);  // (max, sum, dv unnormalized outputs)
+    if (tid == 0u) {
+        outw[part] = floatBitsToUint(row_max);
+        outw[part + 1u] = floatBitsToUint(row_sum);
+    }
+    [[unroll]] for (int u = 0; u < COLS; u++) {
+        uint c = tid + uint(u) * WG;
+        if (c < pc.dv) outw[part + 2u + c] = floatBitsToUint(acc[u]);
+    }
+#else
     [[unroll]] for (int u = 0; u < COLS; u++) {
         uint c = tid + uint(u) * WG;
         if (c < pc.dv) outw[row * pc.dv + c] = floatBitsToUint(row_sum > 0.0 ? acc[u] / row_sum : 0.0);
     }
+#endif
 }
