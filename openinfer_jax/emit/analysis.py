@@ -76,18 +76,34 @@ class VarInfo:
 
 @dataclass
 class TableInfo:
-    """A persistent cache table: index names, capacity per index, entry shape."""
+    """A persistent cache table: index names, capacity per index, entry shape.
+
+    `autod` has one item per index: -1 for a table axis, or for an `@auto_dim` index the
+    entry dim its count widens (empty: no auto-dim index). Storage is
+    ``[caps of the table axes..., entry dims widened by the caps of their auto axes]``.
+    """
 
     name: str
     dtype: DType
     indices: tuple[str, ...]
     caps: tuple[int, ...]
     entry: tuple[int, ...]
+    autod: tuple[int, ...] = ()
+
+    @property
+    def storage(self) -> tuple[int, ...]:
+        """Dims of the preallocated buffer."""
+        if not self.autod:
+            return (*self.caps, *self.entry)
+        table = [c for c, k in zip(self.caps, self.autod) if k < 0]
+        grown = [d + sum(c for c, k in zip(self.caps, self.autod) if k == e)
+                 for e, d in enumerate(self.entry)]  # fmt: skip
+        return (*table, *grown)
 
     @property
     def numel(self) -> int:
         """Elements of the whole preallocated table."""
-        return math.prod(self.caps) * math.prod(self.entry)
+        return math.prod(self.storage)
 
 
 @dataclass
@@ -192,11 +208,6 @@ class _Analyzer:
     def declare(self) -> None:
         for decl in self.graph.vars:
             shape = resolve_dims(decl.dims, self.sizevars, f"variable {decl.name!r}")
-            if decl.auto_dim:
-                raise SynthesisError(
-                    f"variable {decl.name!r}: @auto_dim tables grow their entry shape; the C target "
-                    "needs fixed entry shapes (declare the full size instead)"
-                )
             if decl.is_table and decl.kind is MemoryKind.PERSISTENT:
                 self.tables[decl.name] = self._table(decl, shape)
                 continue
@@ -239,7 +250,19 @@ class _Analyzer:
             raise SynthesisError(
                 f"cache table {decl.name!r}: packed dtype {decl.dtype.short} is not allowed in tables"
             )
-        return TableInfo(decl.name, decl.dtype, decl.table_indices, tuple(caps), entry)
+        if len(decl.auto_dim) > len(entry):
+            raise SynthesisError(
+                f"cache table {decl.name!r}: @auto_dim names {len(decl.auto_dim)} indices but the "
+                f"entry has only {len(entry)} dims"
+            )
+        # Each auto-dim axis widens the entry dim of its position in @auto_dim(...).
+        autod = tuple(
+            decl.auto_dim.index(i) if i in decl.auto_dim else -1 for i in decl.table_indices
+        )
+        return TableInfo(
+            decl.name, decl.dtype, decl.table_indices, tuple(caps), entry,
+            autod if decl.auto_dim else (),
+        )  # fmt: skip
 
     def _bind_source(self, info: VarInfo, decl: VarDecl, shape: tuple[int, ...]) -> None:
         if decl.kind is MemoryKind.DYNAMIC:
@@ -311,10 +334,23 @@ class _Analyzer:
             info = self.vars[access.name]
             return info.shape
         out: list[int] = []
-        for idx, cap in zip(access.indices, table.caps):
-            if isinstance(idx, CacheSlice):
-                out.append(cap)
-        return (*out, *table.entry)
+        autod = table.autod or (-1,) * len(table.caps)
+        sels = access.indices or (CacheSlice(None, None),) * len(table.caps)
+        grown = list(table.storage[len(table.storage) - len(table.entry) :])
+        for idx, cap, auto in zip(sels, table.caps, autod):
+            if not isinstance(idx, CacheSlice):
+                continue
+            # A slice is at most the axis' extent at capacity; literal bounds fix its length.
+            extent = cap if auto < 0 else grown[auto]
+            start, end = idx.start, idx.end
+            if isinstance(start, (int, type(None))) and isinstance(end, int) and end >= (start or 0) >= 0:
+                extent = min(extent, end - (start or 0))
+            if auto < 0:
+                out.append(extent)
+            else:
+                grown[auto] = extent
+        # An auto-dim entry dim is at most its base plus the axis' capacity.
+        return (*out, *grown)
 
     def run(self, blocks: dict[str, Block], entry: Block, consumers: list[Block]) -> None:
         self._walk(entry.nodes, entry.name, blocks, consumers, depth=0)

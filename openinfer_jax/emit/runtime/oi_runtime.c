@@ -347,7 +347,7 @@ static int table_plan(oi_table *t, const oi_sel *sel, int nsel, int grow, int64_
     return OI_OK;
 }
 
-/* Journal record: table, byte offset in its storage, byte count, then the old bytes. */
+
 typedef struct {
     oi_table *table;
     size_t offset, nbytes;
@@ -373,6 +373,161 @@ static int existed(const oi_table *t, const int64_t *pos) {
     for (a = 0; a < t->n_idx; a++)
         if (pos[a] >= t->saved[a]) return 0;
     return 1;
+}
+
+/* ---- @auto_dim tables: the k-th auto index widens entry dim k by its count ------------- */
+/* Storage dims of an auto table for per-index sizes `n` (caps: the storage; counts: the
+   logical extent), as in sim/caches.py `_storage_shape`. Returns the rank. */
+static int auto_dims(const oi_table *t, const int64_t *n, int64_t *dims) {
+    int a, d, nd = 0;
+    for (a = 0; a < t->n_idx; a++)
+        if (t->autod[a] < 0) dims[nd++] = n[a];
+    for (d = 0; d < t->entry_nd; d++) {
+        int64_t extent = t->entry[d];
+        for (a = 0; a < t->n_idx; a++)
+            if (t->autod[a] == d) extent += n[a];
+        dims[nd++] = extent;
+    }
+    return nd;
+}
+
+/* The block a selection of an auto table covers, per storage dim; counts grow like
+   table_plan's (a scalar index on any axis, the auto ones included). */
+static int auto_plan(oi_table *t, const oi_sel *sel, int nsel, int grow, int64_t *start, int64_t *size,
+                     int *kept, int *rank) {
+    int64_t counts[OI_MAX_DIMS];
+    int a, b, nd = 0;
+    if (nsel && nsel != t->n_idx) {
+        oi_set_error("cache table %s takes %d indices, got %d", t->name, t->n_idx, nsel);
+        return OI_ERR_INDEX;
+    }
+    for (a = 0; a < t->n_idx; a++) counts[a] = t->counts[a];
+    for (a = 0; a < nsel; a++)
+        if (sel[a].kind == 0) {
+            int64_t pos = sel[a].lo < 0 ? sel[a].lo + t->counts[a] : sel[a].lo;
+            if (pos < 0) {
+                oi_set_error("cache table %s: index %lld is before the first entry", t->name, (long long)sel[a].lo);
+                return OI_ERR_INDEX;
+            }
+            if (pos + 1 > t->caps[a]) {
+                oi_set_error("cache table %s: index %lld exceeds the capacity %lld of axis %d", t->name,
+                             (long long)pos, (long long)t->caps[a], a);
+                return OI_ERR_CACHE_FULL;
+            }
+            if (pos + 1 > counts[a]) counts[a] = pos + 1;
+        }
+    for (a = 0; a < t->n_idx + t->entry_nd; a++) {
+        /* storage dims in order: the table axes, then the entry dims (widened by auto axes) */
+        int axis = -1;
+        int64_t extent;
+        if (a < t->n_idx) {
+            if (t->autod[a] >= 0) continue;
+            axis = a;
+            extent = counts[a];
+        } else {
+            extent = t->entry[a - t->n_idx];
+            for (b = 0; b < t->n_idx; b++)
+                if (t->autod[b] == a - t->n_idx) { axis = b; extent += counts[b]; }
+        }
+        kept[nd] = 1;
+        if (axis < 0 || (nsel && sel[axis].kind == 0)) {
+            start[nd] = 0;
+            size[nd] = extent;
+            if (axis >= 0 && t->autod[axis] < 0) { /* a scalar table index drops its axis */
+                start[nd] = sel[axis].lo < 0 ? sel[axis].lo + counts[axis] : sel[axis].lo;
+                size[nd] = 1;
+                kept[nd] = 0;
+            }
+        } else {
+            int64_t lo = (nsel && sel[axis].has_lo) ? sel[axis].lo : 0;
+            int64_t hi = (nsel && sel[axis].has_hi) ? sel[axis].hi : extent;
+            if (lo < 0) lo += extent;
+            if (hi < 0) hi += extent;
+            if (!(0 <= lo && lo <= hi && hi <= extent)) {
+                oi_set_error("cache table %s: slice resolved to %lld..%lld is out of range for %lld entries",
+                             t->name, (long long)lo, (long long)hi, (long long)extent);
+                return OI_ERR_INDEX;
+            }
+            start[nd] = lo;
+            size[nd] = hi - lo;
+        }
+        nd++;
+    }
+    *rank = nd;
+    if (grow)
+        for (a = 0; a < t->n_idx; a++) t->counts[a] = counts[a];
+    return OI_OK;
+}
+
+/* Copy a block row by row (mode 0: table -> buf, 1: buf -> table, 2: zero); writes journal
+   every row they overwrite, so a rollback restores the storage exactly. */
+static void auto_block(oi_table *t, const int64_t *start, const int64_t *size, unsigned char *buf, int mode) {
+    int64_t sdims[2 * OI_MAX_DIMS], idx[2 * OI_MAX_DIMS], rows = 1, r;
+    int nd = auto_dims(t, t->caps, sdims), a;
+    size_t row = (size_t)(nd ? size[nd - 1] : 1) * t->elem;
+    for (a = 0; a + 1 < nd; a++) { rows *= size[a]; idx[a] = 0; }
+    if (nd && size[nd - 1] == 0) return;
+    for (r = 0; r < rows; r++) {
+        int64_t off = 0;
+        unsigned char *slot;
+        for (a = 0; a < nd; a++) off = off * sdims[a] + start[a] + (a + 1 < nd ? idx[a] : 0);
+        slot = (unsigned char *)t->data + (size_t)off * t->elem;
+        if (mode != 0) journal_save(t, (size_t)off * t->elem, row);
+        if (mode == 0) memcpy(buf + (size_t)r * row, slot, row);
+        else if (mode == 1) memcpy(slot, buf + (size_t)r * row, row);
+        else memset(slot, 0, row);
+        for (a = nd - 2; a >= 0; a--) { if (++idx[a] < size[a]) break; idx[a] = 0; }
+    }
+}
+
+static int auto_read(oi_table *t, const oi_sel *sel, int nsel, oi_tensor *dst) {
+    int64_t start[2 * OI_MAX_DIMS], size[2 * OI_MAX_DIMS], dims[OI_MAX_DIMS];
+    int kept[2 * OI_MAX_DIMS], nd = 0, a, rc, rank;
+    rc = auto_plan(t, sel, nsel, 1, start, size, kept, &rank);
+    if (rc) return rc;
+    for (a = 0; a < rank; a++)
+        if (kept[a]) dims[nd++] = size[a];
+    rc = oi_set_shape(dst, nd, dims);
+    if (rc) return rc;
+    auto_block(t, start, size, (unsigned char *)dst->data, 0);
+    return OI_OK;
+}
+
+static int auto_write(oi_table *t, const oi_sel *sel, int nsel, const oi_tensor *src) {
+    int64_t start[2 * OI_MAX_DIMS], size[2 * OI_MAX_DIMS], saved[OI_MAX_DIMS];
+    int kept[2 * OI_MAX_DIMS], nd = 0, a, rc, ok = 1, rank;
+    for (a = 0; a < t->n_idx; a++) saved[a] = t->counts[a];
+    rc = auto_plan(t, sel, nsel, 1, start, size, kept, &rank);
+    if (rc) return rc;
+    for (a = 0; a < rank; a++) {
+        if (!kept[a]) continue;
+        if (nd >= src->ndim || src->dims[nd] != size[a]) ok = 0;
+        nd++;
+    }
+    if (!ok || nd != src->ndim) {
+        for (a = 0; a < t->n_idx; a++) t->counts[a] = saved[a];
+        oi_set_error("cache.write into %s: the value's shape does not match the entry shape", t->name);
+        return OI_ERR_SHAPE;
+    }
+    auto_block(t, start, size, (unsigned char *)src->data, 1);
+    return OI_OK;
+}
+
+static int auto_reset(oi_table *t, const oi_sel *sel, int nsel) {
+    int64_t start[2 * OI_MAX_DIMS], size[2 * OI_MAX_DIMS];
+    int kept[2 * OI_MAX_DIMS], a, rc, rank;
+    oi_sel full[OI_MAX_DIMS];
+    for (a = 0; a < t->n_idx; a++) {
+        if (a < nsel) full[a] = sel[a];
+        else { full[a].kind = 1; full[a].has_lo = full[a].has_hi = 0; full[a].lo = full[a].hi = 0; }
+        if (nsel && full[a].kind == 0 && full[a].lo >= t->counts[a]) return OI_OK; /* never written */
+    }
+    rc = auto_plan(t, full, t->n_idx, 0, start, size, kept, &rank);
+    if (rc) return rc;
+    auto_block(t, start, size, NULL, 2);
+    if (nsel == 0)
+        for (a = 0; a < t->n_idx; a++) t->counts[a] = 0;
+    return OI_OK;
 }
 
 void oi_table_begin(oi_table *t) {
@@ -405,6 +560,10 @@ int oi_journal_rollback(oi_journal *j, oi_table *const *tables, int n_tables) {
         int64_t entry = 1, total = 1, e, idx[OI_MAX_DIMS];
         int a;
         size_t chunk;
+        if (t->autod) { /* every overwritten row was journaled: the replay restored it all */
+            for (a = 0; a < t->n_idx; a++) t->counts[a] = t->saved[a];
+            continue;
+        }
         for (a = 0; a < t->entry_nd; a++) entry *= t->entry[a];
         chunk = (size_t)entry * t->elem;
         for (a = 0; a < t->n_idx; a++) { total *= t->caps[a]; idx[a] = 0; }
@@ -456,6 +615,7 @@ static int table_shape(const oi_table *t, const int64_t *size, const int *kept, 
 int oi_table_read(oi_table *t, const oi_sel *sel, int nsel, oi_tensor *dst) {
     int64_t start[OI_MAX_DIMS], size[OI_MAX_DIMS], dims[OI_MAX_DIMS];
     int kept[OI_MAX_DIMS], nd, rc;
+    if (t->autod) return auto_read(t, sel, nsel, dst);
     rc = table_plan(t, sel, nsel, 1, start, size, kept);
     if (rc) return rc;
     nd = table_shape(t, size, kept, dims);
@@ -468,6 +628,7 @@ int oi_table_write(oi_table *t, const oi_sel *sel, int nsel, const oi_tensor *sr
     int64_t start[OI_MAX_DIMS], size[OI_MAX_DIMS], dims[OI_MAX_DIMS];
     int kept[OI_MAX_DIMS], nd, rc, a;
     int64_t saved[OI_MAX_DIMS];
+    if (t->autod) return auto_write(t, sel, nsel, src);
     for (a = 0; a < t->n_idx; a++) saved[a] = t->counts[a];
     rc = table_plan(t, sel, nsel, 1, start, size, kept);
     if (rc) return rc;
@@ -487,6 +648,7 @@ int oi_table_reset(oi_table *t, const oi_sel *sel, int nsel) {
     int64_t start[OI_MAX_DIMS], size[OI_MAX_DIMS];
     int kept[OI_MAX_DIMS], a, rc;
     oi_sel full[OI_MAX_DIMS];
+    if (t->autod) return auto_reset(t, sel, nsel);
     if (nsel == 0) {
         int64_t start[OI_MAX_DIMS], size[OI_MAX_DIMS];
         /* zero every entry through table_block so entries that existed are journaled */

@@ -124,6 +124,10 @@ typedef struct {
     const char *name;
     oi_journal *journal;          /* NULL: no undo */
     int64_t saved[OI_MAX_DIMS];   /* counts at the start of the step */
+    /* @auto_dim tables: per index, -1 for a table axis or the entry dim its count widens
+       (storage [caps of the table axes..., entry dims + caps of their auto axes]); NULL for
+       plain tables, whose storage is [caps..., entry]. */
+    const int *autod;
 } oi_table;
 
 /* Start a step: remember the counts. Roll back a failed step: replay `j` backwards, zero the
