@@ -108,6 +108,15 @@ def _grow(buf: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     return jax.lax.dynamic_update_slice(out, buf, (0,) * buf.ndim)
 
 
+def _power_of_two(n: int) -> int:
+    """The smallest power of two >= n (>= 1).
+
+    Capacities are powers of two whatever the read-bucket ladder (`bucket_size`) is, so
+    doubling stays amortized O(1) and capacities stay predictable.
+    """
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
 class TableStorage(Protocol):
     """Where a table's buffer lives, and the block moves `TableCache` needs on it.
 
@@ -369,7 +378,7 @@ class TableCache:
         for axis, n in counts.items():
             if n > new_cap[axis]:
                 # Doubling keeps appends amortized O(1) and capacities powers of two.
-                new_cap[axis] = max(bucket_size(n), 2 * new_cap[axis])
+                new_cap[axis] = max(_power_of_two(n), 2 * new_cap[axis])
         if new_cap != self.capacity:
             self.buffer = self.storage.grow(self.buffer, self._storage_shape(new_cap))
             self.capacity = new_cap
@@ -533,7 +542,7 @@ class TableCache:
         for axis, n in counts.items():
             self._check_cap(axis, n)
         capacity = {
-            a: self.fixed.get(a, max(INITIAL_CAPACITY, bucket_size(counts[a])))
+            a: self.fixed.get(a, max(INITIAL_CAPACITY, _power_of_two(counts[a])))
             for a in self.indices
         }
         self.buffer = self.storage.load(
