@@ -343,7 +343,11 @@ class _Analyzer:
             # A slice is at most the axis' extent at capacity; literal bounds fix its length.
             extent = cap if auto < 0 else grown[auto]
             start, end = idx.start, idx.end
-            if isinstance(start, (int, type(None))) and isinstance(end, int) and end >= (start or 0) >= 0:
+            if (
+                isinstance(start, (int, type(None)))
+                and isinstance(end, int)
+                and end >= (start or 0) >= 0
+            ):
                 extent = min(extent, end - (start or 0))
             if auto < 0:
                 out.append(extent)

@@ -205,8 +205,16 @@ def _clamp_expr(y: str, lo: Any, hi: Any, ct: str) -> str:
     """A clamp that skips infinite/absent bounds (integer paths) and lets NaN through (floats)."""
     out = y
     if ct in ("float", "double"):
-        lo_l = f"P_{lo.name}" if isinstance(lo, RuntimeParam) else c_literal(-math.inf if lo is None else lo, ct)
-        hi_l = f"P_{hi.name}" if isinstance(hi, RuntimeParam) else c_literal(math.inf if hi is None else hi, ct)
+        lo_l = (
+            f"P_{lo.name}"
+            if isinstance(lo, RuntimeParam)
+            else c_literal(-math.inf if lo is None else lo, ct)
+        )
+        hi_l = (
+            f"P_{hi.name}"
+            if isinstance(hi, RuntimeParam)
+            else c_literal(math.inf if hi is None else hi, ct)
+        )
         return f"oi_nan_clamp_{ct}({y}, {lo_l}, {hi_l})"
     # A bound read at run time was rounded inward and limited to the range by the prologue.
     if isinstance(lo, RuntimeParam):
@@ -1128,9 +1136,7 @@ def _pad(req: KernelRequest) -> str:
     if mode not in modes:
         raise SynthesisError(f"{req.where}: pad mode {mode!r} is not supported by the C target")
     value = p.get("value", 0)
-    fill = x.store.format(
-        f"P_value" if isinstance(value, RuntimeParam) else c_literal(value, x)
-    )
+    fill = x.store.format("P_value" if isinstance(value, RuntimeParam) else c_literal(value, x))
     lits = ", ".join(f"INT64_C({v})" for v in begin) or "0"
     lite = ", ".join(f"INT64_C({v})" for v in end) or "0"
     return f"""static int {req.name}(oi_tensor *o, const oi_tensor *x0) {{
@@ -1468,7 +1474,10 @@ def _param_prologue(req: KernelRequest, name: str) -> list[str]:
         if ct.family == "uint":
             return [check, f"const uint64_t {local} = oi_ubound({arg}.f, {upper}, UINT64_C({hi}));"]
         lo_l = "INT64_MIN" if lo == -(1 << 63) else f"INT64_C({lo})"
-        return [check, f"const int64_t {local} = oi_sbound({arg}.f, {upper}, {lo_l}, INT64_C({hi}));"]
+        return [
+            check,
+            f"const int64_t {local} = oi_sbound({arg}.f, {upper}, {lo_l}, INT64_C({hi}));",
+        ]
     lo, hi = dtype.value_range() if ct.family != "bool" else (0, 1)
     nonzero = int(dtype is DType.T1 and name == "value")
     lo_l = "INT64_MIN" if lo == -(1 << 63) else f"INT64_C({lo})"

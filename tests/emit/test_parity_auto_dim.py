@@ -84,3 +84,91 @@ def test_auto_dim_axis_without_capacity_is_named(tmp_path: Path) -> None:
     write_oinf(model, sizevars={}, metadata={}, tensors={})
     with pytest.raises(SynthesisError, match=r"cache table 'A': index 'i' is unbounded"):
         Synthesizer("c").synthesize(model, GRAPH, name="prog")
+
+
+ATOMIC = """
+graph {
+  dynamic { x: f32[2, 3]; lo: i32; }
+  volatile { a: f32[2, 3]; z: f32[1, 3]; }
+  persistent { step: i32 @init(0); A(i, j): f32[2, 3] @auto_dim(i, j); }
+  block entry {
+    cache.increment step;
+    cache.read A[step, step] >> a;
+    op add(a, a) >> a;
+    cache.write a >> A[step, step];
+    cache.write x >> A[0..2, 0..3];
+    cache.read A[lo..1, 0..3] >> z;
+    return;
+  }
+}
+"""
+
+MAIN = r"""
+#include "prog.h"
+#include <stdio.h>
+static void dump(void) {
+    float a[256]; int nd, i; int64_t d[OI_MAX_DIMS], n = 1;
+    oi_fetch_A(a, 256, &nd, d);
+    for (i = 0; i < nd; i++) n *= d[i];
+    for (i = 0; i < nd; i++) printf("%lld,", (long long)d[i]);
+    printf(":");
+    for (i = 0; i < n; i++) printf("%g,", a[i]);
+    printf("\n");
+}
+int main(int argc, char **argv) {
+    int s, rc;
+    int32_t lows[4] = {0, 0, 5, 0};
+    (void)argc;
+    if (oi_init(argv[1])) return 2;
+    for (s = 0; s < 4; s++) {
+        float x[6];
+        int64_t dx[2] = {2, 3};
+        int k;
+        for (k = 0; k < 6; k++) x[k] = (float)(10 * s + k);
+        rc = oi_insert_x(x, 2, dx);
+        if (!rc) rc = oi_insert_lo(&lows[s], 0, NULL);
+        if (!rc) rc = oi_step();
+        printf("rc=%d ", rc);
+        dump();
+    }
+    oi_free();
+    return 0;
+}
+"""
+
+
+def test_a_failed_step_leaves_auto_dim_tables_as_they_were(tmp_path: Path) -> None:
+    """Step 2 grows A, overwrites entries and then fails (slice 5..1): C restores the counts
+    and every overwritten row like the simulator, and step 3 continues from there."""
+    import contextlib
+    import subprocess
+
+    from openinfer_jax.errors import SimulationError
+    from openinfer_jax.oinf import ModelLoader
+    from openinfer_jax.sim import Simulator
+    from tests.emit.harness import CFLAGS
+
+    model = tmp_path / "m.oinf"
+    write_oinf(model, sizevars={}, metadata={}, tensors={})
+    arch = test_arch(cache_capacity={"A": {"i": 6, "j": 6}})
+    out = Synthesizer(arch).synthesize(model, ATOMIC, name="prog").emit(tmp_path / "c")
+    (out / "main.c").write_text(MAIN)
+    cmd = [CC, *CFLAGS, "main.c", "prog.c", "oi_runtime.c", "-lm", "-o", "prog"]
+    subprocess.run(cmd, cwd=out, check=True)
+    lines = subprocess.run(
+        [str(out / "prog"), str(model)], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert [line.split(" ", 1)[0] for line in lines] == ["rc=0", "rc=0", "rc=7", "rc=0"]
+    want = []
+    with ModelLoader.open(model) as loader:
+        ex = Simulator(loader, ATOMIC).make_executor()
+        for s, lo in enumerate((0, 0, 5, 0)):
+            x = (10 * s + np.arange(6, dtype=np.float32)).reshape(2, 3)
+            ex.insert(x=x, lo=np.int32(lo))
+            with contextlib.suppress(SimulationError):  # step 2 fails, as in the C program
+                ex.step()
+            table = np.asarray(ex.fetch("A"))
+            dims = "".join(f"{d}," for d in table.shape)
+            want.append(dims + ":" + "".join(f"{float(v):g}," for v in table.reshape(-1)))
+    assert [line.split(" ", 1)[1] for line in lines] == want
+    assert lines[1].split(" ", 1)[1] == lines[2].split(" ", 1)[1]  # the failed step changed nothing

@@ -155,5 +155,5 @@ def test_a_value_the_op_cannot_take_fails_the_step_in_both(tmp_path: Path) -> No
         ex.step()
         np.testing.assert_array_equal(np.asarray(ex.fetch("y")), np.full(3, 4, np.int32))
         ex.insert(**steps[1])
-        with pytest.raises(SimulationError, match="value=2.5"):
+        with pytest.raises(SimulationError, match=r"value=2\.5"):
             ex.step()

@@ -56,7 +56,9 @@ graph {
 
 
 def _model(path: Path, rng: np.random.Generator) -> Path:
-    tensors = {f"layer{i}.w": (rng.standard_normal((4, 4)) * 0.5).astype(np.float32) for i in range(3)}
+    tensors = {
+        f"layer{i}.w": (rng.standard_normal((4, 4)) * 0.5).astype(np.float32) for i in range(3)
+    }
     for a in range(2):
         for b in range(2):
             tensors[f"g.{b}.{a}"] = rng.integers(-1000, 1000, 3).astype(np.int16)
