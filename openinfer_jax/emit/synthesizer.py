@@ -19,7 +19,7 @@ from openinfer_jax.emit.plan import Plan
 from openinfer_jax.emit.runtime_files import runtime_files, vulkan_files
 from openinfer_jax.emit.vk_kernels import device_features, matmul_tiles
 from openinfer_jax.emit.vk_program import VkOptions, runtime_shaped
-from openinfer_jax.emit.vk_variants import max_variants, shape_variants
+from openinfer_jax.emit.vk_variants import max_variants, prefix_counts, shape_variants
 from openinfer_jax.errors import GraphValidationError, SynthesisError
 from openinfer_jax.ir.nodes import Graph
 
@@ -152,6 +152,7 @@ class Synthesizer:
                     shape_variants(g, loader, self.arch, max_variants(prefs))
                     if runtime_shaped(an)
                     else {},
+                    prefix_counts(an, loader),
                 )
             program = generate_c(an, name, chosen, embed, self.arch.describe(), self.target, vk)
             limit = self.arch.memory("global_bytes")

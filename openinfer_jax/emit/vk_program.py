@@ -29,7 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from openinfer_jax.emit.analysis import Analysis, OpInfo, walk_nodes
+from openinfer_jax.emit.analysis import Analysis, OpInfo, resolve_dims, walk_nodes
+from openinfer_jax.emit.c_kernels import ALIAS_SAFE
 from openinfer_jax.emit.c_types import ctype
 from openinfer_jax.emit.vk_kernels import VkOpPlan, compile_spirv, plan_vk_op
 
@@ -72,6 +73,8 @@ class VkOptions:
     strict: bool = False
     # slice length -> id(op node) -> OpInfo at that length (`vk_variants.shape_variants`)
     variants: Mapping[int, Mapping[int, OpInfo]] = field(default_factory=dict)
+    # prefix table -> number of entries (indices 0..n-1) preloaded into the arena at oi_init
+    prefix_counts: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,7 @@ class VkState:
     constants: dict[bytes, int] = field(default_factory=dict)  # bytes -> constant id
     needs: set[str] = field(default_factory=set)
     syncs: int = 0
+    preloaded: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # count, stride, bytes
 
     def __post_init__(self) -> None:
         self.dyn = runtime_shaped(self.an)
@@ -202,6 +206,82 @@ class VkState:
             seen.add(at.in_shapes)
             variants.append(_Variant(at.in_shapes, at.out_shape, plan))
         return variants or reason
+
+    def op_node(
+        self, gen: Any, node: Op, info: OpInfo, fn: str, scope: Any, out: list[str], ind: str,
+        where: str,
+    ) -> bool:  # fmt: skip
+        """Emit `node` as GPU dispatches and return True; or record why it runs on the host,
+        emit the sync before it and return False (the C generator's path follows).
+
+        `gen` is the C generator (`c_program._Gen`): its `ref`/`var`/`scalar` give the C
+        tensors. A prefix-table input indexed by a literal or a loop index reads its entry
+        from the arena, where every entry was copied at oi_init (one descriptor set per entry);
+        other prefix inputs are copied into an arena slot on the host first (a sync).
+        """
+        if node.output.indices:  # the C path writes the entry's overlay on the host
+            self.host_node(where, "writes a prefix-table entry")
+            out.append(self.sync(ind, where))
+            return False
+        same_shape = all(
+            s == info.out_shape
+            for r, s in zip(node.inputs, info.in_shapes)
+            if r.name == node.output.name
+        )
+        placed = self.placement(node, info, info.opdef.name in ALIAS_SAFE and same_shape)
+        if isinstance(placed, str):
+            self.host_node(where, placed)
+            out.append(self.sync(ind, where))
+            return False
+        pre: list[str] = []
+        fallback: list[str] = []  # prefix lookups of the host path (model memory, no copy)
+        inputs: list[tuple[str, str, int]] = []
+        index: tuple[str, int] | None = None  # (C index expression, entries)
+        preload: dict[int, tuple[str, int]] = {}  # input k -> (table, stride)
+        for k, r in enumerate(node.inputs):
+            table = self._preloadable(r, scope)
+            if table is not None:
+                expr = gen.scalar(r.indices[0], scope, where)
+                count, stride, nbytes = self.preloaded[table]
+                if index is None or index[0] == expr:
+                    index = (expr, count)
+                    gen.tmp_count += 1
+                    tmp = f"P{gen.tmp_count}"
+                    fallback.append(f"oi_tensor {tmp};")
+                    fallback.append(f'OI_TRY(oi_prefix_{table}(&{tmp}, NULL, {expr}), "{where}");')
+                    preload[k] = (table, stride)
+                    inputs.append((f"&{tmp}", f"OI_VK_PREFIX_{table}", nbytes))
+                    continue
+            tensor = gen.ref(r, scope, where, pre)
+            if r.indices:  # a prefix-table entry, copied into its arena slot first
+                slot, nbytes = gen.prefix_slots[-1]
+                inputs.append((tensor, slot, nbytes))
+            else:
+                cname = gen.var(r.name, scope)
+                inputs.append((tensor, f"(unsigned char *){cname}.data", tensor_bytes(self.an, r.name)))
+        dst = gen.ref(node.output, scope, where, pre, write=True)
+        cname = gen.var(node.output.name, scope)
+        target = (dst, f"(unsigned char *){cname}.data", tensor_bytes(self.an, node.output.name))
+        call = f"{fn}({dst}, {', '.join(t for t, _a, _n in inputs)})"
+        out.extend(
+            self.emit_gpu_op(placed, inputs, target, call, pre, ind, where, index, preload, fallback)
+        )
+        return True
+
+    def _preloadable(self, ref: Any, scope: Any) -> str | None:
+        """The prefix table of `ref` when its entries can be preloaded (see `op_node`)."""
+        if len(ref.indices) != 1 or ref.name not in self.options.prefix_counts:
+            return None
+        idx = ref.indices[0]
+        if not (isinstance(idx, int) or idx in scope.loops):
+            return None  # a variable: reading it needs the host
+        if ref.name not in self.preloaded:
+            decl = self.an.prefixes[ref.name]
+            shape = resolve_dims(decl.dims, self.an.sizevars, f"variable {ref.name!r}")
+            nbytes = prefix_bytes(shape, decl.dtype)
+            stride = (max(nbytes, 4) + ALIGN - 1) // ALIGN * ALIGN
+            self.preloaded[ref.name] = (self.options.prefix_counts[ref.name], stride, nbytes)
+        return ref.name
 
     def host_node(self, where: str, reason: str) -> None:
         """Record a host op node (a SynthesisError in strict mode)."""
@@ -270,18 +350,32 @@ class VkState:
         pre: list[str],
         ind: str,
         where: str,
+        index: tuple[str, int] | None = None,
+        preload: Mapping[int, tuple[str, int]] | None = None,
+        fallback: list[str] | None = None,
     ) -> list[str]:
         """C lines of a GPU op node: pick the prepared variant whose input shapes match,
         set the output shape, record its dispatches; with no match, sync and run the C
-        kernel. `inputs`/`out` are (tensor expression, address expression, range bytes)."""
-        io = {f"in{k}": (addr, rng) for k, (_t, addr, rng) in enumerate(inputs)}
-        io["out"] = (out[1], out[2])
-        ids = self.add_variants(variants, io, where)
+        kernel. `inputs`/`out` are (tensor expression, address expression, range bytes).
+        With `index` (C expression, entries), the inputs in `preload` (k -> table, stride)
+        are preloaded prefix entries: one set of dispatches per entry, picked by the index;
+        `fallback` are the lines that look them up for the host path."""
+        preload = preload or {}
+        entries = index[1] if index is not None else 1
+        ids = []  # [variant][entry] -> dispatch ids
+        for e in range(entries):
+            io = {f"in{k}": (addr, rng) for k, (_t, addr, rng) in enumerate(inputs)}
+            for k, (table, stride) in preload.items():
+                io[f"in{k}"] = (f"(OI_VK_PREFIX_{table} + {e * stride})", inputs[k][2])
+            io["out"] = (out[1], out[2])
+            ids.append(self.add_variants(variants, io, where))
         self.gpu_nodes += 1
         self.variant_nodes += len(variants) > 1
-        nv, steps = len(variants), len(ids[0])
+        nv, steps = len(variants), len(ids[0][0])
+        guarded = [(k, t) for k, t in enumerate(inputs) if k not in preload]
         rows = [
-            [x for s in var.in_shapes for x in (len(s), *s)] or [0] for var in variants
+            [x for k, _t in guarded for x in (len(var.in_shapes[k]), *var.in_shapes[k])] or [0]
+            for var in variants
         ]
         out_nd = len(variants[0].out_shape)
         i = ind + "    "
@@ -294,21 +388,31 @@ class VkState:
             f"{i}static const int64_t out_dims[{nv}][{max(out_nd, 1)}] = "
             f"{_table([list(v.out_shape) or [0] for v in variants])};"
         )
-        lines.append(f"{i}static const int runs[{nv}][{steps}] = {_table(ids)};")
-        if inputs:
-            ts = ", ".join(t_ for t_, _a, _r in inputs)
-            lines.append(f"{i}const oi_tensor *ins[{len(inputs)}] = {{{ts}}};")
-            pick = f"oi_vk_pick(ins, {len(inputs)}, &in_dims[0][0], {len(rows[0])}, {nv})"
+        by_variant = [[ids[e][v] for e in range(entries)] for v in range(nv)]
+        lines.append(
+            f"{i}static const int runs[{nv}][{entries}][{steps}] = "
+            "{" + ", ".join(_table(rows_) for rows_ in by_variant) + "};"
+        )
+        if guarded:
+            ts = ", ".join(t[0] for _k, t in guarded)
+            lines.append(f"{i}const oi_tensor *ins[{len(guarded)}] = {{{ts}}};")
+            pick = f"oi_vk_pick(ins, {len(guarded)}, &in_dims[0][0], {len(rows[0])}, {nv})"
         else:
             pick = "0"
         lines.append(f"{i}const int v = {pick};")
-        lines.append(f"{i}if (v >= 0) {{")
+        if index is not None:
+            lines.append(f"{i}const int64_t e = {index[0]};")
+            lines.append(f"{i}if (v >= 0 && e >= 0 && e < {entries}) {{")
+        else:
+            lines.append(f"{i}const int64_t e = 0;")
+            lines.append(f"{i}if (v >= 0) {{")
         lines.append(
             f'{i}    OI_TRY(oi_set_shape({out[0]}, {out_nd}, out_dims[v]), "{where}");'
         )
         for k in range(steps):
-            lines.append(f'{i}    OI_TRY(oi_vk_run(runs[v][{k}]), "{where}");')
+            lines.append(f'{i}    OI_TRY(oi_vk_run(runs[v][e][{k}]), "{where}");')
         lines.append(f"{i}}} else {{  /* no prepared shape: the C kernel on the host */")
+        lines.extend(f"{i}    {f}" for f in fallback or [])
         lines.append(f"{i}    oi_vk_fallback();")
         lines.append(f'{i}    OI_TRY(oi_vk_sync(), "{where}");')
         lines.append(f'{i}    OI_TRY({host_call}, "{where}");')
@@ -335,6 +439,7 @@ class VkState:
         """Extra pinned arena buffers: scratch tensors and constants of the GPU kernels."""
         out = [(f"vkscratch{k}", n) for k, n in enumerate(self.scratch)]
         out += [(f"vkconst{cid}", len(data)) for data, cid in self.constants.items()]
+        out += [(f"vkprefix:{t}", n * stride) for t, (n, stride, _b) in sorted(self.preloaded.items())]
         return out
 
     def report(self) -> VkReport:
@@ -358,6 +463,9 @@ class VkState:
         spirv = compile_spirv(list(self.sources))
         lines: list[str] = []
         files: dict[str, str] = {}
+        for table in sorted(self.preloaded):
+            offset = mem.buffers[f"vkprefix:{table}"].offset
+            lines.append(f"#define OI_VK_PREFIX_{table} (A + {offset})")
         for k in range(len(self.scratch)):
             lines.append(f"#define OI_VK_SCRATCH{k} (A + {mem.buffers[f'vkscratch{k}'].offset})")
         for data, cid in self.constants.items():
@@ -381,6 +489,15 @@ class VkState:
         """oi_init statements after oi_bind: constants, pipelines, every prepared dispatch."""
         lines = [f"    memcpy(OI_VK_CONST{cid}, VKC_{cid}, sizeof VKC_{cid});"
                  for cid in self.constants.values()]  # fmt: skip
+        for table, (count, stride, _nbytes) in sorted(self.preloaded.items()):
+            lines.append("    {  /* every entry of the prefix table, where the kernels read it */")
+            lines.append("        int64_t e;")
+            lines.append("        oi_tensor t;")
+            lines.append(f"        for (e = 0; e < {count}; e++)")
+            lines.append(
+                f'            OI_TRY(oi_prefix_{table}(&t, OI_VK_PREFIX_{table} + e * {stride}, e), "preload {table}");'
+            )
+            lines.append("    }")
         for pid, (label, n) in enumerate(zip(self.labels, self.bindings)):
             lines.append(
                 f'    OI_TRY(oi_vk_pipeline({pid}, SPV_{pid}, sizeof SPV_{pid}, {n}), "pipeline {_c_text(label)}");'

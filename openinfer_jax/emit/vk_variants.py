@@ -20,7 +20,10 @@ from openinfer_jax.emit.device import DeviceArch
 from openinfer_jax.errors import OpenInferError
 from openinfer_jax.ir.nodes import Branch, CacheAccess, CacheSlice, Graph
 
-__all__ = ["DEFAULT_MAX_VARIANTS", "max_variants", "shape_variants"]
+__all__ = ["DEFAULT_MAX_VARIANTS", "MAX_PREFIX_ENTRIES", "max_variants", "prefix_counts", "shape_variants"]
+
+#: Most entries of one prefix table preloaded into the Vulkan arena.
+MAX_PREFIX_ENTRIES = 4096
 
 DEFAULT_MAX_VARIANTS = 64
 
@@ -90,4 +93,23 @@ def shape_variants(
         except OpenInferError:
             continue
         out[length] = dict(an.ops)
+    return out
+
+
+def prefix_counts(an: Any, model: Any) -> dict[str, int]:
+    """Prefix table -> how many entries (indices 0, 1, ... with a model tensor) the Vulkan
+    target preloads into its arena: tables with one index that no node writes."""
+    out: dict[str, int] = {}
+    tensors = getattr(model, "tensors", {})
+    writes = getattr(an, "prefix_writes", {})
+    for name, decl in sorted(an.prefixes.items()):
+        if len(decl.table_indices) != 1 or writes.get(name):
+            continue
+        index = decl.table_indices[0]
+        pattern = decl.pattern or f"{decl.model_name}.{{{index}}}"
+        count = 0
+        while count < MAX_PREFIX_ENTRIES and pattern.replace(f"{{{index}}}", str(count)) in tensors:
+            count += 1
+        if count:
+            out[name] = count
     return out

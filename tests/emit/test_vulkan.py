@@ -246,7 +246,9 @@ def _random(rng: object, dtype: object, dims: tuple) -> object:
 
 
 # ---- golden sources and determinism -------------------------------------------------------------
-GOLDEN = Path(__file__).with_name("golden") / "mlp_vulkan"
+# A text graph (no absolute source paths in node locations) with a cache-slice consumer
+# (shape variants), host cache nodes (syncs) and GPU nodes.
+GOLDEN = Path(__file__).with_name("golden") / "cache_window_slice_vulkan"
 _SPIRV = re.compile(r"(static const uint32_t SPV_\d+\[)\d+(\] = \{\n)(?:    .*\n)*?(\};)")
 
 
@@ -259,9 +261,9 @@ def _masked(text: str) -> str:
 def test_vulkan_sources_match_golden_and_are_deterministic(tmp_path: Path) -> None:
     from tests.emit.test_golden import _generated
 
-    case = CASES["mlp"](tmp_path)
-    plan = _vulkan(case.arch).synthesize(case.model, case.graph, name="mlp")
-    again = _vulkan(case.arch).synthesize(case.model, case.graph, name="mlp")
+    case = CASES["cache_window_slice"](tmp_path)
+    plan = _vulkan(case.arch).synthesize(case.model, case.graph, name="window")
+    again = _vulkan(case.arch).synthesize(case.model, case.graph, name="window")
     assert dict(plan.files) == dict(again.files)  # byte-identical, SPIR-V included
     files = {name: _masked(text) for name, text in _generated(dict(plan.files)).items()}
     if os.environ.get("UPDATE_GOLDEN") == "1":
@@ -273,4 +275,5 @@ def test_vulkan_sources_match_golden_and_are_deterministic(tmp_path: Path) -> No
     on_disk = {p.name: p.read_text(encoding="utf-8") for p in sorted(GOLDEN.iterdir())}
     assert sorted(on_disk) == sorted(files), "file set changed; run with UPDATE_GOLDEN=1 and review"
     for fname, text in files.items():
-        assert text == on_disk[fname], f"mlp_vulkan/{fname} differs from golden (UPDATE_GOLDEN=1)"
+        assert text == on_disk[fname], f"{GOLDEN.name}/{fname} differs from golden (UPDATE_GOLDEN=1)"
+        assert str(tmp_path) not in text and "/work/" not in text  # no absolute paths

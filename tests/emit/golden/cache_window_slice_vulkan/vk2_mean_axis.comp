@@ -1,24 +1,22 @@
 #version 450
-// Elementwise kernel: out[o] = EXPR(in0[idx0(o)], in1[idx1(o)], ...) with NumPy broadcasting.
-// Bindings: 0..ARITY-1 = input word buffers, ARITY = output word buffer.
-// Broadcasting is by strides: input k's element index for output element o is
-// sum_d coord_d(o) * strides[k * MAX_RANK + d], with stride 0 along broadcast dims (the host
-// collapses contiguous dims first, so rank is usually 1 or 2). No expanded copies.
-// Each invocation writes one whole output word (several elements of a narrow type), so
-// neighbouring elements in one word never race.
+// Axis reduction: out[o] = fold over the reduced index space of in0 at base(o).
+// Kept dims and reduced dims are both described by (shape, input stride) pairs in push
+// constants, so any set of axes reduces without a transpose. One invocation per output
+// word; each folds its elements serially in the accumulator type.
 
 #define MAX_RANK 6
-#define ARITY 2
 layout(local_size_x = 128) in;
 layout(set = 0, binding = 0) buffer In0 { uint in0[]; };
-layout(set = 0, binding = 1) buffer In1 { uint in1[]; };
-layout(set = 0, binding = 2) buffer Out { uint outw[]; };
+layout(set = 0, binding = 1) buffer Out { uint outw[]; };
 layout(push_constant) uniform Push {
-    uint n;                         // output elements
-    uint rank;                      // collapsed rank, 1..MAX_RANK
-    uint shape[MAX_RANK];           // collapsed output shape
-    uint strides[ARITY * MAX_RANK]; // element strides of each input over the output index
-    uint p[6];                      // scalar params as raw bits (see kernels.py)
+    uint n;                    // output elements
+    uint keep_rank;
+    uint red_rank;
+    uint n_red;                // elements folded per output
+    uint keep_shape[MAX_RANK];
+    uint keep_stride[MAX_RANK];
+    uint red_shape[MAX_RANK];
+    uint red_stride[MAX_RANK];
 } pc;
 // Shared helpers for every generated kernel: storage conversions of low-precision floats.
 // Rounding is done here, explicitly, because GLSL leaves the rounding of packHalf2x16 and
@@ -62,40 +60,28 @@ uint flat_invocation(uint local_size) {
 }
 
 float load0(uint i) { return uintBitsToFloat(in0[i]); }
-float load1(uint i) { return uintBitsToFloat(in1[i]); }
 uint encode_out(float v) { return floatBitsToUint(v); }
-#define OT float
-#define T0 float
-#define T1 float
-#define W 32u
-float nan_clamp(float y, float lo, float hi) { return isnan(y) ? y : min(max(y, lo), hi); }
-float erfc_approx(float x) {
-    float z = abs(x);
-    float t = 1.0 / (1.0 + 0.5 * z);
-    float r = t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
-    return (x >= 0.0) ? r : 2.0 - r;
-}
-float round_away(float x) {
-    if (x == float(0) || isnan(x) || isinf(x)) return x;
-    float m = abs(x);
-    float r = floor(m) + ((m - floor(m) >= float(0.5)) ? float(1) : float(0));
-    return (x < 0) ? -r : r;
-}
 
 
 float element(uint o) {
-    uint idx[ARITY];
-    for (int k = 0; k < ARITY; k++) idx[k] = 0u;
+    uint base = 0u;
     uint rest = o;
-    for (int d = int(pc.rank) - 1; d >= 0; d--) {
-        uint c = rest % pc.shape[d];
-        rest /= pc.shape[d];
-        for (int k = 0; k < ARITY; k++) idx[k] += c * pc.strides[k * MAX_RANK + d];
+    for (int d = int(pc.keep_rank) - 1; d >= 0; d--) {
+        base += (rest % pc.keep_shape[d]) * pc.keep_stride[d];
+        rest /= pc.keep_shape[d];
     }
-
-    float x0 = load0(idx[0]);
-    float x1 = load1(idx[1]);
-    return float(x0 + x1);
+    float s = float(0);
+    for (uint r = 0u; r < pc.n_red; r++) {
+        uint i = base;
+        uint rr = r;
+        for (int d = int(pc.red_rank) - 1; d >= 0; d--) {
+            i += (rr % pc.red_shape[d]) * pc.red_stride[d];
+            rr /= pc.red_shape[d];
+        }
+        float v = float(load0(i));
+        s += v;
+    }
+    return float(s / float(pc.n_red));
 }
 
 void main() {

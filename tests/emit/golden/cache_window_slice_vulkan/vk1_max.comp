@@ -8,10 +8,11 @@
 // neighbouring elements in one word never race.
 
 #define MAX_RANK 6
-#define ARITY 1
+#define ARITY 2
 layout(local_size_x = 128) in;
 layout(set = 0, binding = 0) buffer In0 { uint in0[]; };
-layout(set = 0, binding = 1) buffer Out { uint outw[]; };
+layout(set = 0, binding = 1) buffer In1 { uint in1[]; };
+layout(set = 0, binding = 2) buffer Out { uint outw[]; };
 layout(push_constant) uniform Push {
     uint n;                         // output elements
     uint rank;                      // collapsed rank, 1..MAX_RANK
@@ -60,30 +61,33 @@ uint flat_invocation(uint local_size) {
     return gl_GlobalInvocationID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x * local_size;
 }
 
-float load0(uint i) { return uintBitsToFloat(in0[i]); }
-uint encode_out(float v) { return floatBitsToUint(v); }
-#define OT float
-#define T0 float
+int load0(uint i) { return int(in0[i]); }
+int load1(uint i) { return int(in1[i]); }
+uint encode_out(int v) { return uint(v); }
+#define OT int
+#define T0 int
+#define T1 int
 #define W 32u
-float nan_clamp(float y, float lo, float hi) { return isnan(y) ? y : min(max(y, lo), hi); }
-float erfc_approx(float x) {
-    float z = abs(x);
-    float t = 1.0 / (1.0 + 0.5 * z);
-    float r = t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
-    return (x >= 0.0) ? r : 2.0 - r;
+int t_div(int a, int b, int mask) {
+    if (b == int(0)) return mask;
+    if (b == int(-1)) return -a;
+    return a / b;
 }
-float round_away(float x) {
-    if (x == float(0) || isnan(x) || isinf(x)) return x;
-    float m = abs(x);
-    float r = floor(m) + ((m - floor(m) >= float(0.5)) ? float(1) : float(0));
-    return (x < 0) ? -r : r;
+int t_rem(int a, int b) {
+    if (b == int(0) || b == int(-1)) return int(0);
+    return a - b * (a / b);
 }
-#define P_negative_slope (float(uintBitsToFloat(pc.p[0])))
-#define P_clamp_min (float(uintBitsToFloat(pc.p[1])))
-#define P_clamp_max (float(uintBitsToFloat(pc.p[2])))
+int t_floor_div(int a, int b, int mask) {
+    if (b == int(0)) return mask;
+    int q = t_div(a, b, mask);
+    int r = t_rem(a, b);
+    if (r != int(0) && ((r < int(0)) != (b < int(0)))) q -= int(1);
+    return q;
+}
+uint popcount_w(int a) { return uint(bitCount(uint(a) & 0xffffffffu)); }
 
 
-float element(uint o) {
+int element(uint o) {
     uint idx[ARITY];
     for (int k = 0; k < ARITY; k++) idx[k] = 0u;
     uint rest = o;
@@ -93,8 +97,9 @@ float element(uint o) {
         for (int k = 0; k < ARITY; k++) idx[k] += c * pc.strides[k * MAX_RANK + d];
     }
 
-    float x0 = load0(idx[0]);
-    return float(nan_clamp((x0 < T0(0)) ? x0 * P_negative_slope : x0, P_clamp_min, P_clamp_max));
+    int x0 = load0(idx[0]);
+    int x1 = load1(idx[1]);
+    return int(max(x0, x1));
 }
 
 void main() {

@@ -1,0 +1,40 @@
+/* window.h: API of the program synthesized by OpenInfer-JAX. Generated; do not edit. */
+#ifndef WINDOW_H
+#define WINDOW_H
+
+#include "oi_runtime.h"
+
+/* Load and check the model (docs/oinf.md rules), bind weights, initialize persistent state.
+ * Returns OI_OK or an OI_ERR_* code; oi_last_error() says why. */
+int oi_init(const char *oinf_path);
+/* Run one step; dynamic inputs must be inserted before every step. */
+int oi_step(void);
+/* Release the model; oi_init may be called again. */
+void oi_free(void);
+/* A short text for an error code (oi_last_error() has the details). */
+const char *oi_error_string(int code);
+
+/* x: f32[5] */
+int oi_insert_x(const float *data, int ndim, const int64_t *dims);
+
+/* Fetch after a step: `capacity` elements at `out`; `dims` receives up to OI_MAX_DIMS sizes. */
+#define OI_BOUND_A 80
+int oi_fetch_A(float *out, int64_t capacity, int *ndim, int64_t *dims);
+#define OI_BOUND_avg 5
+int oi_fetch_avg(float *out, int64_t capacity, int *ndim, int64_t *dims);
+#define OI_BOUND_count 1
+int oi_fetch_count(int32_t *out, int64_t capacity, int *ndim, int64_t *dims);
+#define OI_BOUND_end 1
+int oi_fetch_end(int32_t *out, int64_t capacity, int *ndim, int64_t *dims);
+#define OI_BOUND_start 1
+int oi_fetch_start(int32_t *out, int64_t capacity, int *ndim, int64_t *dims);
+#define OI_BOUND_win 80
+int oi_fetch_win(float *out, int64_t capacity, int *ndim, int64_t *dims);
+#define OI_BOUND_window 1
+int oi_fetch_window(int32_t *out, int64_t capacity, int *ndim, int64_t *dims);
+#define OI_BOUND_x 5
+int oi_fetch_x(float *out, int64_t capacity, int *ndim, int64_t *dims);
+#define OI_BOUND_zero 1
+int oi_fetch_zero(int32_t *out, int64_t capacity, int *ndim, int64_t *dims);
+
+#endif
