@@ -150,6 +150,8 @@ class VulkanBackend:
                 f"{', '.join(kernels.MATMUL_TILES)}, generic, or 'BMxBNxBKxTMxTN'"
             )
         self.matmul_tiles = matmul_tiles
+        #: Split decode-step attention over key ranges (GPUs; slower on CPU devices).
+        self.split_attention = self.capabilities.device_type != "cpu"
         self._pending: list[tuple[Any, ...]] = []
         self._constants: dict[tuple[Any, ...], DeviceTensor] = {}
         self._open: tuple[Any, list[Any]] | None = None
@@ -380,7 +382,8 @@ class VulkanBackend:
         if op_name in nn_kernels.NN_OPS:
             inplace = any(target is t for t in inputs)
             plan = nn_kernels.nn_plan(op_name, in_dtypes, in_shapes, resolved, out_dtype, out_shape,
-                                      self.matmul_tiles, inplace, self._shared_memory)  # fmt: skip
+                                      self.matmul_tiles, inplace, self._shared_memory,
+                                      self.split_attention)  # fmt: skip
             self._run_plan(plan, inputs, target)
             return target
         if op_name in kernels.NORMALIZATIONS:
@@ -464,7 +467,7 @@ class VulkanBackend:
                 if op_name in nn_kernels.NN_OPS:
                     plan = nn_kernels.nn_plan(op_name, list(in_dtypes), shapes, resolved, out,
                                               out_shape, self.matmul_tiles, False,
-                                              self._shared_memory)  # fmt: skip
+                                              self._shared_memory, self.split_attention)  # fmt: skip
                     sources += [d.kernel.source for d in plan.dispatches]
                 elif op_name in kernels.NORMALIZATIONS:
                     sources += [k.source for k in self._norm_kernels(op_name, fake, resolved)]

@@ -695,11 +695,14 @@ def nn_plan(
     tiles: str = "large",
     inplace: bool = False,
     shared_memory: int = 32768,
+    split_keys: bool = True,
 ) -> NnPlan:
     """The dispatches of one call of an `NN_OPS` op (params resolved by the registry).
 
     `shared_memory` is the device's compute shared memory in bytes (kernels that need more
-    are not chosen). `inplace` says the output buffer is also one of the inputs: for the ops in
+    are not chosen); `split_keys` allows splitting decode-step attention over key ranges
+    (right for GPUs; on CPU devices such as lavapipe the extra groups cost more than they
+    give). `inplace` says the output buffer is also one of the inputs: for the ops in
     `READS_NEIGHBOURS` the result then goes to a scratch tensor and a copy dispatch moves it
     to the output (an invocation would otherwise overwrite elements others still read).
 
@@ -712,7 +715,16 @@ def nn_plan(
         raise BackendError(reason)
     if inplace and op in READS_NEIGHBOURS:
         plan = nn_plan(
-            op, in_dtypes, in_shapes, params, out, out_shape, tiles, False, shared_memory
+            op,
+            in_dtypes,
+            in_shapes,
+            params,
+            out,
+            out_shape,
+            tiles,
+            False,
+            shared_memory,
+            split_keys,
         )
         scratch = Binding("scratch", len(plan.scratch))
         retarget = tuple(
@@ -741,7 +753,7 @@ def nn_plan(
         scale = params.get("scale")
         scale = 1.0 / math.sqrt(in_shapes[0][-1]) if scale is None else float(scale)
         mask = in_dtypes[3] if count > 3 else None
-        splits = attention_splits(in_shapes)
+        splits = attention_splits(in_shapes) if split_keys else 1
         kernel = attention_kernel(
             dtype, mask, in_shapes, bool(params["causal"]), scale, shared_memory, splits
         )

@@ -222,3 +222,27 @@ def test_tiled_attention_needs_enough_shared_memory() -> None:
     small = nn_kernels.attention_kernel(DType.F32, None, shapes, False, 0.5, 16384)
     assert big.label.endswith("[tiled]") and not small.label.endswith("[tiled]")
     assert nn_kernels.ATTENTION_TILED_SHARED <= 32768  # lavapipe's limit
+
+
+@pytest.mark.vulkan
+def test_split_attention_matches_the_reference(backend: VulkanBackend) -> None:
+    # lavapipe does not split by default (a CPU device): force it for the long-cache cases
+    from tests.vk.test_vk_parity import check_case
+    from tests.vk.vk_cases import nn_cases
+
+    cases = [
+        c for c in nn_cases() if c.op == "attention" and nn_kernels.attention_splits(c.shapes) > 1
+    ]
+    assert len(cases) >= 5
+    own = backend.split_attention
+    backend.split_attention = True
+    try:
+        for case in cases:
+            check_case(backend, case)
+        q = backend.upload(np.ones((1, 2, 1, 4), np.float32), DType.F32)
+        kv = backend.upload(np.ones((1, 2, 600, 4), np.float32), DType.F32)
+        before = backend.dispatch_count
+        backend.run("attention", [q, kv, kv], {}, DType.F32, (1, 2, 1, 4))
+        assert backend.dispatch_count - before == 2  # the ranges, then the merge
+    finally:
+        backend.split_attention = own

@@ -31,26 +31,28 @@ pytestmark = pytest.mark.vulkan
 CASES = all_cases()
 
 
-# Ops whose kernel source depends on the backend's matmul tile config.
-_TILED = ("matmul", "linear", "conv1d", "conv2d")
+# Ops whose kernel source depends on the backend's matmul tile config (or attention split).
+_TILED = ("matmul", "linear", "conv1d", "conv2d", "attention")
 
 
 @pytest.fixture(scope="module")
 def compiled(backend: VulkanBackend) -> VulkanBackend:
     """The backend with every case's kernel compiled in one glslc run (much faster).
 
-    The tiled kernels are compiled for both named tile configs, so a SPIR-V cache built by
-    this run on lavapipe ("small") also serves a GPU ("large") that has no glslc.
+    The tiled kernels are compiled for both named tile configs, and attention with and
+    without the key-range split, so a SPIR-V cache built by this run on lavapipe ("small",
+    no split) also serves a GPU ("large", split) that has no glslc.
     """
     backend.precompile([(c.op, c.dtypes, c.shapes, c.params) for c in CASES])
-    own = backend.matmul_tiles
+    own = backend.matmul_tiles, backend.split_attention
     try:
+        backend.split_attention = not own[1]
         for tiles in MATMUL_TILES:
             backend.matmul_tiles = tiles
             backend.precompile([(c.op, c.dtypes, c.shapes, c.params) for c in CASES
                                 if c.op in _TILED])  # fmt: skip
     finally:
-        backend.matmul_tiles = own
+        backend.matmul_tiles, backend.split_attention = own
     return backend
 
 
