@@ -219,7 +219,7 @@ class Executor:
         if decl.kind is MemoryKind.PERSISTENT:
             if name in self.persistent.tables:
                 return self.persistent.tables[name].host_view()
-            return to_host(self._vk_persistent_host(self.persistent.values[name]))
+            return to_host(self._vk_host(self.persistent.values[name]))
         if decl.kind is MemoryKind.DYNAMIC:
             if name in self._inserted:
                 return np.array(self._inserted[name])
@@ -427,8 +427,6 @@ class Executor:
         store = self.persistent
         if isinstance(node, CacheRead):
             value = self._cache_read(node.src, scope)
-            if node.dst.indices:  # prefix-table entries are host values
-                value = self._vk_persistent_host(value)
             self._write_ref(node.dst, value, scope)
         elif isinstance(node, CacheWrite):
             value = self._vk_cache_source(node.src, scope)
@@ -648,7 +646,7 @@ class Executor:
                 )
             key = self._model_name(decl, ref, scope)
             if key in self._indexed:
-                return self._indexed[key]
+                return self._vk_host(self._indexed[key])  # Vulkan: entries may be resident
             return self._load_model(key, decl)
         value = self._store.get(name)
         if value is not None:
@@ -836,10 +834,9 @@ class Executor:
         plain = not ref.indices and ref.name not in scope
         store = self._store
         assert isinstance(store, DeviceStore)
-        if plain:
-            tensor = store.device_tensor(ref.name)
-            if tensor is not None:
-                return tensor
+        resident = self._vk_resident(ref, scope)
+        if resident is not None:
+            return resident.tensor
         value = materialize(self._read_ref(ref, scope))
         tensor = self._vk_upload(value, dtype)
         if plain and dict.get(store, ref.name) is not None:
@@ -847,14 +844,27 @@ class Executor:
             store.keep_resident(ref.name, dict.__getitem__(store, ref.name), tensor)
         return tensor
 
+    def _vk_resident(self, ref: VarRef, scope: dict[str, int]) -> DeviceResident | None:
+        """The `DeviceResident` behind a plain variable or a written prefix-table entry
+        (`W[l]` after `op ... >> W[l]`), or None when the value is only on the host."""
+        store = self._store
+        if not isinstance(store, DeviceStore) or ref.name in scope:
+            return None
+        if not ref.indices:
+            raw = store.raw(ref.name)
+        else:
+            decl = self._decls.get(ref.name)
+            if decl is None or not decl.is_table or decl.kind is MemoryKind.PERSISTENT:
+                return None  # _read_ref reports the mistake
+            raw = self._indexed.get(self._model_name(decl, ref, scope))
+        return raw if isinstance(raw, DeviceResident) else None
+
     def _vk_cache_source(self, ref: VarRef, scope: dict[str, int]) -> Any:
         """A `cache.write` source: the `DeviceResident` itself when it lives on the device."""
-        store = self._store
-        plain = not ref.indices and ref.name not in scope
-        if self._vk_device_caches and isinstance(store, DeviceStore) and plain:
-            raw = store.raw(ref.name)
-            if isinstance(raw, DeviceResident):
-                return raw
+        if self._vk_device_caches:
+            resident = self._vk_resident(ref, scope)
+            if resident is not None:
+                return resident
         return self._read_ref(ref, scope)
 
     def _vk_resident_write(self, decl: VarDecl, value: DeviceResident) -> Any:
@@ -862,11 +872,12 @@ class Executor:
         persistent tensor (a device-side copy / a shared immutable buffer), the host value
         for a scalar (counters and indices are read on the host)."""
         if not decl.is_table and not decl.dims:
-            return self._vk_persistent_host(value)
+            return self._vk_host(value)
         return value
 
-    def _vk_persistent_host(self, value: Any) -> Any:
-        """The host value of a possibly device-resident persistent value (downloaded once)."""
+    def _vk_host(self, value: Any) -> Any:
+        """The host value of a possibly device-resident value held outside the variable
+        store (persistent tensors, prefix-table entries); downloaded once, then kept."""
         store = self._store
         if isinstance(value, DeviceResident) and isinstance(store, DeviceStore):
             return store.host_value(value)
@@ -909,10 +920,8 @@ class Executor:
             self._pending_warnings.clear()
             return
         try:
-            if node.output.indices:  # prefix-table entries are host values
-                self._write_ref(node.output, self._vk_download(out), scope)
-            else:
-                self._write_ref(node.output, DeviceResident(out), scope)
+            # Plain variables and prefix-table entries (`>> W[l]`) alike stay on the device.
+            self._write_ref(node.output, DeviceResident(out), scope)
         except OpenInferError as err:
             raise self._node_error(node, err) from err
         if self._emit:

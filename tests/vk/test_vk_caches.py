@@ -354,12 +354,14 @@ def run_both(
     names: tuple[str, ...],
     model_kwargs: dict[str, Any],
     setup: Callable[[Any], None] | None = None,
+    reference: str = "cpu",
 ) -> dict[str, Any]:
-    """Run the same steps on cpu and vulkan; fetches `names` after each; returns executors."""
+    """Run the same steps on `reference` and vulkan, fetching `names` after each step;
+    returns the executors by device."""
     model = make_model(**model_kwargs)
     seen: dict[str, list[list[np.ndarray]]] = {}
     executors = {}
-    for device in ("cpu", "vulkan"):
+    for device in (reference, "vulkan"):
         ex = Simulator(model, graph, device=device).make_executor()
         if setup is not None:
             setup(ex)
@@ -368,7 +370,7 @@ def run_both(
             ex.step()
             seen.setdefault(device, []).append([ex.fetch(n) for n in names])
         executors[device] = ex
-    for got_step, want_step in zip(seen["vulkan"], seen["cpu"]):
+    for got_step, want_step in zip(seen["vulkan"], seen[reference]):
         for name, got, want in zip(names, got_step, want_step):
             assert got.shape == want.shape, name
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=name)
@@ -520,6 +522,43 @@ def test_host_caches_switch_keeps_tables_in_host_memory(make_model, monkeypatch)
         fetched[flag] = (ex.fetch("K"), ex.fetch("y"))
     for got, want in zip(fetched["0"], fetched["1"]):
         np.testing.assert_array_equal(got, want)
+
+
+PREFIX_GRAPH = """
+graph {
+  dynamic { x: f32[D]; }
+  volatile { W(l): f32[D] @pattern("w.{l}"); h: f32[D]; }
+  persistent { step: i32 @init(0); A(l, t): f32[D] @table; }
+  block entry {
+    loop layers (l in 0..2) {
+      op add(W[l], x) >> W[l];
+      cache.write W[l] >> A[l, step];
+      op mul(W[l], W[l]) >> W[l];
+      cache.read A[l, step] >> W[l];
+      op add(h, W[l]) >> h;
+    }
+    cache.increment step;
+    return;
+  }
+}
+"""
+
+
+def test_prefix_table_entries_stay_on_the_device(make_model) -> None:
+    # `op ... >> W[l]` and `cache.read ... >> W[l]` override an entry for the step; on
+    # Vulkan the override stays resident like any op result.
+    tensors = {f"w.{i}": np.full(3, i + 1, np.float32) for i in range(2)}
+    steps = [{"x": np.full(3, k, np.float32)} for k in range(3)]
+    # Reference: the NumPy interpreter. The fused CPU path disagrees here: a wide region
+    # writes `cache.read ... >> W[l]` to the plain variable W, not the entry (wide.py).
+    exs = run_both(make_model, PREFIX_GRAPH, steps, ("h", "A", "step"),
+                   {"sizevars": {"D": 3}, "tensors": tensors}, reference="numpy")  # fmt: skip
+    ex = exs["vulkan"]
+    before = dict(ex.stats)
+    ex.insert(x=np.ones(3, np.float32))
+    ex.step()
+    assert ex.stats["vk_uploads"] - before["vk_uploads"] == 1  # x; the weights stay up
+    assert ex.stats["vk_downloads"] == before["vk_downloads"]  # nothing came down
 
 
 def test_host_value_written_to_a_table_is_uploaded_once(make_model) -> None:
