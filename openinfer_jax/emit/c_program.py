@@ -355,11 +355,7 @@ class _Gen:
             self.kernel_code.append(render_kernel(KernelRequest(fn, info, where)))
             self.pack_bytes = max(self.pack_bytes, matmul_pack_bytes(info))
             self.kernels[key] = fn
-        if (
-            self.vk is not None
-            and not runtime_params(info)  # the GPU path passes no params
-            and self.vk_op(node, info, fn, scope, out, ind, where)
-        ):
+        if self.vk is not None and self.vk_op(node, info, fn, scope, out, ind, where):
             return
         pre: list[str] = []
         args = [self.ref(r, scope, where, pre) for r in node.inputs]
@@ -398,7 +394,7 @@ class _Gen:
         index or a variable (scalar, persistent scalar) is read each time the op runs
         (`RuntimeParam`); validation rejects any other name."""
         named = {k: v for k, v in info.params.items() if isinstance(v, VarName)}
-        if not named or self.target != "c":  # Vulkan kernels take literals only
+        if not named:  # (the Vulkan target runs such nodes on the host)
             return info
         params = dict(info.params)
         for key, value in named.items():

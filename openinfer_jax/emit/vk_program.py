@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from openinfer_jax.emit.analysis import Analysis, OpInfo, resolve_dims, walk_nodes
-from openinfer_jax.emit.c_kernels import ALIAS_SAFE
+from openinfer_jax.emit.c_kernels import ALIAS_SAFE, runtime_params
 from openinfer_jax.emit.c_types import ctype
 from openinfer_jax.emit.vk_kernels import VkOpPlan, compile_spirv, plan_vk_op
 
@@ -219,6 +219,10 @@ class VkState:
         from the arena, where every entry was copied at oi_init (one descriptor set per entry);
         other prefix inputs are copied into an arena slot on the host first (a sync).
         """
+        if runtime_params(info):  # GPU kernels bake their params
+            self.host_node(where, "params read at run time")
+            out.append(self.sync(ind, where))
+            return False
         if node.output.indices:  # the C path writes the entry's overlay on the host
             self.host_node(where, "writes a prefix-table entry")
             out.append(self.sync(ind, where))

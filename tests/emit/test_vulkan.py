@@ -34,6 +34,24 @@ needs_vulkan = pytest.mark.skipif(
 HOST_REASONS = ("run-time shape", "packed ", "output overwrites an input")
 
 
+@needs_vulkan
+def test_params_read_at_run_time_run_on_the_host(tmp_path: Path) -> None:
+    """Op params given as variables (test_parity_params' graph) keep working on the Vulkan
+    target: those nodes run their C kernel on the host, after a sync."""
+    import numpy as np
+
+    from tests.emit.test_parity_params import GRAPH, OUTPUTS, _model, _step
+
+    rng = np.random.default_rng(11)
+    model = _model(tmp_path / "m.oinf")
+    steps = [_step(rng, s) for s in range(3)]
+    result = parity(tmp_path, model, GRAPH, steps, outputs=OUTPUTS, arch=Synthesizer("vulkan"))
+    assert result["compared"] == 3 * len(OUTPUTS)
+    report = result["plan"].vulkan
+    assert report.reasons().get("params read at run time", 0) >= 10
+    assert report.gpu >= 1
+
+
 def _vulkan(case_arch: object) -> Synthesizer:
     return Synthesizer(case_arch).with_target("vulkan")  # type: ignore[arg-type]
 
