@@ -90,15 +90,8 @@ def kernel_ops() -> frozenset[str]:
     """Names of the ops that have a Vulkan kernel (the model-building ones in nn_kernels.py)."""
     from openinfer_jax.vk.nn_kernels import NN_OPS  # nn_kernels builds on this module
 
-    return frozenset(ELEMENTWISE) | set(NN_OPS) | {
-        "cast",
-        "fill",
-        "matmul",
-        *REDUCTIONS,
-        *MOVEMENT,
-        *NORMALIZATIONS,
-        *GATHERS,
-    }
+    others = {"cast", "fill", "matmul", *REDUCTIONS, *MOVEMENT, *NORMALIZATIONS, *GATHERS}
+    return frozenset(ELEMENTWISE) | set(NN_OPS) | others
 
 
 # ---- shared pieces ------------------------------------------------------------------------------

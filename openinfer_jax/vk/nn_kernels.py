@@ -6,19 +6,21 @@ static params (pad mode, bias present, mask kind, interleaving), shapes go to th
 constants. Some ops need more than one dispatch or a buffer besides their inputs (rope's
 inverse frequencies, attention's f32 result before it is rounded to a narrow dtype), so the
 entry point `nn_plan` returns an `NnPlan`: dispatches whose bindings name inputs, the output,
-scratch tensors and host constants. The backend allocates and binds them (backend.py).
+scratch tensors and host constants. The backend allocates and binds them (backend.py); the
+C/Vulkan emitter (emit/vk_kernels.py) reuses the same plans.
 
 Families, by template (shaders/):
 
 * nn.comp         one invocation per output word, the element function generated per op:
                   linear (generic path), rope, conv1d/conv2d (direct), max/avg pool, pad,
-                  concat;
+                  concat, and the merge of split attention's partials;
 * elementwise.comp batch_norm (the per-channel vectors broadcast by strides);
 * reduce.comp     global_average_pool (``mean_axis`` over the spatial dims);
 * matmul_tiled.comp linear in f32 with at least 8 rows (w read as [N, K], bias epilogue);
 * conv_tiled.comp  conv1d/conv2d in f32 with 8+ output channels per group (implicit GEMM);
 * attention.comp  one work group per (batch, head, query) row, two passes over the keys
-                  (decode steps, few queries);
+                  (decode steps, few queries); on GPUs long caches are split into key
+                  ranges, one work group each, merged by a second kernel;
 * attention_tiled.comp blocks of 16 queries x chunks of 16 keys through shared memory with
                   an online softmax (prefills).
 
@@ -82,7 +84,7 @@ __all__ = [
 NN_OPS = ("attention", "avg_pool", "max_pool", "global_average_pool", "batch_norm", "concat",
           "conv1d", "conv2d", "linear", "pad", "rope")  # fmt: skip
 #: Ops whose output elements read input elements other than their own: an in-place call
-#: must compute into a scratch tensor first (backend.py copies it back).
+#: computes into a scratch tensor, then a copy dispatch moves it (`nn_plan(inplace=True)`).
 READS_NEIGHBOURS = frozenset({"rope"})
 #: Ops that evaluate exp/cos/sin, which GLSL has no double overloads of.
 _NEEDS_F32_TRANSCENDENTALS = frozenset({"attention", "rope"})
