@@ -20,8 +20,13 @@ process so that torch's thread pool and JAX's never share a process.
 A profile pass follows: XLA calls per token, time inside the XLA executables (each call
 waited on) against host time, and a per-region breakdown from the simulator's trace.
 
-Usage: .venv/bin/python bench/bench_models.py [--quick] [--tokens N]
-(`--quick` = 8 new tokens). Results: bench/results/models.json.
+The same decode also runs with `Simulator(lean=False)` (regions return every write, the mode
+before lean regions: docs/simulator.md), in the same run, so the speedup of lean regions is a
+ratio measured under the same machine load (`--no-compare` skips it).
+
+Usage: .venv/bin/python bench/bench_models.py [--quick] [--tokens N] [--no-compare]
+(`--quick` = 8 new tokens). Results: bench/results/models.json (quick runs:
+bench/results/quick/models.json).
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 OUT_MODEL = ROOT / "build" / "bench" / "smollm2.oinf"
 REFERENCES = ROOT / "tests" / "fixtures" / "references" / "smollm2.npz"
 RESULTS = ROOT / "bench" / "results" / "models.json"
+QUICK_RESULTS = ROOT / "bench" / "results" / "quick" / "models.json"
 REF_VENV_PYTHON = ROOT / "build" / "refvenv" / "bin" / "python"
 
 # Runs in the child process: transformers on the GGUF; prints one JSON line on stdout.
@@ -119,9 +125,14 @@ def convert_once(gguf: Path, out: Path) -> float | None:
 class SimBench:
     """One executor of the example's decode step: prefill, rewind to the prompt's end, decode."""
 
-    def __init__(self, model: Path, prompt_ids: np.ndarray) -> None:
+    def __init__(self, model: Path, prompt_ids: np.ndarray, lean: bool = True) -> None:
         start = time.perf_counter()
         self.decoder = Decoder(model)
+        if not lean:  # the example's graph, every region write returned
+            from openinfer_jax.sim import Simulator
+
+            self.decoder.sim.model.close()
+            self.decoder.sim = Simulator(model, self.decoder.sim.graph, lean=False)
         self.init_s = time.perf_counter() - start
         self.sim = self.decoder.sim
         self.ex = self.sim.make_executor()
@@ -248,6 +259,35 @@ def profile(bench: SimBench, tokens: int) -> dict[str, Any]:
     }
 
 
+def lean_off(bench: SimBench, tokens: int) -> dict[str, Any]:
+    """The same decode with every region write returned (`lean=False`), for the speedup.
+
+    Both executors step in turns (lean, then lean=False, per token) so that both see the
+    same machine load; also checks same tokens and bit-identical logits at every step.
+    """
+    full = SimBench(OUT_MODEL, bench.prompt_ids, lean=False)
+    full.decode(tokens)  # warm-up: compiles every bucket
+    full.rewind()
+    bench.rewind()
+    lean_s, full_s, identical, same_tokens = [], [], True, True
+    for _ in range(tokens):
+        token = int(np.argmax(bench.logits))
+        same_tokens &= token == int(np.argmax(full.logits))
+        lean_s.append(bench._step(token))
+        full_s.append(full._step(token))
+        identical &= bool(np.array_equal(bench.logits, full.logits))
+    full.decoder.close()
+    return {
+        "tokens_per_s": _tokens_per_s(full_s),
+        "median_step_ms": statistics.median(full_s) * 1e3,
+        "interleaved_lean_tokens_per_s": _tokens_per_s(lean_s),
+        "interleaved_lean_median_step_ms": statistics.median(lean_s) * 1e3,
+        "speedup": _tokens_per_s(lean_s) / _tokens_per_s(full_s),
+        "tokens_equal": same_tokens,
+        "logits_identical": identical,
+    }
+
+
 # ---- the reference side ------------------------------------------------------------------------
 def reference(gguf: Path, prompt_ids: list[int], tokens: int) -> dict[str, Any]:
     """transformers on the GGUF in a child process (see _REFERENCE_CHILD).
@@ -288,6 +328,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="8 new tokens")
     parser.add_argument("--tokens", type=int, default=32, help="new tokens to decode")
+    parser.add_argument(
+        "--no-compare", action="store_true", help="skip the lean=False comparison run"
+    )
     args = parser.parse_args()
     tokens = 8 if args.quick else args.tokens
     console = Console(width=140)
@@ -307,6 +350,7 @@ def main() -> int:
     all_compiles = [None] * len(bench.prefill_step_s) + warm_compiles
     compile_s = sum(s - median for s, c in zip(all_steps, all_compiles) if c != 0)
     compilations = bench.ex.stats["compilations"]
+    before = None if args.no_compare else lean_off(bench, tokens)
     prof = profile(bench, tokens)
     bench.decoder.close()
 
@@ -334,6 +378,8 @@ def main() -> int:
             "generated": sim_tokens,
             "warmup_generated_same": warm_tokens == sim_tokens,
         },
+        "simulator_lean_off": before,
+        "lean_speedup": before["speedup"] if before else None,
         "reference": ref,
         "ratio_sim_over_reference": sim_tps / ref_tps if ref_tps else None,
         "tokens_equal": ref.get("generated") == sim_tokens if "generated" in ref else None,
@@ -350,6 +396,15 @@ def main() -> int:
         f"{warmup_s:.1f} ({compilations} compiles, ~{compile_s:.1f} s)",
         f"{sum(sim_compiles)} compiles while timed",
     )  # fmt: skip
+    if before:
+        table.add_row(
+            "simulator, lean=False (before)", f"{before['tokens_per_s']:.2f}",
+            f"{before['median_step_ms']:.1f}", "",
+            f"interleaved with lean ({before['interleaved_lean_tokens_per_s']:.2f} tok/s): "
+            f"lean {before['speedup']:.2f}x; tokens "
+            f"{'equal' if before['tokens_equal'] else 'DIFFER'}, logits "
+            f"{'bit-identical' if before['logits_identical'] else 'DIFFER'}",
+        )  # fmt: skip
     if ref_tps:
         table.add_row(
             f"transformers {ref['transformers']} / torch {ref['torch']}", f"{ref_tps:.2f}",
@@ -393,9 +448,10 @@ def main() -> int:
     )
     console.print(prof_table)
 
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=1) + "\n")
-    console.print(f"wrote {RESULTS.relative_to(ROOT)}")
+    out = QUICK_RESULTS if args.quick else RESULTS
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    console.print(f"wrote {out.relative_to(ROOT)}")
     return 0
 
 

@@ -8,8 +8,12 @@ Figures (all measured in this run, ratios against baselines measured in this run
 2. the same step in the simulator's eager NumPy interpreter (device="numpy"): speedup.
 3. one `cache.write` at table size 16 vs 16,384 (target ratio <= 1.5).
 4. decode step time vs context 1..2048 (CSV; a PNG too when matplotlib is installed).
+5. the bucket ladder: decode step at context 1024, 1536 and 2048 with the ladder of padded
+   cache reads (sim/values.py, BUCKETS_PER_DOUBLING) vs the power-of-two ladder it replaced,
+   both measured in this run; and how many buckets (compilations) each has up to 2048.
 
-`--quick` shrinks the model (2 layers, d=128) and the contexts. Results: bench/results/sim.json.
+`--quick` shrinks the model (2 layers, d=128) and the contexts; `--ladder-only` runs part 5
+alone. Results: bench/results/sim.json (quick runs: bench/results/quick/).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from kv_cache_decode import LAYER_TENSORS, Config, graph_text, write_model  # no
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from openinfer_jax.sim import Simulator  # noqa: E402
+from openinfer_jax.sim import Simulator, values  # noqa: E402
 from openinfer_jax.sim.values import bucket_size  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -184,6 +188,62 @@ def cache_write_ms(sim: Simulator, size: int, repeats: int, shape: tuple[int, in
     return _median_ms(one, repeats)
 
 
+# ---- the bucket ladder -------------------------------------------------------------------------------
+def ladder_rows(
+    path: Path, cfg: Config, contexts: list[int], repeats: int, device: str
+) -> list[dict[str, Any]]:
+    """Decode step ms per context with the current ladder and the power-of-two one.
+
+    The step at context c reads c+1.. entries, so c = 1024 pads to 1280 on the ladder and
+    to 2048 with powers of two. Each ladder gets its own simulator (its own executables).
+    """
+    ladders = {"ladder": values.BUCKETS_PER_DOUBLING, "pow2": 1}
+    ms: dict[str, dict[int, float]] = {}
+    saved = values.BUCKETS_PER_DOUBLING
+    try:
+        for name, per in ladders.items():
+            values.BUCKETS_PER_DOUBLING = per
+            sim = Simulator(path, graph_text(cfg), device=device)
+            dec = SimDecode(sim, cfg)
+            ms[name] = {}
+            for ctx in contexts:
+                dec.prefill(ctx)
+                dec.step()  # compiles this context's bucket
+                dec.step()
+                ms[name][ctx] = _median_ms(dec.step, repeats)
+            sim.model.close()
+    finally:
+        values.BUCKETS_PER_DOUBLING = saved
+    return [
+        {
+            "context": ctx,
+            "padded_to": bucket_size(ctx + 1),
+            "padded_to_pow2": bucket_size(ctx + 1, per_doubling=1),
+            "ladder_ms": ms["ladder"][ctx],
+            "pow2_ms": ms["pow2"][ctx],
+            "speedup": ms["pow2"][ctx] / ms["ladder"][ctx],
+        }
+        for ctx in contexts
+    ]
+
+
+def _ladder_table(rows: list[dict[str, Any]], top: int) -> Table:
+    buckets = len({bucket_size(n) for n in range(1, top + 1)})
+    pow2 = len({bucket_size(n, per_doubling=1) for n in range(1, top + 1)})
+    table = Table(
+        title=f"bucket ladder ({values.BUCKETS_PER_DOUBLING} buckets per doubling: {buckets} "
+        f"compilations up to {top}) vs powers of two ({pow2})"
+    )
+    for col in ("context", "padded to", "ms", "pow2 padded to", "pow2 ms", "speedup"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(
+            str(r["context"]), str(r["padded_to"]), f"{r['ladder_ms']:.2f}",
+            str(r["padded_to_pow2"]), f"{r['pow2_ms']:.2f}", f"{r['speedup']:.2f}x",
+        )  # fmt: skip
+    return table
+
+
 # ---- main ---------------------------------------------------------------------------------------------
 def main(argv: list[str]) -> int:
     """Run the benchmark and print a table; write bench/results/sim.json."""
@@ -195,15 +255,20 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--no-eager", action="store_true", help="skip the NumPy interpreter baseline"
     )
+    parser.add_argument("--ladder-only", action="store_true", help="only the bucket ladder part")
     args = parser.parse_args(argv)
     quick = args.quick
     cfg = Config(layers=2, d=128, heads=4) if quick else Config(layers=12, d=768, heads=12)
     contexts = [16, 64] if quick else [128, 1024]
-    sweep = [1, 4, 16, 64, 256] if quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
+    sweep = (
+        [1, 4, 16, 64, 256] if quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 1536, 2048]
+    )
+    ladder_contexts = [64, 96, 128] if quick else [1024, 1536, 2048]
     repeats = 5 if quick else 10
     eager_repeats = 2 if quick else 3
     console = Console()
-    RESULTS.mkdir(exist_ok=True)
+    out_dir = RESULTS / "quick" if quick else RESULTS
+    out_dir.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {
         "config": {"layers": cfg.layers, "d": cfg.d, "heads": cfg.heads},
         "quick": quick,
@@ -217,6 +282,12 @@ def main(argv: list[str]) -> int:
         path = Path(tmp) / "gpt.oinf"
         console.print(f"writing random weights: {cfg.layers} layers, d={cfg.d}, {cfg.heads} heads")
         write_model(path, cfg)
+        ladder = ladder_rows(path, cfg, ladder_contexts, repeats, args.device)
+        results["ladder"] = ladder
+        console.print(_ladder_table(ladder, ladder_contexts[-1]))
+        if args.ladder_only:
+            (out_dir / "sim_ladder.json").write_text(json.dumps(results, indent=1))
+            return 0
         sim = Simulator(path, graph_text(cfg), device=args.device)
         params = {
             name: jax.device_put(np.array(sim.model.tensor(name)), device)
@@ -322,18 +393,19 @@ def main(argv: list[str]) -> int:
         sweep_table.add_row(str(row["context"]), f"{row['sim_ms']:.2f}")
     console.print(sweep_table)
 
-    csv = RESULTS / "decode_vs_context.csv"
+    console.print(_ladder_table(ladder, ladder_contexts[-1]))
+    csv = out_dir / "decode_vs_context.csv"
     csv.write_text(
         "context,sim_ms\n" + "".join(f"{r['context']},{r['sim_ms']:.4f}\n" for r in curve)
     )
-    results["plot"] = _plot(curve)
+    results["plot"] = _plot(curve, out_dir)
     suffix = "" if args.device == "cpu" else f"_{args.device}"
-    (RESULTS / f"sim{suffix}.json").write_text(json.dumps(results, indent=1))
-    console.print(f"wrote {RESULTS / f'sim{suffix}.json'}, {csv}; plot: {results['plot']}")
+    (out_dir / f"sim{suffix}.json").write_text(json.dumps(results, indent=1))
+    console.print(f"wrote {out_dir / f'sim{suffix}.json'}, {csv}; plot: {results['plot']}")
     return 0
 
 
-def _plot(curve: list[dict[str, Any]]) -> str:
+def _plot(curve: list[dict[str, Any]], out_dir: Path) -> str:
     try:
         import matplotlib
 
@@ -347,7 +419,7 @@ def _plot(curve: list[dict[str, Any]]) -> str:
     ax.set_xlabel("context length")
     ax.set_ylabel("decode step (ms)")
     ax.set_title("simulator decode step vs context")
-    out = RESULTS / "decode_vs_context.png"
+    out = out_dir / "decode_vs_context.png"
     fig.savefig(out, dpi=100, bbox_inches="tight")
     return str(out)
 

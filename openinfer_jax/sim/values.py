@@ -22,6 +22,8 @@ from openinfer_jax.errors import SimulationError
 from openinfer_jax.oinf.dtypes import DType, dtype_from_numpy
 
 __all__ = [
+    "BUCKETS_PER_DOUBLING",
+    "LADDER_START",
     "Deferred",
     "Ragged",
     "Value",
@@ -106,11 +108,36 @@ class Deferred:
 Value = Any  # jax.Array | np.ndarray | Ragged | Zeros | Deferred
 
 
-def bucket_size(n: int, limit: int | None = None) -> int:
-    """The power of two >= n (at least 1), capped at `limit` when given."""
+# Buckets per doubling of the length above LADDER_START: with 4 and 256 the ladder is 1, 2,
+# 4, ..., 256, 320, 384, 448, 512, 640, ..., 1024, 1280, 1536, 1792, 2048. Above 256 a padded
+# read is at most 25% longer than the valid length (plain powers of two: up to 100%, e.g.
+# 1025 -> 2048, which doubled the attention work of a GPT-2 decode step), at the cost of 4
+# compilations per doubling instead of 1 (still O(log n)); below, padding costs little and
+# powers of two keep the compilations of short decodes as they were. Measured in
+# bench/bench_sim.py (the ladder table) and docs/simulator.md. Read at call time: setting
+# BUCKETS_PER_DOUBLING to 1 restores the power-of-two ladder (the benchmark's baseline).
+BUCKETS_PER_DOUBLING = 4
+LADDER_START = 256
+
+
+def bucket_size(n: int, limit: int | None = None, per_doubling: int | None = None) -> int:
+    """The bucket of the ladder that holds `n` (at least 1), capped at `limit` when given.
+
+    Up to `max(LADDER_START, 2 * per_doubling)` the buckets are powers of two; above, `n`
+    is rounded up to a multiple of `p / per_doubling`, p the power of two below `n`
+    (`per_doubling` a power of two), so each doubling of `n` has `per_doubling` buckets:
+    the number of distinct buckets up to `n` is O(log n), and a bucket exceeds `n` by less
+    than `p / per_doubling` (`per_doubling=1`: plain powers of two). The default is
+    `BUCKETS_PER_DOUBLING`.
+    """
+    if per_doubling is None:
+        per_doubling = BUCKETS_PER_DOUBLING
     size = 1
     while size < n:
         size *= 2
+    if size > max(LADDER_START, 2 * per_doubling):
+        step = size // (2 * per_doubling)
+        size = -(-n // step) * step
     if limit is not None:
         size = min(size, limit)
     return size
