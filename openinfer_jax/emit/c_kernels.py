@@ -4,10 +4,12 @@ Table-driven: `ELEMENTWISE` maps an op to a C expression per compute family (the
 semantics the registry's references define: integers wrap, a zero divisor gives
 ``div_by_zero_mask``, NaN propagates through min/max/clamp, `round` is half away from zero);
 `STRUCTURED` maps the remaining ops to renderers that share helpers for loading and
-storing elements (`openinfer_jax.emit.c_types`). Params are baked into the function as
-literals, so two calls with the same dtypes and params share one function.
+storing elements (`openinfer_jax.emit.c_types`). Literal params are baked into the function,
+so two calls with the same dtypes and params share one function; a param given as a variable
+(`RuntimeParam`) becomes an ``oi_param`` argument converted by the kernel's prologue.
 
-Every kernel has the signature ``static int NAME(oi_tensor *o, const oi_tensor *x0, ...)``:
+Every kernel has the signature ``static int NAME(oi_tensor *o, const oi_tensor *x0, ...)``
+(then one ``oi_param`` per runtime param):
 it computes the output shape at run time (a cache slice may be shorter than its bound),
 checks it against the output's static bound, and returns an ``OI_ERR_*`` code.
 """
@@ -786,8 +788,9 @@ def _row_param_index(
 
     The param broadcasts against the row (right-aligned). A param of the row's full shape
     is read at `j`; one that covers only trailing dims (leading dims 1 or absent) repeats
-    every `n` elements, read at `j % n`. Broadcasting over inner dims is refused rather than
-    read out of bounds.
+    every `n` elements, read at `j % n`. One that broadcasts over inner dims (a size-1 dim
+    inside the block) is read at the sum over its non-1 dims of the row coordinate times its
+    stride.
     """
     dims = tuple(int(d) for d in param_shape)
     while dims and dims[0] == 1:
@@ -798,6 +801,16 @@ def _row_param_index(
         return "j"
     if len(dims) <= len(block) and dims == block[len(block) - len(dims) :]:
         return f"(j % {math.prod(dims)})"
+    full = (1,) * (len(block) - len(dims)) + dims
+    if len(dims) <= len(block) and all(p in (1, b) for p, b in zip(full, block)):
+        terms = []
+        for d, (p, b) in enumerate(zip(full, block)):
+            if p == 1:
+                continue
+            row_stride = math.prod(block[d + 1 :])
+            param_stride = math.prod(full[d + 1 :])
+            terms.append(f"((j / {row_stride}) % {b}) * {param_stride}")
+        return "(" + " + ".join(terms) + ")"
     raise SynthesisError(
         f"{req.where}: input {k} of shape {tuple(param_shape)} broadcasts over inner dims of the "
         f"normalized block {block}; the C target needs it to cover the trailing dims exactly "

@@ -36,6 +36,7 @@ from openinfer_jax.emit.c_kernels import (
     render_kernel,
     runtime_params,
 )
+from openinfer_jax.emit.c_prefix import overlay_buffers, overlay_resets, prefix_functions
 from openinfer_jax.emit.c_types import ctype
 from openinfer_jax.emit.memory import Buffer, MemoryPlan, plan_memory
 from openinfer_jax.emit.vk_program import ALIGN as VK_ALIGN
@@ -229,6 +230,12 @@ class _Gen:
                     f"{where}: {ref} indexes {ref.name!r}, which is not a prefix table"
                 )
             self.tmp_count += 1
+            if write:  # overrides the entry for the rest of the step (c_prefix.py)
+                tmp = f"P{self.tmp_count}"
+                args = ", ".join(self.scalar(i, scope, where) for i in ref.indices)
+                pre.append(f"oi_tensor {tmp};")
+                pre.append(f'OI_TRY(oi_prefix_{ref.name}_write(&{tmp}, {args}), "{where}");')
+                return f"&{tmp}"
             tmp = f"P{self.tmp_count}"
             args = ", ".join(self.scalar(i, scope, where) for i in ref.indices)
             slot = "NULL"
@@ -270,12 +277,8 @@ class _Gen:
         elif isinstance(node, Transfer):
             pre: list[str] = []
             src = self.ref(node.src, scope, where, pre)
-            if node.dst.indices:
-                raise SynthesisError(
-                    f"{where}: transfer into a prefix-table entry is not supported by the C target"
-                )
             dst = self.ref(node.dst, scope, where, pre, write=True)
-            elem = ctype(self.an.vars[node.dst.name].dtype).size
+            elem = ctype(self.dtype_of(node.dst.name)).size
             out.extend(f"{ind}{line}" for line in ["{", *pre])
             out.append(f'{ind}OI_TRY(oi_copy({dst}, {src}, {elem}), "{where}");')
             out.append(f"{ind}}}")
@@ -360,18 +363,17 @@ class _Gen:
         pre: list[str] = []
         args = [self.ref(r, scope, where, pre) for r in node.inputs]
         args += self.param_args(node, info, scope, where, pre)
-        if node.output.indices:
-            raise SynthesisError(
-                f"{where}: writing a prefix-table entry is not supported by the C target"
-            )
         dst = self.ref(node.output, scope, where, pre, write=True)
         out_name = node.output.name
-        aliased = any(r.name == out_name and not r.indices for r in node.inputs)
+        # Entries of one prefix table may be the same entry at run time: go through scratch.
+        aliased = any(
+            r.name == out_name and (not r.indices or node.output.indices) for r in node.inputs
+        )
         same_shape = all(
             s == info.out_shape for r, s in zip(node.inputs, info.in_shapes) if r.name == out_name
         )
         if aliased and not (info.opdef.name in ALIAS_SAFE and same_shape):
-            elems = self.an.vars[out_name].bound
+            elems = self.bound_of(out_name)
             self.scratch_elems[info.out_dtype] = max(
                 self.scratch_elems.get(info.out_dtype, 0), elems
             )
@@ -557,15 +559,12 @@ class _Gen:
     ) -> None:
         pre: list[str] = []
         name = node.src.name
-        if node.dst.indices:
-            raise SynthesisError(
-                f"{where}: cache.read into a prefix-table entry is not supported by the C target"
-            )
         out.append(f"{ind}{{")
         if name in self.an.tables:
             sel, n = self.selection(node.src, scope, where, out, ind + "    ")
             self.touch(name, scope)
             dst = self.ref(node.dst, scope, where, pre, write=True)
+            out.extend(f"{ind}    {line}" for line in pre)  # a prefix entry's overlay
             out.append(f'{ind}    OI_TRY(oi_table_read(&TB_{name}, {sel}, {n}, {dst}), "{where}");')
         else:
             info = self.an.vars.get(name)
@@ -573,9 +572,10 @@ class _Gen:
                 raise SynthesisError(f"{where}: {name!r} is not a persistent variable")
             if node.src.indices:
                 raise SynthesisError(f"{where}: {name!r} is not a table; read it without indices")
-            self._check_dtype(info.dtype, self.an.vars[node.dst.name].dtype, where)
+            self._check_dtype(info.dtype, self.dtype_of(node.dst.name), where)
             self.touch(name, scope)
             dst = self.ref(node.dst, scope, where, pre, write=True)
+            out.extend(f"{ind}    {line}" for line in pre)  # a prefix entry's overlay
             out.append(
                 f'{ind}    OI_TRY(oi_copy({dst}, &V_{name}, {ctype(info.dtype).size}), "{where}");'
             )
@@ -634,6 +634,17 @@ class _Gen:
     def _block_bytes(self, name: str, access: CacheAccess) -> int:
         """Journal bytes one write/reset of `access` may need (entries it can overwrite + records)."""
         table = self.an.tables[name]
+        if table.autod:
+            # Auto-dim tables journal every row a write or reset overwrites: at most the
+            # whole storage minus the table axes a scalar index picks, one record a row.
+            dims = list(table.storage)
+            axes = [k for k, a in enumerate(table.autod) if a < 0]
+            for pos, k in enumerate(axes):
+                idx = access.indices[k] if k < len(access.indices) else None
+                if isinstance(idx, CacheIndex):
+                    dims[pos] = 1
+            rows = math.prod(dims[:-1]) if len(dims) > 1 else 1
+            return math.prod(dims) * ctype(table.dtype).size + rows * 32
         entries = 1
         for k, cap in enumerate(table.caps):
             idx = access.indices[k] if k < len(access.indices) else None
@@ -641,6 +652,18 @@ class _Gen:
                 entries *= cap
         entry_bytes = math.prod(table.entry) * ctype(table.dtype).size
         return entries * (entry_bytes + 32)
+
+    def dtype_of(self, name: str) -> DType:
+        """The dtype of a variable or of a prefix table's entries."""
+        decl = self.an.prefixes.get(name)
+        return decl.dtype if decl is not None and name not in self.an.vars else self.an.vars[name].dtype
+
+    def bound_of(self, name: str) -> int:
+        """Elements a variable (or one entry of a prefix table) can hold."""
+        if name in self.an.vars:
+            return self.an.vars[name].bound
+        decl = self.an.prefixes[name]
+        return math.prod(resolve_dims(decl.dims, self.an.sizevars, f"variable {name!r}"))
 
     @staticmethod
     def _check_dtype(want: DType, got: DType, where: str) -> None:
@@ -772,6 +795,7 @@ def _plan(an: Analysis, gen: _Gen, outputs: tuple[str, ...]) -> MemoryPlan:
         bufs.append(Buffer(f"shadow:{cname}", info.bound * ctype(info.dtype).size))
     for slot, nbytes in gen.prefix_slots:
         bufs.append(Buffer(f"prefix:{slot}", nbytes))
+    bufs += [Buffer(bname, nbytes) for bname, nbytes in overlay_buffers(an)]
     if gen.vk is not None:
         bufs += [Buffer(bname, nbytes) for bname, nbytes in gen.vk.buffers()]
     scratch = max((n * ctype(d).size for d, n in gen.scratch_elems.items()), default=0)
@@ -913,6 +937,8 @@ def _source(
         )
         out.append(f"static int64_t TN_{tname}[{len(t.caps)}];")
         out.append(f"static oi_table TB_{tname};")
+        if t.autod:  # per index: -1 (a table axis) or the entry dim its count widens
+            out.append(f"static const int TA_{tname}[{len(t.autod)}] = {{{', '.join(map(str, t.autod))}}};")
     dynamic = sorted(n for n, v in an.vars.items() if v.kind == "dynamic")
     for vname in dynamic:
         out.append(f"static int oi_have_{vname};")
@@ -932,33 +958,13 @@ def _source(
         out.append("    return t;")
         out.append("}")
         out.append("")
-    # Prefix tables: model tensors looked up by their pattern name.
-    for pname in sorted(an.prefixes):
-        decl = an.prefixes[pname]
-        fmt, order = _pattern_format(pname, decl.pattern, decl.model_name, decl.table_indices)
-        shape = resolve_dims(decl.dims, an.sizevars, f"variable {pname!r}")
-        ctype(decl.dtype, f"prefix table {pname!r}")
-        params = ", ".join(f"int64_t i{k}" for k in range(len(decl.table_indices)))
-        args = ", ".join(f"(long long)i{k}" for k in order)
-        out.append(f"static int oi_prefix_{pname}(oi_tensor *t, unsigned char *slot, {params}) {{")
-        out.append(f"    static const int64_t dims[{max(len(shape), 1)}] = {_dims_init(shape)};")
-        out.append("    char nm[256];")
-        out.append("    const void *p;")
-        out.append("    int d, rc;")
-        out.append(f'    snprintf(nm, sizeof nm, "{fmt}"{", " + args if args else ""});')
-        out.append(f"    rc = oi_model_get(&oi_m, nm, {decl.dtype.code}u, {len(shape)}, dims, &p);")
-        out.append("    if (rc) return rc;")
-        out.append(
-            '    if (!p) { oi_set_error("model tensor %s has no data", nm); return OI_ERR_MODEL; }'
-        )
-        out.append(f"    if (slot) memcpy(slot, p, {math.prod(shape) * ctype(decl.dtype).size});")
-        out.append("    t->data = slot ? (void *)slot : (void *)p;")
-        out.append(f"    t->ndim = {len(shape)};")
-        out.append(f"    for (d = 0; d < {len(shape)}; d++) t->dims[d] = dims[d];")
-        out.append(f"    t->cap = {math.prod(shape)};")
-        out.append("    return OI_OK;")
-        out.append("}")
-        out.append("")
+    # Prefix tables: model tensors looked up by their pattern name; writes go to an overlay.
+    formats = {
+        pname: _pattern_format(pname, d.pattern, d.model_name, d.table_indices)
+        for pname, d in an.prefixes.items()
+    }
+    offsets = {bname: buf.offset for bname, buf in mem.buffers.items()}
+    out.extend(prefix_functions(an, offsets, formats))
     if gen.pack_bytes:
         out.append("static unsigned char *oi_pack; /* the tiled matmul's packed panel of B */")
     out.append("/* ---- kernels (rendered from the op registry) ---- */")
@@ -1009,6 +1015,8 @@ def _source(
         out.append(f"    TB_{tname}.elem = {ctype(t.dtype).size};")
         out.append(f"    TB_{tname}.data = A + {buf.offset};")
         out.append(f'    TB_{tname}.name = "{tname}";')
+        if t.autod:
+            out.append(f"    TB_{tname}.autod = TA_{tname};")
         out.append(f"    memset(A + {buf.offset}, 0, {buf.nbytes});")
         out.append(f"    memset(TN_{tname}, 0, sizeof TN_{tname});")
     out.append("}")
@@ -1152,6 +1160,7 @@ def _source(
     if journaled:
         out.append("    oi_j.used = 0;")
         out.append("    oi_j.overflow = 0;")
+    out.extend(overlay_resets(an))
     for tname in sorted(an.tables):
         out.append(f"    oi_table_begin(&TB_{tname});")
     for vname in _undo_vars(an):

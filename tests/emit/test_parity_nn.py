@@ -141,17 +141,28 @@ def test_norm_params_that_broadcast_over_the_row_repeat(tmp_path: Path) -> None:
     assert result["compared"] == 3
 
 
-def test_norm_param_broadcasting_over_inner_dims_is_refused(tmp_path: Path) -> None:
-    from openinfer_jax import SynthesisError, Synthesizer
-
+def test_norm_params_that_broadcast_over_inner_dims(tmp_path: Path) -> None:
+    """A scale and a bias [3, 1] over a [3, 8] block repeat along the inner dim (once refused
+    by the C target)."""
     model = tmp_path / "m.oinf"
     write_oinf(model, sizevars={}, metadata={}, tensors={})
     graph = """
 graph {
-  dynamic { x: f32[4, 3, 8]; s: f32[3, 1]; }
-  volatile { y: f32[4, 3, 8]; }
-  block entry { op layer_norm(x, s, axis=1) >> y; return; }
+  dynamic { x: f32[4, 3, 8]; s: f32[3, 1]; b: f32[3, 1]; }
+  volatile { y: f32[4, 3, 8]; z: f32[4, 3, 8]; }
+  block entry {
+    op layer_norm(x, s, b, axis=1) >> y;
+    op rms_norm(x, s, axis=1) >> z;
+    return;
+  }
 }
 """
-    with pytest.raises(SynthesisError, match="broadcasts over inner dims"):
-        Synthesizer("c").synthesize(model, graph, name="prog")
+    rng = np.random.default_rng(2)
+    steps = [
+        {"x": rng.standard_normal((4, 3, 8)).astype(np.float32),
+         "s": rng.standard_normal((3, 1)).astype(np.float32),
+         "b": rng.standard_normal((3, 1)).astype(np.float32)}
+        for _ in range(2)
+    ]  # fmt: skip
+    result = parity(tmp_path, model, graph, steps, outputs=["y", "z"])
+    assert result["compared"] == 4
