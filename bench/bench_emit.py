@@ -228,7 +228,8 @@ def _vk_side(work: dict[str, Any], tmp: Path) -> dict[str, Any] | None:
 
     from openinfer_jax.emit import Synthesizer
 
-    if ctypes.util.find_library("vulkan") is None or shutil.which("glslc") is None:
+    have_spirv = shutil.which("glslc") or os.environ.get("OPENINFER_VK_CACHE")  # a filled cache
+    if ctypes.util.find_library("vulkan") is None or not have_spirv:
         return None
     plan = (
         Synthesizer(work["arch"])
@@ -250,7 +251,9 @@ def _vk_side(work: dict[str, Any], tmp: Path) -> dict[str, Any] | None:
     # A fresh run of a few plain steps reports the submissions and dispatches per step.
     counted = subprocess.run([str(out / "driver"), str(work["model"]), "3", str(ins), str(tmp / "vk_out")],
                              capture_output=True, text=True, check=False)  # fmt: skip
-    stats = dict(line.split(" ", 1) for line in counted.stdout.splitlines() if line.startswith("vk_"))
+    stats = dict(
+        line.split(" ", 1) for line in counted.stdout.splitlines() if line.startswith("vk_")
+    )
     report = plan.vulkan
     assert report is not None
     return {"ms": float(timed.stdout.split()[-1]) / 1e6, "device": stats.get("vk_device", "?"),
@@ -328,7 +331,9 @@ def main(argv: list[str] | None = None) -> int:
                       f"{r['arena_bytes'] // 1024}/{r['buffer_bytes'] // 1024} KiB")  # fmt: skip
     Console(width=160).print(table)
     if vk_rows:
-        vt = Table(title=f"emitted Vulkan on {vk_rows[0]['device']} (wall time, pinned to 1 CPU) vs emitted C and the simulator")
+        vt = Table(
+            title=f"emitted Vulkan on {vk_rows[0]['device']} (wall time, pinned to 1 CPU) vs emitted C and the simulator"
+        )
         for col in ("workload", "shape", "VK ms/step", "C ms/step", "sim ms/step", "VK/C", "VK/sim",
                     "submits/step", "dispatches/step", "GPU/host op nodes"):  # fmt: skip
             vt.add_column(col, justify="left" if col in ("workload", "shape") else "right")
@@ -339,7 +344,12 @@ def main(argv: list[str] | None = None) -> int:
         Console(width=160).print(vt)
     RESULTS = HERE / "results"
     RESULTS.mkdir(exist_ok=True)
-    payload = {"quick": args.quick, "xla_threads": args.xla_threads, "rows": rows, "vulkan_rows": vk_rows}
+    payload = {
+        "quick": args.quick,
+        "xla_threads": args.xla_threads,
+        "rows": rows,
+        "vulkan_rows": vk_rows,
+    }
     (RESULTS / "emit.json").write_text(json.dumps(payload, indent=2) + "\n")
     return 0
 

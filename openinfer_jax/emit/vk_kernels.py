@@ -65,9 +65,7 @@ class VkOpPlan:
 
 def device_features(raw_features: Mapping[str, Any]) -> dict[str, bool]:
     """The `DEFAULT_FEATURES` keys as the device JSON's ``features`` section sets them."""
-    return {
-        key: bool(raw_features.get(key, default)) for key, default in DEFAULT_FEATURES.items()
-    }
+    return {key: bool(raw_features.get(key, default)) for key, default in DEFAULT_FEATURES.items()}
 
 
 def matmul_tiles(raw_preferences: Mapping[str, Any]) -> str:
@@ -202,9 +200,7 @@ def _plan(op: str, info: OpInfo, tiles: str, needs: frozenset[str]) -> VkOpPlan 
         if not axes:
             axes = list(range(ndim))
         first = True
-    return one(
-        kernels.reduce_kernel(op, dtypes[0], shapes[0], out, axes, params.get("acc"), first)
-    )
+    return one(kernels.reduce_kernel(op, dtypes[0], shapes[0], out, axes, params.get("acc"), first))
 
 
 def _nn_ops() -> tuple[str, ...]:

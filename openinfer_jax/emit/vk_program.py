@@ -33,10 +33,6 @@ from openinfer_jax.emit.analysis import Analysis, OpInfo, resolve_dims, walk_nod
 from openinfer_jax.emit.c_kernels import ALIAS_SAFE, runtime_params
 from openinfer_jax.emit.c_types import ctype
 from openinfer_jax.emit.vk_kernels import VkOpPlan, compile_spirv, plan_vk_op
-
-# Ops whose output elements read other input elements (vk/nn_kernels.py READS_NEIGHBOURS):
-# they cannot write in place on the GPU.
-_READS_NEIGHBOURS = frozenset({"rope"})
 from openinfer_jax.errors import SynthesisError
 from openinfer_jax.ir.nodes import (
     Await,
@@ -58,6 +54,10 @@ if TYPE_CHECKING:
     from openinfer_jax.emit.memory import MemoryPlan
 
 __all__ = ["ALIGN", "VkOptions", "VkReport", "VkState", "runtime_shaped"]
+
+# Ops whose output elements read other input elements (vk/nn_kernels.py READS_NEIGHBOURS):
+# they cannot write in place on the GPU.
+_READS_NEIGHBOURS = frozenset({"rope"})
 
 #: Arena alignment of the Vulkan target: binding offsets must be multiples of the device's
 #: minStorageBufferOffsetAlignment, at most 256 on every known device (checked at oi_init).
@@ -262,13 +262,17 @@ class VkState:
                 inputs.append((tensor, slot, nbytes))
             else:
                 cname = gen.var(r.name, scope)
-                inputs.append((tensor, f"(unsigned char *){cname}.data", tensor_bytes(self.an, r.name)))
+                inputs.append(
+                    (tensor, f"(unsigned char *){cname}.data", tensor_bytes(self.an, r.name))
+                )
         dst = gen.ref(node.output, scope, where, pre, write=True)
         cname = gen.var(node.output.name, scope)
         target = (dst, f"(unsigned char *){cname}.data", tensor_bytes(self.an, node.output.name))
         call = f"{fn}({dst}, {', '.join(t for t, _a, _n in inputs)})"
         out.extend(
-            self.emit_gpu_op(placed, inputs, target, call, pre, ind, where, index, preload, fallback)
+            self.emit_gpu_op(
+                placed, inputs, target, call, pre, ind, where, index, preload, fallback
+            )
         )
         return True
 
@@ -310,7 +314,9 @@ class VkState:
             self.bindings.append(n_bindings)
         return pid
 
-    def _roles(self, plan: VkOpPlan, io: Mapping[str, tuple[str, int]]) -> dict[str, tuple[str, int]]:
+    def _roles(
+        self, plan: VkOpPlan, io: Mapping[str, tuple[str, int]]
+    ) -> dict[str, tuple[str, int]]:
         roles = dict(io)
         for k, nbytes in enumerate(plan.scratch):
             if k == len(self.scratch):
@@ -336,7 +342,11 @@ class VkState:
             for k, step in enumerate(plan.steps):
                 pid = self._pipeline(step.kernel, len(step.roles))
                 push = [int(w) for w in step.kernel.push]
-                grid = (int(step.kernel.grid[0]), int(step.kernel.grid[1]), int(step.kernel.grid[2]))
+                grid = (
+                    int(step.kernel.grid[0]),
+                    int(step.kernel.grid[1]),
+                    int(step.kernel.grid[2]),
+                )
                 binds = [roles[r] for r in step.roles]
                 like = ids[0][k] if v else None
                 row.append(len(self.dispatches))
@@ -410,9 +420,7 @@ class VkState:
         else:
             lines.append(f"{i}const int64_t e = 0;")
             lines.append(f"{i}if (v >= 0) {{")
-        lines.append(
-            f'{i}    OI_TRY(oi_set_shape({out[0]}, {out_nd}, out_dims[v]), "{where}");'
-        )
+        lines.append(f'{i}    OI_TRY(oi_set_shape({out[0]}, {out_nd}, out_dims[v]), "{where}");')
         for k in range(steps):
             lines.append(f'{i}    OI_TRY(oi_vk_run(runs[v][e][{k}]), "{where}");')
         lines.append(f"{i}}} else {{  /* no prepared shape: the C kernel on the host */")
@@ -443,7 +451,9 @@ class VkState:
         """Extra pinned arena buffers: scratch tensors and constants of the GPU kernels."""
         out = [(f"vkscratch{k}", n) for k, n in enumerate(self.scratch)]
         out += [(f"vkconst{cid}", len(data)) for data, cid in self.constants.items()]
-        out += [(f"vkprefix:{t}", n * stride) for t, (n, stride, _b) in sorted(self.preloaded.items())]
+        out += [
+            (f"vkprefix:{t}", n * stride) for t, (n, stride, _b) in sorted(self.preloaded.items())
+        ]
         return out
 
     def report(self) -> VkReport:
@@ -511,7 +521,9 @@ class VkState:
             push = ", ".join(f"{w}u" for w in disp.push) or "0u"
             gx, gy, gz = disp.grid
             lines.append("    {")
-            lines.append(f"        static const uint32_t push[{max(len(disp.push), 1)}] = {{{push}}};")
+            lines.append(
+                f"        static const uint32_t push[{max(len(disp.push), 1)}] = {{{push}}};"
+            )
             if disp.like is None:
                 offs = ", ".join(f"(size_t)({addr} - A)" for addr, _r in disp.bindings)
                 rngs = ", ".join(str(_word_bytes(r)) for _a, r in disp.bindings)

@@ -20,7 +20,13 @@ from openinfer_jax.emit.device import DeviceArch
 from openinfer_jax.errors import OpenInferError
 from openinfer_jax.ir.nodes import Branch, CacheAccess, CacheSlice, Graph
 
-__all__ = ["DEFAULT_MAX_VARIANTS", "MAX_PREFIX_ENTRIES", "max_variants", "prefix_counts", "shape_variants"]
+__all__ = [
+    "DEFAULT_MAX_VARIANTS",
+    "MAX_PREFIX_ENTRIES",
+    "max_variants",
+    "prefix_counts",
+    "shape_variants",
+]
 
 #: Most entries of one prefix table preloaded into the Vulkan arena.
 MAX_PREFIX_ENTRIES = 4096

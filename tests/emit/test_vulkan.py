@@ -138,7 +138,9 @@ def test_build_needs_only_cc_and_libvulkan(tmp_path: Path) -> None:
            "oi_vulkan.c", "prog_driver.c", "-lvulkan", "-lm", "-o", "driver"]  # fmt: skip
     result = subprocess.run(cmd, cwd=out, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert ".spv" not in plan.files["prog.c"] and "static const uint32_t SPV_" in plan.files["prog.c"]
+    assert (
+        ".spv" not in plan.files["prog.c"] and "static const uint32_t SPV_" in plan.files["prog.c"]
+    )
     ran = run_driver(out / "driver", case.model, case.steps, tmp_path / "run")
     assert ran.returncode == 0, ran.stderr
     assert "vk_submits_per_step 1.000" in ran.stdout
@@ -250,8 +252,6 @@ def test_model_building_ops_on_the_gpu_match_simulator(tmp_path: Path) -> None:
 
 def _random(rng: object, dtype: object, dims: tuple) -> object:
     """Random inputs by dtype: normal floats, small signed/unsigned ints, random bools."""
-    import numpy as np
-
     from openinfer_jax.oinf.dtypes import DType
 
     shape = tuple(int(d) for d in dims)
@@ -275,7 +275,9 @@ def _masked(text: str) -> str:
     return _SPIRV.sub(r"\1N\2    /* SPIR-V words from glslc */\n\3", text)
 
 
-@pytest.mark.skipif(not (shutil.which("glslc") or os.environ.get("OPENINFER_VK_CACHE")), reason="no glslc")
+@pytest.mark.skipif(
+    not (shutil.which("glslc") or os.environ.get("OPENINFER_VK_CACHE")), reason="no glslc"
+)
 def test_vulkan_sources_match_golden_and_are_deterministic(tmp_path: Path) -> None:
     from tests.emit.test_golden import _generated
 
@@ -293,5 +295,7 @@ def test_vulkan_sources_match_golden_and_are_deterministic(tmp_path: Path) -> No
     on_disk = {p.name: p.read_text(encoding="utf-8") for p in sorted(GOLDEN.iterdir())}
     assert sorted(on_disk) == sorted(files), "file set changed; run with UPDATE_GOLDEN=1 and review"
     for fname, text in files.items():
-        assert text == on_disk[fname], f"{GOLDEN.name}/{fname} differs from golden (UPDATE_GOLDEN=1)"
+        assert text == on_disk[fname], (
+            f"{GOLDEN.name}/{fname} differs from golden (UPDATE_GOLDEN=1)"
+        )
         assert str(tmp_path) not in text and "/work/" not in text  # no absolute paths
