@@ -124,6 +124,9 @@ class _Gen:
         self.shadows: dict[str, tuple[str, str]] = {}  # C name -> (consumer, var)
         self.yielded: set[str] = set()
         self.ran: set[str] = set()
+        # A yield inside a loop of entry: consumers run at the first yield that makes them
+        # eligible, decided at run time (flags per consumer, a bit per yielded variable).
+        self.yield_bits = _yield_bits(an)
         self.accesses: dict[str, list[tuple[int, bool]]] = {}
         self.assigns: list[tuple[str, int]] = []  # (buffer, index of the access)
         self.first_forced: dict[str, bool] = {}
@@ -484,10 +487,9 @@ class _Gen:
             self.used_labels.add(scope.end_label)
             out.append(f"{ind}goto {scope.end_label}; /* a consumer's yield ends it */")
             return
-        if depth != 1:
-            raise SynthesisError(
-                f"{where}: the C target runs consumers at a yield of the entry block's top level only"
-            )
+        if self.yield_bits:
+            self.dynamic_yield(node, scope, out, depth, where)
+            return
         self.yielded |= set(node.vars)
         for blk in self.an.consumers:
             awaits = {v for n in blk.nodes if isinstance(n, Await) for v in n.vars}
@@ -510,6 +512,52 @@ class _Gen:
             if inner.end_label in self.used_labels:
                 out.append(f"{ind}{inner.end_label}:;")
 
+    def dynamic_yield(
+        self, node: Yield, scope: _Scope, out: list[str], depth: int, where: str
+    ) -> None:
+        """A yield when some yield of entry is inside a loop: mark the variables yielded, then
+        run each consumer that has not run in this step and whose awaited variables have all
+        been yielded (the simulator's rule, evaluated at run time, in declaration order)."""
+        ind = "    " * depth
+        bits = self.yield_bits
+        mask = sum(1 << bits[v] for v in node.vars)
+        out.append(f"{ind}oi_yielded |= UINT64_C({mask});")
+        for blk in self.an.consumers:
+            awaits = {v for n in blk.nodes if isinstance(n, Await) for v in n.vars}
+            if not awaits <= set(bits):
+                continue  # never eligible: entry never yields all of it
+            need = sum(1 << bits[v] for v in awaits)
+            self.ran.add(blk.name)
+            out.append(
+                f"{ind}if (!oi_ran_{blk.name} && (oi_yielded & UINT64_C({need})) == UINT64_C({need})) {{"
+            )
+            out.append(f"{ind}    oi_ran_{blk.name} = 1; /* consumer {blk.name}, on snapshots */")
+            inner = _Scope(dict(scope.loops), {}, self.label(f"end_{blk.name}"))
+            for var in sorted(self.an.consumer_writes[blk.name]):
+                if var not in self.an.vars:
+                    continue
+                cname = f"S_{blk.name}_{var}"
+                self.shadows[cname] = (blk.name, var)
+                inner.shadows[var] = cname
+                self.touch(var, scope)
+                size = ctype(self.an.vars[var].dtype).size
+                out.append(f'{ind}    OI_TRY(oi_copy(&{cname}, &V_{var}, {size}), "{where}");')
+            self.nodes(blk.nodes, blk.name, inner, out, depth + 1)
+            if inner.end_label in self.used_labels:
+                out.append(f"{ind}    {inner.end_label}:;")
+            out.append(f"{ind}}}")
+
+    def yield_state(self, reset: bool) -> list[str]:
+        """Declarations (or the step-start resets) of the run-time yield state."""
+        if not self.yield_bits:
+            return []
+        names = ["oi_yielded", *(f"oi_ran_{b}" for b in sorted(self.ran))]
+        if reset:
+            return [f"    {n} = 0;" for n in names]
+        return ["static uint64_t oi_yielded; /* a bit per variable entry has yielded */"] + [
+            f"static int {n};" for n in names[1:]
+        ]
+
     def on_await(self, node: Await, block: str, scope: _Scope, out: list[str], ind: str) -> None:
         if block != self.an.entry.name:
             return
@@ -528,8 +576,9 @@ class _Gen:
             if writers:
                 self.touch(var, scope)
                 size = ctype(self.an.vars[var].dtype).size
+                guard = f"if (oi_ran_{writers[0]}) " if self.yield_bits else ""
                 out.append(
-                    f'{ind}OI_TRY(oi_copy(&V_{var}, &S_{writers[0]}_{var}, {size}), "await {var}");'
+                    f'{ind}{guard}OI_TRY(oi_copy(&V_{var}, &S_{writers[0]}_{var}, {size}), "await {var}");'
                 )
 
     # ---- caches -------------------------------------------------------------------------
@@ -671,6 +720,25 @@ class _Gen:
             raise SynthesisError(
                 f"{where}: dtype {got.short} does not match the persistent variable's {want.short}"
             )
+
+
+def _yield_bits(an: Analysis) -> dict[str, int]:
+    """Variable -> bit of the run-time yield state, when some yield of entry is inside a
+    loop (else empty: consumers are placed at synthesis)."""
+    from openinfer_jax.emit.analysis import walk_nodes
+
+    nested = any(
+        isinstance(n, Yield) for loop in an.entry.nodes if isinstance(loop, Loop)
+        for n in walk_nodes(loop.body)
+    )  # fmt: skip
+    if not nested:
+        return {}
+    names = sorted({v for n in walk_nodes(an.entry.nodes) if isinstance(n, Yield) for v in n.vars})
+    if len(names) > 64:
+        raise SynthesisError(
+            f"entry yields {len(names)} variables with a yield inside a loop; the C target tracks at most 64"
+        )
+    return {v: k for k, v in enumerate(names)}
 
 
 def _c_string(text: str) -> str:
@@ -942,6 +1010,7 @@ def _source(
     dynamic = sorted(n for n, v in an.vars.items() if v.kind == "dynamic")
     for vname in dynamic:
         out.append(f"static int oi_have_{vname};")
+    out.extend(gen.yield_state(reset=False))
     journaled = bool(an.tables) and "journal" in mem.buffers
     if journaled:
         out.append("static oi_journal oi_j; /* undo journal of the running step */")
@@ -1161,6 +1230,7 @@ def _source(
         out.append("    oi_j.used = 0;")
         out.append("    oi_j.overflow = 0;")
     out.extend(overlay_resets(an))
+    out.extend(gen.yield_state(reset=True))
     for tname in sorted(an.tables):
         out.append(f"    oi_table_begin(&TB_{tname});")
     for vname in _undo_vars(an):

@@ -77,27 +77,27 @@ def test_unbounded_table_names_table_and_axis(tmp_path: Path) -> None:
 
 
 def test_inexpressible_node_is_named(tmp_path: Path) -> None:
+    """A cache slice is bounded by its capacity; an op whose operands agree only at some
+    run-time length cannot be bounded (the simulator runs it while the lengths agree)."""
     model = tmp_path / "m.oinf"
     write_oinf(model, sizevars={}, metadata={}, tensors={})
     graph = """
 graph {
-  dynamic { x0: f32[4]; }
-  volatile { x: f32[4]; }
+  dynamic { x: f32[2]; three: f32[3, 2]; n: i32; }
+  volatile { w: f32[3, 2]; y: f32[3, 2]; }
+  persistent { A(t): f32[2] @table @fixed(t=8); }
   block entry {
-    op add(x0, x0) >> x;
-    loop l (i in 0..2) {
-      yield x;
-      await x;
-    }
+    cache.write x >> A[n];
+    cache.read A[0..n] >> w;
+    op add(w, three) >> y;
     return;
   }
-  block c { await x; op add(x, x) >> x; yield x; }
 }
 """
     with pytest.raises(
         SynthesisError,
-        match=r"block entry node `yield` at 8:7: the C target runs consumers at a yield of the entry "
-        r"block's top level only",
+        match=r"block entry node `op add\(w, three\) >> y` at 9:5: with every cache slice at its "
+        r"capacity the op does not type-check",
     ):
         Synthesizer("c").synthesize(model, graph)
 
