@@ -62,13 +62,19 @@ Index = int | Slice
 @dataclass(frozen=True)
 class ReadPlan:
     """The storage block a cache read copies: `starts`/`sizes` in the buffer, the result
-    `shape`, and for a padded (bucketed) read the ragged `axis` and valid `length`."""
+    `shape`, and for a padded (bucketed) read the ragged `axis` and valid `length`.
+
+    `growing` is (result axis, length) of the one sliced table axis of an exact read that
+    a storage without padded reads made where bucketing was asked for (see
+    `TableStorage.mark_growing`).
+    """
 
     starts: tuple[int, ...]
     sizes: tuple[int, ...]
     shape: tuple[int, ...]
     axis: int | None
     length: int
+    growing: tuple[int, int] | None = None
 
 
 @partial(jax.jit, donate_argnums=(0,), static_argnums=(3,))
@@ -170,6 +176,11 @@ class TableStorage(Protocol):
         """A new buffer of `shape`: zeros with the host `array` in its leading corner."""
         ...
 
+    def mark_growing(self, value: Any, axis: int, length: int) -> Any:
+        """Note that the exact read `value` is a growing slice along `axis` (storages
+        without padded reads: its host copy can then be padded to a bucket)."""
+        ...
+
     def host(self, buf: Any, sizes: tuple[int, ...]) -> np.ndarray:
         """The leading-corner block of `sizes` as a host array."""
         ...
@@ -223,6 +234,10 @@ class JaxTableStorage:
         if not keep_old:
             return _write_block(buf, value, at, tuple(sizes)), None
         return _update(buf, value, at, tuple(sizes))
+
+    def mark_growing(self, value: jax.Array, axis: int, length: int) -> jax.Array:
+        """Nothing to note: this storage pads reads itself (`padded_reads`)."""
+        return value
 
     def load(self, array: np.ndarray, dtype: DType, shape: tuple[int, ...]) -> jax.Array:
         """Zeros of `shape` with `array` in the corner, put on the device."""
@@ -399,14 +414,17 @@ class TableCache:
             starts, sizes, kept, counts = self._plan(sel)
         out_shape = tuple(s for s, k in zip(sizes, kept) if k)
         sliced = [a for a, k in enumerate(kept[: len(self.table_axes)]) if k]
-        if bucket and self.storage.padded_reads and len(sliced) == 1:
+        if bucket and len(sliced) == 1:
             axis = sliced[0]
             length = sizes[axis]
+            out_axis = sum(1 for k in kept[:axis] if k)
+            if not self.storage.padded_reads:
+                growing = (out_axis, length)
+                return ReadPlan(tuple(starts), tuple(sizes), out_shape, None, 0, growing)
             padded = bucket_size(length)
             if starts[axis] + padded <= self.storage.shape(self.buffer)[axis]:
                 psizes = list(sizes)
                 psizes[axis] = padded
-                out_axis = sum(1 for k in kept[:axis] if k)
                 pshape = tuple(s for s, k in zip(psizes, kept) if k)
                 return ReadPlan(tuple(starts), tuple(psizes), pshape, out_axis, length)
         return ReadPlan(tuple(starts), tuple(sizes), out_shape, None, 0)
@@ -420,6 +438,8 @@ class TableCache:
         block = self.storage.read(self.buffer, plan.starts, plan.sizes, plan.shape)
         if plan.axis is not None:
             return Ragged(block, plan.axis, plan.length)
+        if plan.growing is not None:
+            return self.storage.mark_growing(block, *plan.growing)
         return block
 
     def prepare_write(

@@ -18,7 +18,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
+
+from openinfer_jax.sim.values import Ragged, bucket_size
 
 __all__ = ["DeviceResident", "DeviceStore"]
 
@@ -29,6 +32,9 @@ class DeviceResident:
 
     tensor: Any  # openinfer_jax.vk.DeviceTensor (vk is optional, so no import here)
     host: Any = field(default=None, repr=False)
+    #: (axis, valid length) when this is a growing cache slice (vulkan_tables.py): the host
+    #: copy is then zero-padded along `axis` to its bucket and returned as a `Ragged`.
+    growing: tuple[int, int] | None = None
 
     # Shape and dtype as an array would show them, so the shape/dtype checks of cache
     # writes apply to resident values without downloading them.
@@ -41,6 +47,13 @@ class DeviceResident:
     def dtype(self) -> np.dtype:
         """The NumPy dtype of the simulator representation (packed types: int8/uint8)."""
         return np.dtype(self.tensor.dtype.numpy)
+
+
+def _bucketed(value: Any, axis: int, length: int) -> Ragged:
+    """`value` zero-padded along `axis` from `length` to its bucket, as a `Ragged`."""
+    pad = [(0, 0)] * value.ndim
+    pad[axis] = (0, bucket_size(length) - length)
+    return Ragged(jnp.pad(value, pad), axis, length)
 
 
 class DeviceStore(dict[str, Any]):
@@ -68,6 +81,8 @@ class DeviceStore(dict[str, Any]):
         if isinstance(raw, DeviceResident):
             if raw.host is None:
                 raw.host = self._download(raw.tensor)
+                if raw.growing is not None:
+                    raw.host = _bucketed(raw.host, *raw.growing)
             return raw.host
         return raw
 

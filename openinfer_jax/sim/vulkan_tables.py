@@ -168,6 +168,13 @@ class VulkanTableStorage:
         tensor = self._upload(host, dtype)
         return tensor
 
+    def mark_growing(self, value: DeviceResident, axis: int, length: int) -> DeviceResident:
+        """Record the growing axis on the resident read: its host copy (made only if a
+        CPU-fallback op reads it) becomes a bucket-padded `Ragged`, so that op compiles once
+        per bucket instead of once per length, as on the CPU path."""
+        value.growing = (axis, length)
+        return value
+
     def host(self, buf: Any, sizes: tuple[int, ...]) -> np.ndarray:
         """The corner block on the host: gathered on the device first when it is less than
         half the buffer (a table rarely fills its doubled capacity), else the whole buffer

@@ -497,6 +497,46 @@ def test_traced_cache_read_is_described_without_a_download(make_model) -> None:
     assert reads[0].output_dtypes == ["float32"]
 
 
+GROWING_GRAPH = """
+graph {
+  dynamic { x: f64[D]; }
+  volatile { ks: f64[N, D]; s: f64[D]; }
+  persistent { step: i32 @init(0); K(t): f64[D] @table; }
+  block entry {
+    cache.write x >> K[step];
+    cache.read K[..] >> ks;
+    op sum_axis(ks, axes=[0]) >> s;
+    cache.increment step;
+    return;
+  }
+}
+"""
+
+
+def test_cpu_fallback_on_a_growing_slice_compiles_per_bucket(make_model, monkeypatch) -> None:
+    # Without shaderFloat64 the f64 sum falls back to XLA CPU; the resident slice's host
+    # copy is bucket-padded (a Ragged), so 12 lengths compile for 5 buckets, not 12 times.
+    monkeypatch.setenv("OPENINFER_VK_DISABLE", "shader_float64")
+    model = make_model(sizevars={"D": 3, "N": 1})
+    steps = [{"x": np.full(3, k + 0.5)} for k in range(12)]
+    sims = {}
+    for device in ("cpu", "vulkan"):
+        sim = Simulator(model, GROWING_GRAPH, device=device, validate=False).with_trace()
+        ex = sim.make_executor()
+        for inputs in steps:
+            ex.insert(**inputs)
+            ex.step()
+        sims[device] = ex
+    ex = sims["vulkan"]
+    np.testing.assert_array_equal(ex.fetch("s"), np.full(3, sum(k + 0.5 for k in range(12))))
+    np.testing.assert_array_equal(ex.fetch("K"), sims["cpu"].fetch("K"))
+    sums = [e for e in ex.trace() if e.op_name == "sum_axis"]
+    assert all(e.warnings for e in sums)  # really on the CPU
+    assert ex.stats["compilations"] <= 5
+    # x is a host input written straight into the table: one upload per step, nothing else.
+    assert ex.stats["vk_cache_uploads"] == ex.stats["vk_uploads"] == 12
+
+
 def test_host_caches_switch_keeps_tables_in_host_memory(make_model, monkeypatch) -> None:
     # OPENINFER_VK_HOST_CACHES=1: the layout before issue 7 (the benchmark's baseline).
     d = 4
