@@ -153,6 +153,8 @@ class Synthesizer:
                     if runtime_shaped(an)
                     else {},
                     prefix_counts(an, loader),
+                    int(self.arch.limit("max_shared_memory_bytes")),
+                    self.arch.raw["device"]["type"] == "gpu",
                 )
             program = generate_c(an, name, chosen, embed, self.arch.describe(), self.target, vk)
             limit = self.arch.memory("global_bytes")

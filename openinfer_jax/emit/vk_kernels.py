@@ -87,8 +87,21 @@ def matmul_tiles(raw_preferences: Mapping[str, Any]) -> str:
     return tiles
 
 
-def plan_vk_op(info: OpInfo, features: Mapping[str, bool], tiles: str = "small") -> VkOpPlan | str:
-    """The GPU dispatches of one op call, or the reason it runs on the host (a short phrase)."""
+def plan_vk_op(
+    info: OpInfo,
+    features: Mapping[str, bool],
+    tiles: str = "small",
+    *,
+    inplace: bool = False,
+    shared_memory: int = 32768,
+    split_keys: bool = True,
+) -> VkOpPlan | str:
+    """The GPU dispatches of one op call, or the reason it runs on the host (a short phrase).
+
+    `inplace`: the output is also an input (rope then computes into a scratch tensor);
+    `shared_memory`: the device's compute shared memory (``limits.max_shared_memory_bytes``);
+    `split_keys`: decode-step attention may split over key ranges (right for GPUs).
+    """
     from openinfer_jax.vk import kernels
 
     op = info.opdef.name
@@ -106,7 +119,7 @@ def plan_vk_op(info: OpInfo, features: Mapping[str, bool], tiles: str = "small")
         if not features.get(need, False):
             return f"device JSON features.{need} is false"
     try:
-        return _plan(op, info, tiles, needs)
+        return _plan(op, info, tiles, needs, (inplace, shared_memory, split_keys))
     except OpenInferError as err:  # a kernel limit (rank, grid) or no expression for a family
         return str(err).split("\n")[0]
 
@@ -128,7 +141,9 @@ def _needs(op: str, info: OpInfo) -> frozenset[str]:
     return frozenset(c for c in caps if c is not None)
 
 
-def _plan(op: str, info: OpInfo, tiles: str, needs: frozenset[str]) -> VkOpPlan | str:
+def _plan(
+    op: str, info: OpInfo, tiles: str, needs: frozenset[str], nn: tuple[bool, int, bool]
+) -> VkOpPlan | str:
     """The kernel(s) of `op` at the call's bounded shapes (mirrors the simulator backend)."""
     from openinfer_jax.vk import kernels, launch
     from openinfer_jax.vk.expressions import ELEMENTWISE
@@ -142,7 +157,7 @@ def _plan(op: str, info: OpInfo, tiles: str, needs: frozenset[str]) -> VkOpPlan 
         return VkOpPlan((VkStep(kernel, tuple(roles)),), (), needs)
 
     if op in _nn_ops():
-        return _nn(op, info, tiles, needs)
+        return _nn(op, info, tiles, needs, *nn)
 
     if op in kernels.NORMALIZATIONS:
         if op in ("softmax", "log_softmax") and dtypes[0] is DType.F64:
@@ -212,7 +227,15 @@ def _nn_ops() -> tuple[str, ...]:
     return tuple(nn_kernels.NN_OPS)
 
 
-def _nn(op: str, info: OpInfo, tiles: str, needs: frozenset[str]) -> VkOpPlan | str:
+def _nn(
+    op: str,
+    info: OpInfo,
+    tiles: str,
+    needs: frozenset[str],
+    inplace: bool,
+    shared_memory: int,
+    split_keys: bool,
+) -> VkOpPlan | str:
     """A model-building op through `vk.nn_kernels.nn_plan` (bindings mapped to roles)."""
     from openinfer_jax.vk import nn_kernels
     from openinfer_jax.vk.storage import encode_words
@@ -222,7 +245,7 @@ def _nn(op: str, info: OpInfo, tiles: str, needs: frozenset[str]) -> VkOpPlan | 
         return reason
     plan = nn_kernels.nn_plan(
         op, list(info.in_dtypes), [tuple(s) for s in info.in_shapes], info.params,
-        info.out_dtype, tuple(info.out_shape), tiles,
+        info.out_dtype, tuple(info.out_shape), tiles, inplace, shared_memory, split_keys,
     )  # fmt: skip
     names = {"input": "in", "output": "out", "scratch": "scratch", "constant": "const"}
     steps = tuple(

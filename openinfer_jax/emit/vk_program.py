@@ -55,10 +55,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ALIGN", "VkOptions", "VkReport", "VkState", "runtime_shaped"]
 
-# Ops whose output elements read other input elements (vk/nn_kernels.py READS_NEIGHBOURS):
-# they cannot write in place on the GPU.
-_READS_NEIGHBOURS = frozenset({"rope"})
-
 #: Arena alignment of the Vulkan target: binding offsets must be multiples of the device's
 #: minStorageBufferOffsetAlignment, at most 256 on every known device (checked at oi_init).
 ALIGN = 256
@@ -75,6 +71,8 @@ class VkOptions:
     variants: Mapping[int, Mapping[int, OpInfo]] = field(default_factory=dict)
     # prefix table -> number of entries (indices 0..n-1) preloaded into the arena at oi_init
     prefix_counts: Mapping[str, int] = field(default_factory=dict)
+    shared_memory: int = 32768  # limits.max_shared_memory_bytes
+    split_keys: bool = True  # device.type == "gpu"
 
 
 @dataclass(frozen=True)
@@ -180,11 +178,11 @@ class VkState:
         """The prepared shapes of a GPU op node (one unless its shapes change at run
         time), or why it runs on the host."""
         aliased = any(r.name == node.output.name and not r.indices for r in node.inputs)
-        if aliased and (not alias_ok or info.opdef.name in _READS_NEIGHBOURS):
+        if aliased and not alias_ok:
             return "output overwrites an input the kernel still reads"
         dyn = [r.name for r in node.inputs if r.name in self.dyn]
         if not dyn:
-            plan = plan_vk_op(info, self.options.features, self.options.tiles)
+            plan = self._plan_op(info, aliased)
             if isinstance(plan, str):
                 return plan
             return [_Variant(info.in_shapes, info.out_shape, plan)]
@@ -195,7 +193,7 @@ class VkState:
             at = self.options.variants[length].get(id(node))
             if at is None or at.in_shapes in seen or math.prod(at.out_shape) == 0:
                 continue
-            plan = plan_vk_op(at, self.options.features, self.options.tiles)
+            plan = self._plan_op(at, aliased)
             if isinstance(plan, str):
                 reason = f"{plan} (run-time shape)"
                 continue
@@ -290,6 +288,17 @@ class VkState:
             stride = (max(nbytes, 4) + ALIGN - 1) // ALIGN * ALIGN
             self.preloaded[ref.name] = (self.options.prefix_counts[ref.name], stride, nbytes)
         return ref.name
+
+    def _plan_op(self, info: OpInfo, inplace: bool) -> VkOpPlan | str:
+        opts = self.options
+        return plan_vk_op(
+            info,
+            opts.features,
+            opts.tiles,
+            inplace=inplace,
+            shared_memory=opts.shared_memory,
+            split_keys=opts.split_keys,
+        )
 
     def host_node(self, where: str, reason: str) -> None:
         """Record a host op node (a SynthesisError in strict mode)."""
