@@ -135,15 +135,31 @@ static int create_device(uint32_t needs) {
     return OI_OK;
 }
 
-/* The arena: one storage buffer in host-visible coherent memory (host-cached when offered:
- * host nodes read it). */
+/* The memory type of the arena: host-visible and coherent; with OI_VK_MEMORY=device one that is
+ * also device-local where the driver offers it (resizable BAR: kernels read at device speed,
+ * host nodes read slowly), else a host-cached one (host nodes read it at memory speed). */
+static uint32_t pick_memory(uint32_t allowed, const VkPhysicalDeviceMemoryProperties *mp, int device) {
+    const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    const VkMemoryPropertyFlags extra = device ? VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT : VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+    uint32_t t, pick = UINT32_MAX;
+    for (t = 0; t < mp->memoryTypeCount; t++) {
+        VkMemoryPropertyFlags fl = mp->memoryTypes[t].propertyFlags;
+        if (!(allowed & (1u << t)) || (fl & want) != want) continue;
+        if (pick == UINT32_MAX) pick = t;
+        if (fl & extra) return t;
+    }
+    return pick;
+}
+
+/* The arena: one storage buffer in host-visible coherent memory (see pick_memory). */
 static int create_arena(size_t size, unsigned char **mapped) {
     VkBufferCreateInfo bci;
     VkMemoryRequirements req;
     VkPhysicalDeviceMemoryProperties mp;
     VkMemoryAllocateInfo mai;
-    const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-    uint32_t t, pick = UINT32_MAX;
+    const char *env = getenv("OI_VK_MEMORY");
+    int device = env && strcmp(env, "device") == 0;
+    uint32_t pick;
     void *ptr;
     VkResult r;
     memset(&bci, 0, sizeof bci);
@@ -154,18 +170,18 @@ static int create_arena(size_t size, unsigned char **mapped) {
     if ((r = vkCreateBuffer(vk_device, &bci, NULL, &vk_buffer)) != VK_SUCCESS) return fail("vkCreateBuffer", r);
     vkGetBufferMemoryRequirements(vk_device, vk_buffer, &req);
     vkGetPhysicalDeviceMemoryProperties(vk_phys, &mp);
-    for (t = 0; t < mp.memoryTypeCount; t++) {
-        VkMemoryPropertyFlags fl = mp.memoryTypes[t].propertyFlags;
-        if (!(req.memoryTypeBits & (1u << t)) || (fl & want) != want) continue;
-        if (pick == UINT32_MAX) pick = t;
-        if (fl & VK_MEMORY_PROPERTY_HOST_CACHED_BIT) { pick = t; break; }
-    }
+    pick = pick_memory(req.memoryTypeBits, &mp, device);
     if (pick == UINT32_MAX) { oi_set_error("Vulkan: no host-visible coherent memory"); return OI_ERR_STATE; }
     memset(&mai, 0, sizeof mai);
     mai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
     mai.allocationSize = req.size;
     mai.memoryTypeIndex = pick;
-    if ((r = vkAllocateMemory(vk_device, &mai, NULL, &vk_memory)) != VK_SUCCESS) return fail("vkAllocateMemory", r);
+    r = vkAllocateMemory(vk_device, &mai, NULL, &vk_memory);
+    if (r != VK_SUCCESS && device) { /* the device-local window may be too small: host memory */
+        mai.memoryTypeIndex = pick_memory(req.memoryTypeBits, &mp, 0);
+        r = vkAllocateMemory(vk_device, &mai, NULL, &vk_memory);
+    }
+    if (r != VK_SUCCESS) return fail("vkAllocateMemory", r);
     if ((r = vkBindBufferMemory(vk_device, vk_buffer, vk_memory, 0)) != VK_SUCCESS) return fail("vkBindBufferMemory", r);
     if ((r = vkMapMemory(vk_device, vk_memory, 0, VK_WHOLE_SIZE, 0, &ptr)) != VK_SUCCESS) return fail("vkMapMemory", r);
     memset(ptr, 0, size);
