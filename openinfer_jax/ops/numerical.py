@@ -143,17 +143,25 @@ def require_bound(op: str, name: str, value: Any) -> float | None:
 
 
 def int_bounds(dtype: DType, low: float | None, high: float | None) -> tuple[int, int]:
-    """Float clamp bounds rounded inward to integers and limited to `dtype`'s range."""
+    """Float clamp bounds rounded inward to integers and limited to `dtype`'s range.
+
+    Both bounds are limited on both sides (a u8 ``max=-3`` becomes 0), so every backend can
+    hold them in the element type: clamping to a bound outside the range gives that range end.
+    """
     type_low, type_high = dtype.value_range()
+
+    def limit(value: float) -> int:
+        return int(min(type_high, max(type_low, value)))
+
     lo = (
         type_low
         if low is None or (math.isinf(low) and low < 0)
-        else max(type_low, math.ceil(min(low, 2.0**65)))
+        else limit(math.ceil(min(max(low, -(2.0**65)), 2.0**65)))
     )
     hi = (
         type_high
         if high is None or (math.isinf(high) and high > 0)
-        else min(type_high, math.floor(max(high, -(2.0**65))))
+        else limit(math.floor(max(min(high, 2.0**65), -(2.0**65))))
     )
     return int(lo), int(hi)
 

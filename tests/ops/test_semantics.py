@@ -61,6 +61,11 @@ EXAMPLES = [
     ("relu", [[-4, 5]], I8, {"negative_slope": 0.5, "clamp_max": 4.5}, [-2, 4]),
     ("relu", [[-2.0, 8.0]], F32, {"alpha": 0.5, "clamp_max": 6.0}, [-1.0, 6.0]),
     ("clamp", [[-8, 7, 0]], I4, {"min": -2.5, "max": 3.5}, [-2, 3, 0]),
+    # Bounds outside the type's range are limited to it on both sides (u8 max=-3 -> 0).
+    ("clamp", [[1, 200, 255]], U8, {"min": 0, "max": -3}, [0, 0, 0]),
+    ("clamp", [[1, 200]], U8, {"min": 300, "max": 400}, [255, 255]),
+    ("clamp", [[-8, 7]], I4, {"min": -20, "max": -12}, [-8, -8]),
+    ("relu", [[-4, 5]], I8, {"clamp_max": -200.0}, [-128, -128]),
     ("mean_axis", [[-7, 0]], I8, {}, -3),  # truncates toward zero
     ("sum_axis", [[100, 100]], I8, {}, -56),
     ("sum_axis", [[100, 100]], I8, {"acc": (DType.I32, DType.I32)}, 200),
