@@ -4,17 +4,17 @@ The Vulkan program is the C program (same control flow, arena, API) with op node
 a GPU kernel dispatched on the device instead of calling their C kernel:
 
 * **Placement.** An op node runs on the GPU when `vk_kernels.plan_vk_op` finds kernels for
-  it, its inputs' shapes are static (no cache slice upstream: those shapes change every
-  step, and push constants are baked at synthesis), and its output does not alias an input
-  (unless the op is elementwise-safe at the same shape). Every other op node runs its C
-  kernel on the host, on the same host-visible coherent arena. `VkReport` counts both and
-  says why each host node is there; ``strict=True`` turns any host node into a
-  `SynthesisError` naming it.
-* **Dispatches.** Each GPU node becomes one or two prepared dispatches (norms: a statistics
+  it (the simulator backend's GLSL generators) and its output does not overwrite an input the
+  kernel still reads. Nodes whose shapes change at run time (cache-slice consumers) get one
+  prepared variant per slice length (`vk_variants`). Every other op node runs its C kernel on
+  the host, on the same host-visible coherent arena. `VkReport` counts both and says why each
+  host node is there; ``strict=True`` turns any host node into a `SynthesisError` naming it.
+* **Dispatches.** Each GPU node becomes one or more prepared dispatches (norms: a statistics
   pass then an apply pass): a descriptor set allocated at `oi_init` whose bindings are
-  (arena, offset, range) slices, the push-constant words and the grid, all baked. At run time
-  the node checks that its inputs have the shapes it was prepared for (a cheap guard) and
-  records the dispatches; a mismatch runs the C kernel instead.
+  (arena, offset, range) slices, the push-constant words and the grid, all baked; shape
+  variants share the descriptor sets, preloaded prefix-table entries get one set each. At run
+  time the node picks the variant whose input shapes match (and the entry by its index) and
+  records its dispatches; with no match it runs the C kernel instead.
 * **Batching.** Dispatches are recorded into one command buffer with compute->compute
   barriers; `oi_vk_sync()` (submit + wait) is emitted before every statement that touches
   arena memory on the host: host op nodes, transfers, cache ops, zeroing assigns, loop bounds
