@@ -12,7 +12,7 @@ The public API, re-exported here (see README.md and docs/):
 - errors: `OpenInferError` and one subclass per layer
 """
 
-from openinfer_jax.emit import DeviceArch, MemoryPlan, Plan, Synthesizer, load_arch
+from openinfer_jax.emit import DeviceArch, MemoryPlan, Plan, Synthesizer, VkReport, load_arch
 from openinfer_jax.errors import (
     BackendError,
     ConversionError,
@@ -100,6 +100,7 @@ __all__ = [
     "TensorSpec",
     "TraceEvent",
     "UnknownNameError",
+    "VkReport",
     "VulkanBackend",
     "__version__",
     "check",

@@ -42,6 +42,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--embed-weights", action="store_true", help="compile the model into the program"
     )
+    parser.add_argument(
+        "--strict", action="store_true",
+        help="vulkan: fail (SynthesisError naming the node) instead of running an op on the host",
+    )  # fmt: skip
     parser.set_defaults(handler=emit_command)
 
 
@@ -58,6 +62,7 @@ def emit_command(args: argparse.Namespace) -> int:
         name=args.name,
         outputs=args.output,
         embed_weights=args.embed_weights,
+        strict=args.strict,
     )
     out = plan.emit(args.out)
     print(plan.summary())

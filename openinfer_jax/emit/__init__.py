@@ -8,5 +8,6 @@ from openinfer_jax.emit.device import DeviceArch, load_arch
 from openinfer_jax.emit.memory import MemoryPlan
 from openinfer_jax.emit.plan import Plan
 from openinfer_jax.emit.synthesizer import TARGETS, Synthesizer
+from openinfer_jax.emit.vk_program import VkReport
 
-__all__ = ["TARGETS", "DeviceArch", "MemoryPlan", "Plan", "Synthesizer", "load_arch"]
+__all__ = ["TARGETS", "DeviceArch", "MemoryPlan", "Plan", "Synthesizer", "VkReport", "load_arch"]

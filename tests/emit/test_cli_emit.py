@@ -104,3 +104,13 @@ def test_emit_vulkan_from_cli(tmp_path: Path, capsys) -> None:
         return
     names = sorted(p.name for p in out.iterdir())
     assert "oi_vulkan.c" in names and any(n.endswith(".comp") for n in names)
+
+
+def test_emit_vulkan_strict_names_the_host_node(tmp_path: Path, capsys) -> None:
+    model, graph = _graph_file(tmp_path, "quantized_linear")
+    out = tmp_path / "vk"
+    argv = ["emit", "vulkan", "--model", str(model), "--graph", str(graph), "-o", str(out)]
+    rc = main([*argv, "--strict"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "runs on the host in the Vulkan target (packed i4" in err
+    assert "strict mode" in err and not out.exists()
