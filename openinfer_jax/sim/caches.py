@@ -185,6 +185,11 @@ class TableStorage(Protocol):
         """The leading-corner block of `sizes` as a host array."""
         ...
 
+    def end_step(self) -> None:
+        """The step's undo records are gone (committed or replayed): their storage may be
+        reused."""
+        ...
+
 
 class JaxTableStorage:
     """Table buffers as JAX arrays on one device (or sharding); writes update in place."""
@@ -248,6 +253,9 @@ class JaxTableStorage:
     def host(self, buf: jax.Array, sizes: tuple[int, ...]) -> np.ndarray:
         """The corner block copied to the host."""
         return np.asarray(_read(buf, np.zeros(len(sizes), np.int32), sizes, sizes))
+
+    def end_step(self) -> None:
+        """Nothing to release: undo blocks are arrays of their own."""
 
 
 class TableCache:
@@ -503,7 +511,9 @@ class TableCache:
         at = tuple(int(i) for i in np.asarray(starts))
 
         def restore() -> None:
-            self.buffer, _ = self.storage.write(self.buffer, old, at, tuple(old.shape))
+            self.buffer, _ = self.storage.write(
+                self.buffer, old, at, tuple(old.shape), keep_old=False
+            )
 
         undo.append(restore)
 
@@ -602,8 +612,14 @@ class PersistentStore:
     def commit(self) -> None:
         """Forget the undo log: the step succeeded."""
         self.undo.clear()
+        self._end_step()
 
     def rollback(self) -> None:
         """Undo every mutation of the failed step, newest first."""
         while self.undo:
             self.undo.pop()()
+        self._end_step()
+
+    def _end_step(self) -> None:
+        for table in self.tables.values():
+            table.storage.end_step()

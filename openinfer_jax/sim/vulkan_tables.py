@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,19 @@ __all__ = [
 
 #: Counters this storage adds to an executor's stats (all start at 0).
 CACHE_STATS = ("vk_cache_uploads", "vk_cache_downloads", "vk_cache_bytes")
+
+
+# Elements of the first undo arena; it doubles when a step overwrites more.
+_ARENA_MIN = 4096
+
+
+@dataclass(frozen=True)
+class _Saved:
+    """An undo record: a block of `shape` kept at `offset` of an arena tensor."""
+
+    arena: Any
+    offset: int
+    shape: tuple[int, ...]
 
 
 def device_caches_enabled() -> bool:
@@ -103,6 +117,8 @@ class VulkanTableStorage:
     def __init__(self, backend: Any, stats: dict[str, int]) -> None:
         self.backend = backend
         self.stats = stats
+        self._arena: Any = None  # undo records of the current step, see _save
+        self._used = 0
 
     # ---- counters ------------------------------------------------------------------------
     def _count(self, direction: str, tensor: Any) -> None:
@@ -148,17 +164,22 @@ class VulkanTableStorage:
         *,
         keep_old: bool = True,
     ) -> tuple[Any, Any]:
-        """Copy `value` into the block on the device; returns (buf, old block tensor or None).
+        """Copy `value` into the block on the device; returns (buf, undo record or None).
 
-        `value` is a `DeviceTensor`, a `DeviceResident`, or a host value (uploaded once).
+        `value` is a `DeviceTensor`, a `DeviceResident`, an undo record of this storage, or
+        a host value (uploaded once). The undo record is a copy of the old block in the
+        undo arena (see `_save`).
         """
-        src = self._device_value(value, buf.dtype)
-        if src.numel != math.prod(sizes):
+        src = value if isinstance(value, _Saved) else self._device_value(value, buf.dtype)
+        if math.prod(src.shape) != math.prod(sizes):
             raise SimulationError(
                 f"cache table block of {list(sizes)} cannot take a value of {list(src.shape)}"
             )
-        old = self._gather(buf, starts, sizes, tuple(sizes)) if keep_old else None
-        self._scatter(buf, src, starts, sizes)
+        old = self._save(buf, starts, sizes) if keep_old else None
+        if isinstance(src, _Saved):
+            self._scatter(buf, src.arena, starts, sizes, src.offset)
+        else:
+            self._scatter(buf, src, starts, sizes)
         return buf, old
 
     def load(self, array: np.ndarray, dtype: DType, shape: tuple[int, ...]) -> Any:
@@ -205,9 +226,36 @@ class VulkanTableStorage:
         out.shape = tuple(shape)  # same elements, same order: only the labels change
         return out
 
-    def _scatter(self, buf: Any, src: Any, starts: tuple[int, ...], sizes: tuple[int, ...]) -> None:
+    def _scatter(
+        self, buf: Any, src: Any, starts: tuple[int, ...], sizes: tuple[int, ...], base: int = 0
+    ) -> None:
         for buf_offset, block_offset, length in block_runs(buf.shape, starts, sizes):
-            self.backend.copy_elements(src, block_offset, buf, buf_offset, length)
+            self.backend.copy_elements(src, base + block_offset, buf, buf_offset, length)
+
+    # ---- undo arena ----------------------------------------------------------------------------
+    def _save(self, buf: Any, starts: tuple[int, ...], sizes: tuple[int, ...]) -> _Saved:
+        """Copy the block about to be overwritten into the undo arena (device to device).
+
+        The arena is one tensor reused step after step, so these copies bind the same two
+        buffers every time and reuse one kp.Algorithm (a fresh output tensor per undo
+        record would create a pipeline each time: the costly part of a dispatch).
+        """
+        n = math.prod(sizes)
+        arena = self._arena
+        if arena is None or arena.dtype is not buf.dtype or self._used + n > arena.numel:
+            # Records of this step in an old arena keep it alive; new ones start at 0.
+            size = max(_ARENA_MIN, n, 2 * arena.numel if arena is not None else 0)
+            arena = self._arena = self.backend.empty(buf.dtype, (size,))
+            self._used = 0
+        saved = _Saved(arena, self._used, tuple(sizes))
+        self._used += n
+        for buf_offset, block_offset, length in block_runs(buf.shape, starts, sizes):
+            self.backend.copy_elements(buf, buf_offset, arena, saved.offset + block_offset, length)
+        return saved
+
+    def end_step(self) -> None:
+        """The step's undo records are gone: the arena is reused from its start."""
+        self._used = 0
 
     # ---- host transfers ----------------------------------------------------------------------
     def _device_value(self, value: Any, dtype: DType) -> Any:

@@ -290,6 +290,10 @@ TABLE_OPS = st.one_of(
 @example([("write", 1, 2), ("commit", 0, 0), ("write", 1, 2), ("write", 0, 20), ("rollback", 0, 0)])
 @example([("reset_all", 0, 0), ("write", 0, 20), ("rollback", 0, 0), ("write", 0, 20)])
 @example(
+    [("write", 0, 0), ("write", 0, 1), ("commit", 0, 0)]
+    + [("write", 0, 0), ("write", 0, 1), ("rollback", 0, 0)] * 2
+)
+@example(
     [("write", 0, 1), ("commit", 0, 0), ("reset", 0, 0), ("reset_all", 0, 0), ("rollback", 0, 0)]
 )
 def test_random_programs_agree_between_storages(backend: VulkanBackend, program: list) -> None:
