@@ -83,11 +83,13 @@ ELEMENTWISE: dict[str, ElementwiseSpec] = {
     # exact), two roundings for f64 inputs.
     # The reference computes in f64, where a product of two f32 never overflows: an infinite
     # addend wins over a finite product that overflows f32 (drivers need not fuse fma()).
-    "fma": ElementwiseSpec({
-        "float": "(isinf(x2) && !isinf(x0) && !isinf(x1) && !isnan(x0) && !isnan(x1)) ? x2 "
-                 ": fma(x0, x1, x2)",
-        "double": "mul_add_unfused(x0, x1, x2)",
-    }),  # fmt: skip
+    "fma": ElementwiseSpec(
+        {
+            "float": "(isinf(x2) && !isinf(x0) && !isinf(x1) && !isnan(x0) && !isnan(x1)) ? x2 "
+            ": fma(x0, x1, x2)",
+            "double": "mul_add_unfused(x0, x1, x2)",
+        }
+    ),
     "abs": ElementwiseSpec({"real": "abs(x0)", "sint": "(x0 < OT(0)) ? -x0 : x0"}),
     "neg": ElementwiseSpec({"real": "-x0", "sint": "-x0"}),
     "recip": ElementwiseSpec(
