@@ -80,9 +80,8 @@ ELEMENTWISE: dict[str, ElementwiseSpec] = {
     ),
     "rem": ElementwiseSpec({"sint": "t_rem(x0, x1)", "uint": "u_rem(x0, x1)"}),
     # The reference computes a * b + c in f64: fused for f32 inputs (the f64 product is
-    # exact), two roundings for f64 inputs.
-    # The reference computes in f64, where a product of two f32 never overflows: an infinite
-    # addend wins over a finite product that overflows f32 (drivers need not fuse fma()).
+    # exact, so an infinite addend wins over a product that overflows f32; drivers need not
+    # fuse fma()), two roundings for f64 inputs.
     "fma": ElementwiseSpec(
         {
             "float": "(isinf(x2) && !isinf(x0) && !isinf(x1) && !isnan(x0) && !isnan(x1)) ? x2 "
