@@ -160,11 +160,13 @@ class SimBench:
     def decode(self, tokens: int) -> tuple[list[int], list[float], list[int]]:
         """Greedy decode: generated ids, seconds per step, compilations per step."""
         generated, seconds, compiles = [], [], []
+        self.history = [self.logits]  # the logits of every step (bit-identity checks)
         for _ in range(tokens):
             token = int(np.argmax(self.logits))
             generated.append(token)
             before = self.ex.stats["compilations"]
             seconds.append(self._step(token))
+            self.history.append(self.logits)
             compiles.append(self.ex.stats["compilations"] - before)
         return generated, seconds, compiles
 
@@ -259,33 +261,44 @@ def profile(bench: SimBench, tokens: int) -> dict[str, Any]:
     }
 
 
-def lean_off(bench: SimBench, tokens: int) -> dict[str, Any]:
+def lean_off(bench: SimBench, tokens: int, rounds: int = 2) -> dict[str, Any]:
     """The same decode with every region write returned (`lean=False`), for the speedup.
 
-    Both executors step in turns (lean, then lean=False, per token) so that both see the
-    same machine load; also checks same tokens and bit-identical logits at every step.
+    Whole decode passes alternate (lean, lean=False, lean, ...) and each side keeps its
+    best pass, so slow drifts of the shared machine's load hit both sides alike (stepping
+    the two executors token by token instead penalizes lean=False: its per-step 113 MB
+    allocations then compete with the other executor's memory). Also checks the same
+    tokens and bit-identical logits at every step.
     """
     full = SimBench(OUT_MODEL, bench.prompt_ids, lean=False)
     full.decode(tokens)  # warm-up: compiles every bucket
-    full.rewind()
-    bench.rewind()
-    lean_s, full_s, identical, same_tokens = [], [], True, True
-    for _ in range(tokens):
-        token = int(np.argmax(bench.logits))
-        same_tokens &= token == int(np.argmax(full.logits))
-        lean_s.append(bench._step(token))
-        full_s.append(full._step(token))
-        identical &= bool(np.array_equal(bench.logits, full.logits))
+    best: dict[str, list[float]] = {}
+    same = identical = True
+    for _ in range(rounds):
+        for name, side in (("lean", bench), ("full", full)):
+            side.rewind()
+            generated, seconds, _ = side.decode(tokens)
+            if name not in best or sum(seconds) < sum(best[name]):
+                best[name] = seconds
+        same &= generated == bench_tokens(bench)
+        identical &= all(
+            np.array_equal(a, b) for a, b in zip(bench.history, full.history, strict=True)
+        )
     full.decoder.close()
     return {
-        "tokens_per_s": _tokens_per_s(full_s),
-        "median_step_ms": statistics.median(full_s) * 1e3,
-        "interleaved_lean_tokens_per_s": _tokens_per_s(lean_s),
-        "interleaved_lean_median_step_ms": statistics.median(lean_s) * 1e3,
-        "speedup": _tokens_per_s(lean_s) / _tokens_per_s(full_s),
-        "tokens_equal": same_tokens,
+        "tokens_per_s": _tokens_per_s(best["full"]),
+        "median_step_ms": statistics.median(best["full"]) * 1e3,
+        "lean_tokens_per_s_same_rounds": _tokens_per_s(best["lean"]),
+        "speedup": _tokens_per_s(best["lean"]) / _tokens_per_s(best["full"]),
+        "rounds": rounds,
+        "tokens_equal": same,
         "logits_identical": identical,
     }
+
+
+def bench_tokens(bench: SimBench) -> list[int]:
+    """The tokens of the last decode pass (argmax of each step's logits but the last)."""
+    return [int(np.argmax(lg)) for lg in bench.history[:-1]]
 
 
 # ---- the reference side ------------------------------------------------------------------------
@@ -400,8 +413,8 @@ def main() -> int:
         table.add_row(
             "simulator, lean=False (before)", f"{before['tokens_per_s']:.2f}",
             f"{before['median_step_ms']:.1f}", "",
-            f"interleaved with lean ({before['interleaved_lean_tokens_per_s']:.2f} tok/s): "
-            f"lean {before['speedup']:.2f}x; tokens "
+            f"alternating passes with lean ({before['lean_tokens_per_s_same_rounds']:.2f} "
+            f"tok/s): lean {before['speedup']:.2f}x; tokens "
             f"{'equal' if before['tokens_equal'] else 'DIFFER'}, logits "
             f"{'bit-identical' if before['logits_identical'] else 'DIFFER'}",
         )  # fmt: skip

@@ -84,11 +84,22 @@ class CompiledRegion:
     layout: list[Slot] = field(default_factory=list)
     recipe: Callable[..., Any] | None = None
 
-    def values(self, outs: tuple[Any, ...], inputs: tuple[Any, ...], lengths: tuple[Any, ...],
-               valid: list[int]) -> list[Any]:  # fmt: skip
-        """One stored value per region write: arrays/`Ragged` returned, or placeholders."""
-        return [slot_value(slot, k, outs, self.out_rags, valid, self.recipe, inputs, lengths)
-                for k, slot in enumerate(self.layout)]  # fmt: skip
+    def values(
+        self,
+        outs: tuple[Any, ...],
+        inputs: tuple[Any, ...],
+        lengths: tuple[Any, ...],
+        valid: list[int],
+    ) -> list[Any]:
+        """One stored value per region write: arrays/`Ragged` returned, or placeholders.
+
+        `inputs` and `lengths` are the call's arguments (a `Deferred` recomputes from
+        them); `valid` the call's valid lengths as ints (for `Ragged` outputs).
+        """
+        return [
+            slot_value(slot, k, outs, self.out_rags, valid, self.recipe, inputs, lengths)
+            for k, slot in enumerate(self.layout)
+        ]
 
 
 def slot_value(
@@ -113,9 +124,14 @@ def slot_value(
 
 
 def plan_layout(
-    region: RegionPlan, keys: list[Any], name_of: Callable[[Any], str | None],
-    env: dict[Any, Any], zero_ids: dict[int, Any], tainted: set[Any], lean: bool,
-) -> tuple[list[Slot], list[Any]]:  # fmt: skip
+    region: RegionPlan,
+    keys: list[Any],
+    name_of: Callable[[Any], str | None],
+    env: dict[Any, Any],
+    zero_ids: dict[int, Any],
+    tainted: set[Any],
+    lean: bool,
+) -> tuple[list[Slot], list[Any]]:
     """Which writes a traced region returns: (layout, keys returned in order).
 
     `env[key][0]` is the traced value; `zero_ids` the ids of untouched `assign` zeros;

@@ -165,3 +165,34 @@ def test_wide_region_defers_a_big_weight_only_value(tmp_path: Path) -> None:
     np.testing.assert_array_equal(ex.fetch("wt"), w_fc.T)
     np.testing.assert_array_equal(ex.fetch("unused"), np.zeros(3, np.float32))
     sim.model.close()
+
+
+def test_values_from_padded_reads_are_returned_not_deferred() -> None:
+    """A write computed from a bucket-padded cache slice (a Ragged input) depends on the
+    call's valid length: returned even when dead and big (1 MiB per entry here)."""
+    graph = """
+graph {
+  dynamic { x: f32[262144]; }
+  volatile { hs: f32[1, 262144]; t: f32[1, 262144]; }
+  persistent { step: i32 @init(0); K(n): f32[262144] @table; }
+  block entry {
+    cache.write x >> K[step];
+    cache.read K[..] >> hs;
+    cache.increment step;
+    barrier;
+    op mul(hs, hs) >> t;
+    return;
+  }
+}
+"""
+    fetched = []
+    for lean in (True, False):
+        ex = Simulator(None, graph, lean=lean).make_executor()
+        for k in range(3):
+            ex.insert(x=np.full(262144, k + 1, np.float32))
+            ex.step()
+        assert not isinstance(ex._store["t"], (Deferred, Zeros))
+        fetched.append(ex.fetch("t"))
+    assert fetched[0].shape == (3, 262144)
+    np.testing.assert_array_equal(fetched[0], fetched[1])
+    np.testing.assert_array_equal(fetched[0][:, 0], [1.0, 4.0, 9.0])
