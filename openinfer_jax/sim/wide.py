@@ -48,6 +48,13 @@ __all__ = ["WideProgram", "WideRunner"]
 Key = tuple[str, ...]  # ("v", name) for a variable, ("m", decl, tensor) for a prefix-table entry
 
 
+def _dst_key(ex: Executor, ref: VarRef, sc: dict[str, int]) -> Key:
+    """The program key a node writes: a variable, or the model entry of a prefix table (W[l])."""
+    if not ref.indices:
+        return ("v", ref.name)
+    return ("m", ref.name, ex._model_name(ex._decls[ref.name], ref, sc))
+
+
 @dataclass
 class WideProgram:
     """What the host walk produced for one call of a wide region."""
@@ -210,15 +217,7 @@ class WideRunner:
             params, out_dtype, bound = ex._op_setup(node, sc)
             if bound:
                 prog.replayable = False  # runtime-scalar params are part of the program
-            out = (
-                ("v", node.output.name)
-                if not node.output.indices
-                else (
-                    "m",
-                    node.output.name,
-                    ex._model_name(ex._decls[node.output.name], node.output, sc),
-                )
-            )
+            out = _dst_key(ex, node.output, sc)
             prog.params.append(params)
             prog.steps.append(("op", id(node), ins, out, id(params), out_dtype.code))
             define(out, out_dtype)
@@ -235,7 +234,7 @@ class WideRunner:
         elif isinstance(node, Transfer):
             ex._check_transfer(node)
             src = use(node.src, sc, node)
-            dst: Key = ("v", node.dst.name)
+            dst = _dst_key(ex, node.dst, sc)
             prog.steps.append(("transfer", src, dst))
             define(dst, prog.dtypes[src])
         elif isinstance(node, Dep):
@@ -248,7 +247,7 @@ class WideRunner:
             slot = len(prog.starts)
             prog.starts.append(plan.starts)
             lslot = prog.length_slot(plan.length) if plan.axis is not None else None
-            dst = ("v", node.dst.name)
+            dst = _dst_key(ex, node.dst, sc)
             dst_dtype = ex._dtypes.get(node.dst.name)
             if dst_dtype is not None and dst_dtype is not decl.dtype:
                 raise SimulationError(
