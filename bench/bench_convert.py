@@ -23,6 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from results_file import results_file  # bench/results_file.py
 from rich.console import Console
 from rich.table import Table
 
@@ -127,7 +128,7 @@ def main() -> None:
                 f"{row['convert_rss_mib']:.0f}", f"{row['convert_rss_after_imports_mib']:.0f}",
             )  # fmt: skip
     Console(width=None if sys.stdout.isatty() else 160).print(table)
-    out = ROOT / "bench" / "results" / "convert.json"
+    out = results_file("convert.json", args.quick)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(
         json.dumps({"quick": args.quick, "repeats": repeats, "cases": results}, indent=2) + "\n"

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from results_file import results_file  # bench/results_file.py
 from rich.console import Console
 from rich.table import Table
 
@@ -321,8 +322,9 @@ def main(argv: list[str]) -> int:
             )
     out = {"layers": layers, "nodes": nodes, "text_bytes": len(text), "repeat": repeat, "target_ms": TARGET_MS,
            "baseline_ms": baseline, "results": results}  # fmt: skip
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "dsl.json").write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    results_file("dsl.json", args.quick).write_text(
+        json.dumps(out, indent=2) + "\n", encoding="utf-8"
+    )
     return 0
 
 

@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from results_file import results_file  # bench/results_file.py
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
@@ -342,15 +344,13 @@ def main(argv: list[str] | None = None) -> int:
                        f"{r['ratio_vk_over_c']:.2f}x", f"{r['ratio_vk_over_sim']:.2f}x", f"{r['submits_per_step']:.1f}",
                        f"{r['dispatches_per_step']:.1f}", f"{r['gpu_nodes']}/{r['host_nodes']}")  # fmt: skip
         Console(width=160).print(vt)
-    RESULTS = HERE / "results"
-    RESULTS.mkdir(exist_ok=True)
     payload = {
         "quick": args.quick,
         "xla_threads": args.xla_threads,
         "rows": rows,
         "vulkan_rows": vk_rows,
     }
-    (RESULTS / "emit.json").write_text(json.dumps(payload, indent=2) + "\n")
+    results_file("emit.json", args.quick).write_text(json.dumps(payload, indent=2) + "\n")
     return 0
 
 

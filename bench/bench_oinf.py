@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from results_file import results_file  # bench/results_file.py
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -352,10 +353,9 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="~200 MB instead of ~2 GB")
     args = parser.parse_args(argv)
-    (ROOT / "bench" / "results").mkdir(exist_ok=True)
     figures = run(args.quick)
     report(figures)
-    out = ROOT / "bench" / "results" / "oinf.json"
+    out = results_file("oinf.json", args.quick)
     out.write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")
     print(f"figures written to {out.relative_to(ROOT)}")
     return 0

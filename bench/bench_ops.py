@@ -28,6 +28,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from results_file import results_file  # bench/results_file.py
 from rich.console import Console
 from rich.table import Table
 
@@ -172,7 +173,7 @@ def main(argv: list[str]) -> int:
         "results": rows,
         "notes": notes,
     }
-    (HERE / "results" / "ops.json").write_text(
+    results_file("ops.json", args.quick).write_text(
         json.dumps(result, indent=2) + "\n", encoding="utf-8"
     )
     return 0

@@ -60,7 +60,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         metavar="OINF",
         help="also decode with the converted SmolLM2 (examples/smollm2) on 1 vs N devices",
     )
-    parser.add_argument("--out", type=Path, default=RESULTS / "sharding.json")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="default: bench/results/[quick/]sharding.json"
+    )
     return parser.parse_args(argv)
 
 
@@ -75,6 +77,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
+from results_file import results_file  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
@@ -424,6 +427,8 @@ def main() -> int:
         "rows": rows,
         "smollm2": smollm2,
     }
+    if args.out is None:
+        args.out = results_file("sharding.json", args.quick)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
     console.print(f"results: {args.out}")

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from results_file import results_file
 from rich.console import Console
 from rich.table import Table
 
@@ -343,8 +344,9 @@ def main(argv: list[str]) -> int:
     ok, reason = vulkan_available(args.device_index)
     if not ok:
         console.print(f"[yellow]bench_vk: skipped, Vulkan unavailable: {reason}[/yellow]")
-        RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "vk.json").write_text(json.dumps({"skipped": reason}, indent=2) + "\n")
+        results_file("vk.json", args.quick).write_text(
+            json.dumps({"skipped": reason}, indent=2) + "\n"
+        )
         return 0
     be = VulkanBackend(args.device_index)
     sizes = args.sizes or ([1024] if args.quick else [1024, 4096])
@@ -421,8 +423,9 @@ def main(argv: list[str]) -> int:
         nn_rows = bench_nn_ops(be, args.quick)
         console.print(_nn_table(nn_rows, be.device_name))
         payload["nn_ops"] = nn_rows
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "vk.json").write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    results_file("vk.json", args.quick).write_text(
+        json.dumps(payload, indent=2, default=str) + "\n"
+    )
     return 0
 
 
