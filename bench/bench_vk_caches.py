@@ -35,13 +35,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "examples"))
 
 from kv_cache_decode import Config, graph_text, write_model  # noqa: E402
+from results_file import results_file  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from openinfer_jax.sim import Simulator  # noqa: E402
 from openinfer_jax.vk import vulkan_available  # noqa: E402
 
-RESULTS = HERE / "results"
 MODES = {"host caches (before)": "1", "device caches": "0"}  # OPENINFER_VK_HOST_CACHES
 COUNTERS = ("vk_uploads", "vk_downloads", "vk_bytes")
 RATIO_KEYS = ("uploads_per_step", "downloads_per_step", "bytes_per_step", "ms_per_step",
@@ -158,10 +158,9 @@ def main(argv: list[str] | None = None) -> int:
                       *(f"{v:.2f}" if v is not None else "-" for v in ratios.values()), "",
                       end_section=True)  # fmt: skip
     Console(width=140).print(table)
-    RESULTS.mkdir(exist_ok=True)
     result = {"device": device_name, "config": dataclasses.asdict(cfg), "quick": args.quick,
               "rounds": rounds, "rows": rows}  # fmt: skip
-    (RESULTS / "vk_caches.json").write_text(json.dumps(result, indent=2) + "\n")
+    results_file("vk_caches.json", args.quick).write_text(json.dumps(result, indent=2) + "\n")
     return 0
 
 
