@@ -145,7 +145,7 @@ def _plan(
     op: str, info: OpInfo, tiles: str, needs: frozenset[str], nn: tuple[bool, int, bool]
 ) -> VkOpPlan | str:
     """The kernel(s) of `op` at the call's bounded shapes (mirrors the simulator backend)."""
-    from openinfer_jax.vk import kernels, launch
+    from openinfer_jax.vk import kernels
     from openinfer_jax.vk.expressions import ELEMENTWISE
     from openinfer_jax.vk.glsl import glsl_type
 
@@ -174,48 +174,11 @@ def _plan(
         )
         return VkOpPlan(steps, (int(stats.push[0]) * width,), needs)
     name = "gelu_tanh" if op == "gelu" and params.get("approximate") == "tanh" else op
-    if name in ELEMENTWISE:
-        if ELEMENTWISE[name].expr_for(glsl_type(dtypes[0]).family) is None:
-            return f"no Vulkan kernel for {op} on {dtypes[0].short}"
-        return one(kernels.elementwise_kernel(name, dtypes, shapes, out, out_shape, params))
-    if op in kernels.GATHERS:
-        axis = int(params.get("axis", 0)) if op == "gather" else 0
-        return one(kernels.gather_kernel(dtypes[0], dtypes[1], shapes[0], shapes[1], axis))
-    if op in kernels.MOVEMENT:
-        in_shape = shapes[0]
-        if op == "reshape":
-            strides, offset = list(launch.contiguous_strides(out_shape)), 0
-        elif op == "slice":
-            strides, offset = kernels.slice_layout(in_shape, params)
-        else:
-            perm = list(params.get("perm") or reversed(range(len(in_shape))))
-            own = launch.contiguous_strides(in_shape)
-            strides, offset = [own[p % len(in_shape)] for p in perm], 0
-        return one(kernels.movement_kernel(op, dtypes[0], out_shape, strides, offset))
-    if op == "cast":
-        return one(
-            kernels.cast_kernel(
-                dtypes[0], out, shapes[0], params["rounding_mode"], bool(params["saturate"])
-            )
-        )
+    if name in ELEMENTWISE and ELEMENTWISE[name].expr_for(glsl_type(dtypes[0]).family) is None:
+        return f"no Vulkan kernel for {op} on {dtypes[0].short}"
     if op == "fill":
         return one(kernels.fill_kernel(dtypes[0], out_shape, params["value"]), ("out",))
-    if op == "matmul":
-        return one(
-            kernels.matmul_kernel(
-                dtypes[0], dtypes[1], shapes[0], shapes[1], out, out_shape, params.get("acc"), tiles
-            )
-        )
-    ndim = len(shapes[0])
-    if op in ("argmax_axis", "argmin_axis"):
-        axes = [params["axis"] % ndim] if ndim else []
-        first = bool(params.get("select_first", True))
-    else:
-        axes = sorted({a % ndim for a in params.get("axes", ())}) if ndim else []
-        if not axes:
-            axes = list(range(ndim))
-        first = True
-    return one(kernels.reduce_kernel(op, dtypes[0], shapes[0], out, axes, params.get("acc"), first))
+    return one(kernels.op_kernel(op, dtypes, shapes, params, out, out_shape, tiles))
 
 
 def _nn_ops() -> tuple[str, ...]:

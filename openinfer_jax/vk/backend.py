@@ -30,7 +30,7 @@ import numpy as np
 from openinfer_jax.errors import BackendError, OpenInferError
 from openinfer_jax.ir.nodes import VarName
 from openinfer_jax.oinf.dtypes import DType
-from openinfer_jax.vk import kernels, launch, nn_kernels
+from openinfer_jax.vk import kernels, nn_kernels
 from openinfer_jax.vk.capabilities import DeviceCapabilities, query_capabilities
 from openinfer_jax.vk.compiler import compile_glsl, compile_many
 from openinfer_jax.vk.expressions import ELEMENTWISE
@@ -481,46 +481,8 @@ class VulkanBackend:
         self, op: str, inputs: Sequence[DeviceTensor], params: dict[str, Any], out: DType,
         out_shape: tuple[int, ...],
     ) -> kernels.Kernel:  # fmt: skip
-        dtypes = [t.dtype for t in inputs]
-        shapes = [t.shape for t in inputs]
-        if op == "gelu" and params.get("approximate") == "tanh":
-            op = "gelu_tanh"
-        if op in ELEMENTWISE:
-            return kernels.elementwise_kernel(op, dtypes, shapes, out, out_shape, params)
-        if op in kernels.GATHERS:
-            axis = int(params.get("axis", 0)) if op == "gather" else 0
-            return kernels.gather_kernel(dtypes[0], dtypes[1], shapes[0], shapes[1], axis)
-        if op in kernels.MOVEMENT:
-            in_shape = shapes[0]
-            if op == "reshape":
-                strides, offset = list(launch.contiguous_strides(out_shape)), 0
-            elif op == "slice":
-                strides, offset = kernels.slice_layout(in_shape, params)
-            else:
-                perm = list(params.get("perm") or reversed(range(len(in_shape))))
-                own = launch.contiguous_strides(in_shape)
-                strides, offset = [own[p % len(in_shape)] for p in perm], 0
-            return kernels.movement_kernel(op, dtypes[0], out_shape, strides, offset)
-        if op == "cast":
-            return kernels.cast_kernel(dtypes[0], out, shapes[0], params["rounding_mode"],
-                                       bool(params["saturate"]))  # fmt: skip
-        if op == "fill":
-            return kernels.fill_kernel(dtypes[0], out_shape, params["value"])
-        if op == "matmul":
-            return kernels.matmul_kernel(dtypes[0], dtypes[1], shapes[0], shapes[1], out, out_shape,
-                                         params.get("acc"), self.matmul_tiles)  # fmt: skip
-        # reductions
-        ndim = len(shapes[0])
-        if op in ("argmax_axis", "argmin_axis"):
-            axes = [params["axis"] % ndim] if ndim else []
-            first = bool(params.get("select_first", True))
-        else:
-            axes = sorted({a % ndim for a in params.get("axes", ())}) if ndim else []
-            if not axes:
-                axes = list(range(ndim))
-            first = True
-        return kernels.reduce_kernel(op, dtypes[0], shapes[0], out, axes,
-                                     params.get("acc"), first)  # fmt: skip
+        return kernels.op_kernel(op, [t.dtype for t in inputs], [t.shape for t in inputs],
+                                 params, out, out_shape, self.matmul_tiles)  # fmt: skip
 
     # ---- dispatch ----------------------------------------------------------------------------------
     def _check_own(self, *tensors: DeviceTensor) -> None:

@@ -43,6 +43,7 @@ __all__ = [
     "kernel_ops",
     "literal",
     "matmul_kernel",
+    "op_kernel",
     "reduce_kernel",
 ]
 
@@ -822,3 +823,61 @@ def copy_kernel(dtype: DType, src_offset: int, dst_offset: int, count: int) -> K
     words = last_word - first_word + 1
     del per_word
     return Kernel(f"copy({dtype.short})", source, push, launch.dispatch_grid(words))
+
+
+def op_kernel(
+    op: str,
+    dtypes: Sequence[DType],
+    shapes: Sequence[tuple[int, ...]],
+    params: Mapping[str, Any],
+    out: DType,
+    out_shape: tuple[int, ...],
+    tiles: str,
+) -> Kernel:
+    """The one kernel of a single-dispatch op: elementwise (incl. ``gelu`` with
+    ``approximate="tanh"``), gathers, movement, cast, fill, matmul and the reductions.
+
+    The simulator backend and the emitted Vulkan target both select kernels here, so they
+    run the same GLSL. Normalizations and the model-building ops (`nn_kernels.nn_plan`) take
+    several dispatches and are planned elsewhere.
+
+    Raises:
+        BackendError: no kernel for these dtypes/params (the message says which).
+    """
+    if op == "gelu" and params.get("approximate") == "tanh":
+        op = "gelu_tanh"
+    if op in ELEMENTWISE:
+        return elementwise_kernel(op, dtypes, shapes, out, out_shape, params)
+    if op in GATHERS:
+        axis = int(params.get("axis", 0)) if op == "gather" else 0
+        return gather_kernel(dtypes[0], dtypes[1], shapes[0], shapes[1], axis)
+    if op in MOVEMENT:
+        in_shape = shapes[0]
+        if op == "reshape":
+            strides, offset = list(launch.contiguous_strides(out_shape)), 0
+        elif op == "slice":
+            strides, offset = slice_layout(in_shape, params)
+        else:
+            perm = list(params.get("perm") or reversed(range(len(in_shape))))
+            own = launch.contiguous_strides(in_shape)
+            strides, offset = [own[p % len(in_shape)] for p in perm], 0
+        return movement_kernel(op, dtypes[0], out_shape, strides, offset)
+    if op == "cast":
+        return cast_kernel(
+            dtypes[0], out, shapes[0], params["rounding_mode"], bool(params["saturate"])
+        )
+    if op == "fill":
+        return fill_kernel(dtypes[0], out_shape, params["value"])
+    if op == "matmul":
+        return matmul_kernel(dtypes[0], dtypes[1], shapes[0], shapes[1], out, out_shape,
+                             params.get("acc"), tiles)  # fmt: skip
+    ndim = len(shapes[0])
+    if op in ("argmax_axis", "argmin_axis"):
+        axes = [params["axis"] % ndim] if ndim else []
+        first = bool(params.get("select_first", True))
+    else:
+        axes = sorted({a % ndim for a in params.get("axes", ())}) if ndim else []
+        if not axes:
+            axes = list(range(ndim))
+        first = True
+    return reduce_kernel(op, dtypes[0], shapes[0], out, axes, params.get("acc"), first)
