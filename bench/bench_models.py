@@ -4,7 +4,10 @@ Issue 6's figure: decode tokens/s of the SmolLM2 decode step (examples/smollm2/d
 imported, not copied) in the simulator on device "cpu", against the reference
 implementation on the same machine: transformers loading the same Q4_1 GGUF (dequantized to
 f32 by transformers, as our converter does), torch.no_grad, use_cache=True, greedy.
-Ratio = simulator tokens/s / reference tokens/s (higher is better; target >= 1.0).
+Ratio = simulator tokens/s / reference tokens/s (higher is better; target >= 1.0). The two
+sides take turns (`--rounds`, default 2) and each keeps its best pass: on a shared machine
+the load drifts over minutes (one run here measured the reference at 34 ms and, minutes
+later, at 146 ms per token).
 
 Both sides see the same prompt ids (reference prompt 0 in tests/fixtures/references), decode
 the same number of new tokens, and use every core (torch.set_num_threads(os.cpu_count());
@@ -24,7 +27,7 @@ The same decode also runs with `Simulator(lean=False)` (regions return every wri
 before lean regions: docs/simulator.md), in the same run, so the speedup of lean regions is a
 ratio measured under the same machine load (`--no-compare` skips it).
 
-Usage: .venv/bin/python bench/bench_models.py [--quick] [--tokens N] [--no-compare]
+Usage: .venv/bin/python bench/bench_models.py [--quick] [--tokens N] [--no-compare] [--rounds N]
 (`--quick` = 8 new tokens). Results: bench/results/models.json (quick runs:
 bench/results/quick/models.json).
 """
@@ -344,6 +347,9 @@ def main() -> int:
     parser.add_argument(
         "--no-compare", action="store_true", help="skip the lean=False comparison run"
     )
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="reference/simulator turns (best pass each)"
+    )
     args = parser.parse_args()
     tokens = 8 if args.quick else args.tokens
     console = Console(width=140)
@@ -358,6 +364,17 @@ def main() -> int:
     warmup_s = time.perf_counter() - start
     bench.rewind()
     sim_tokens, sim_s, sim_compiles = bench.decode(tokens)
+    # The shared machine's load drifts over minutes: the reference and the simulator take
+    # turns (`--rounds` times), and each side keeps its best pass.
+    refs = []
+    for _ in range(args.rounds):
+        refs.append(reference(gguf, prompt_ids.tolist(), tokens))
+        bench.rewind()
+        again, seconds, compiles = bench.decode(tokens)
+        if sum(seconds) < sum(sim_s) and again == sim_tokens:
+            sim_s, sim_compiles = seconds, compiles
+    timed_refs = [r for r in refs if "step_s" in r]
+    ref = min(timed_refs, key=lambda r: sum(r["step_s"])) if timed_refs else refs[-1]
     median = statistics.median(sim_s)
     all_steps = bench.prefill_step_s + warm_s
     all_compiles = [None] * len(bench.prefill_step_s) + warm_compiles
@@ -367,7 +384,6 @@ def main() -> int:
     prof = profile(bench, tokens)
     bench.decoder.close()
 
-    ref = reference(gguf, prompt_ids.tolist(), tokens)
     sim_tps = _tokens_per_s(sim_s)
     ref_tps = _tokens_per_s(ref["step_s"]) if "step_s" in ref else None
     result: dict[str, Any] = {
@@ -394,6 +410,7 @@ def main() -> int:
         "simulator_lean_off": before,
         "lean_speedup": before["speedup"] if before else None,
         "reference": ref,
+        "reference_passes_tokens_per_s": [_tokens_per_s(r["step_s"]) for r in timed_refs],
         "ratio_sim_over_reference": sim_tps / ref_tps if ref_tps else None,
         "tokens_equal": ref.get("generated") == sim_tokens if "generated" in ref else None,
         "profile": prof,
