@@ -429,9 +429,7 @@ class _Gen:
             q = f"Q{self.tmp_count}"
             code = self.an.vars[vname].dtype.code
             pre.append(f"oi_param {q};")
-            pre.append(
-                f'OI_TRY(oi_param_of(&{self.var(vname, scope)}, {code}u, &{q}), "{where}");'
-            )
+            pre.append(f'OI_TRY(oi_param_of(&{self.var(vname, scope)}, {code}u, &{q}), "{where}");')
             out.append(q)
         return out
 
@@ -705,7 +703,11 @@ class _Gen:
     def dtype_of(self, name: str) -> DType:
         """The dtype of a variable or of a prefix table's entries."""
         decl = self.an.prefixes.get(name)
-        return decl.dtype if decl is not None and name not in self.an.vars else self.an.vars[name].dtype
+        return (
+            decl.dtype
+            if decl is not None and name not in self.an.vars
+            else self.an.vars[name].dtype
+        )
 
     def bound_of(self, name: str) -> int:
         """Elements a variable (or one entry of a prefix table) can hold."""
@@ -1006,7 +1008,9 @@ def _source(
         out.append(f"static int64_t TN_{tname}[{len(t.caps)}];")
         out.append(f"static oi_table TB_{tname};")
         if t.autod:  # per index: -1 (a table axis) or the entry dim its count widens
-            out.append(f"static const int TA_{tname}[{len(t.autod)}] = {{{', '.join(map(str, t.autod))}}};")
+            out.append(
+                f"static const int TA_{tname}[{len(t.autod)}] = {{{', '.join(map(str, t.autod))}}};"
+            )
     dynamic = sorted(n for n, v in an.vars.items() if v.kind == "dynamic")
     for vname in dynamic:
         out.append(f"static int oi_have_{vname};")
