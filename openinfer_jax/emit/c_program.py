@@ -46,6 +46,7 @@ from openinfer_jax.ir.nodes import (
     Assign,
     Await,
     Barrier,
+    Block,
     Branch,
     CacheAccess,
     CacheDecrement,
@@ -495,20 +496,27 @@ class _Gen:
                 continue
             self.ran.add(blk.name)
             out.append(f"{ind}/* consumer {blk.name}: runs here on snapshots of what it writes */")
-            inner = _Scope(dict(scope.loops), {}, self.label(f"end_{blk.name}"))
-            for var in sorted(self.an.consumer_writes[blk.name]):
-                if var not in self.an.vars:
-                    continue
-                cname = f"S_{blk.name}_{var}"
-                self.shadows[cname] = (blk.name, var)
-                inner.shadows[var] = cname
-                self.touch(var, scope)
-                out.append(
-                    f'{ind}OI_TRY(oi_copy(&{cname}, &V_{var}, {ctype(self.an.vars[var].dtype).size}), "{where}");'
-                )
-            self.nodes(blk.nodes, blk.name, inner, out, depth)
-            if inner.end_label in self.used_labels:
-                out.append(f"{ind}{inner.end_label}:;")
+            self.consumer_body(blk, scope, out, depth, where)
+
+    def consumer_body(
+        self, blk: Block, scope: _Scope, out: list[str], depth: int, where: str
+    ) -> None:
+        """A consumer block run in place: snapshot copies of the variables it writes (its
+        writes go to the shadows), then its nodes, then its end label if a return uses it."""
+        ind = "    " * depth
+        inner = _Scope(dict(scope.loops), {}, self.label(f"end_{blk.name}"))
+        for var in sorted(self.an.consumer_writes[blk.name]):
+            if var not in self.an.vars:
+                continue
+            cname = f"S_{blk.name}_{var}"
+            self.shadows[cname] = (blk.name, var)
+            inner.shadows[var] = cname
+            self.touch(var, scope)
+            size = ctype(self.an.vars[var].dtype).size
+            out.append(f'{ind}OI_TRY(oi_copy(&{cname}, &V_{var}, {size}), "{where}");')
+        self.nodes(blk.nodes, blk.name, inner, out, depth)
+        if inner.end_label in self.used_labels:
+            out.append(f"{ind}{inner.end_label}:;")
 
     def dynamic_yield(
         self, node: Yield, scope: _Scope, out: list[str], depth: int, where: str
@@ -530,19 +538,7 @@ class _Gen:
                 f"{ind}if (!oi_ran_{blk.name} && (oi_yielded & UINT64_C({need})) == UINT64_C({need})) {{"
             )
             out.append(f"{ind}    oi_ran_{blk.name} = 1; /* consumer {blk.name}, on snapshots */")
-            inner = _Scope(dict(scope.loops), {}, self.label(f"end_{blk.name}"))
-            for var in sorted(self.an.consumer_writes[blk.name]):
-                if var not in self.an.vars:
-                    continue
-                cname = f"S_{blk.name}_{var}"
-                self.shadows[cname] = (blk.name, var)
-                inner.shadows[var] = cname
-                self.touch(var, scope)
-                size = ctype(self.an.vars[var].dtype).size
-                out.append(f'{ind}    OI_TRY(oi_copy(&{cname}, &V_{var}, {size}), "{where}");')
-            self.nodes(blk.nodes, blk.name, inner, out, depth + 1)
-            if inner.end_label in self.used_labels:
-                out.append(f"{ind}    {inner.end_label}:;")
+            self.consumer_body(blk, scope, out, depth + 1, where)
             out.append(f"{ind}}}")
 
     def yield_state(self, reset: bool) -> list[str]:

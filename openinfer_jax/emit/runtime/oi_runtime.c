@@ -297,16 +297,15 @@ int64_t oi_red_offset(const oi_red_plan *p, int64_t r) { return decode(p->n_red,
 int64_t oi_keep_offset(const oi_red_plan *p, int64_t q) { return decode(p->n_keep, p->keep_dims, p->keep_stride, q); }
 
 /* ---- cache tables (semantics of docs/semantics.md; sim/caches.py is the reference) ------ */
-static int table_plan(oi_table *t, const oi_sel *sel, int nsel, int grow, int64_t *start, int64_t *size,
-                      int *kept) {
-    int64_t counts[OI_MAX_DIMS];
+/* The counts after a selection: a scalar index grows its axis (reads too: reading entry n of
+   n entries creates it), within the axis's capacity. */
+static int grown_counts(const oi_table *t, const oi_sel *sel, int nsel, int64_t *counts) {
     int a;
     if (nsel && nsel != t->n_idx) {
         oi_set_error("cache table %s takes %d indices, got %d", t->name, t->n_idx, nsel);
         return OI_ERR_INDEX;
     }
     for (a = 0; a < t->n_idx; a++) counts[a] = t->counts[a];
-    /* a scalar index grows its axis (reads too: reading entry n of n entries creates it) */
     for (a = 0; a < nsel; a++)
         if (sel[a].kind == 0) {
             int64_t pos = sel[a].lo < 0 ? sel[a].lo + t->counts[a] : sel[a].lo;
@@ -321,6 +320,17 @@ static int table_plan(oi_table *t, const oi_sel *sel, int nsel, int grow, int64_
             }
             if (pos + 1 > counts[a]) counts[a] = pos + 1;
         }
+    return OI_OK;
+}
+
+static int table_plan(oi_table *t, const oi_sel *sel, int nsel, int grow, int64_t *start, int64_t *size,
+                      int *kept) {
+    int64_t counts[OI_MAX_DIMS];
+    int a;
+    {
+        int rc = grown_counts(t, sel, nsel, counts);
+        if (rc != OI_OK) return rc;
+    }
     for (a = 0; a < t->n_idx; a++) {
         if (nsel && sel[a].kind == 0) {
             int64_t pos = sel[a].lo < 0 ? sel[a].lo + counts[a] : sel[a].lo;
@@ -397,25 +407,10 @@ static int auto_plan(oi_table *t, const oi_sel *sel, int nsel, int grow, int64_t
                      int *kept, int *rank) {
     int64_t counts[OI_MAX_DIMS];
     int a, b, nd = 0;
-    if (nsel && nsel != t->n_idx) {
-        oi_set_error("cache table %s takes %d indices, got %d", t->name, t->n_idx, nsel);
-        return OI_ERR_INDEX;
+    {
+        int rc = grown_counts(t, sel, nsel, counts);
+        if (rc != OI_OK) return rc;
     }
-    for (a = 0; a < t->n_idx; a++) counts[a] = t->counts[a];
-    for (a = 0; a < nsel; a++)
-        if (sel[a].kind == 0) {
-            int64_t pos = sel[a].lo < 0 ? sel[a].lo + t->counts[a] : sel[a].lo;
-            if (pos < 0) {
-                oi_set_error("cache table %s: index %lld is before the first entry", t->name, (long long)sel[a].lo);
-                return OI_ERR_INDEX;
-            }
-            if (pos + 1 > t->caps[a]) {
-                oi_set_error("cache table %s: index %lld exceeds the capacity %lld of axis %d", t->name,
-                             (long long)pos, (long long)t->caps[a], a);
-                return OI_ERR_CACHE_FULL;
-            }
-            if (pos + 1 > counts[a]) counts[a] = pos + 1;
-        }
     for (a = 0; a < t->n_idx + t->entry_nd; a++) {
         /* storage dims in order: the table axes, then the entry dims (widened by auto axes) */
         int axis = -1;
