@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from openinfer_jax.emit import Synthesizer
+from openinfer_jax.emit import Plan, Synthesizer
 from openinfer_jax.ir.nodes import Block, Graph, MemoryKind, Op, Return, VarDecl, VarRef
 from openinfer_jax.oinf import ModelLoader, write_oinf
 from openinfer_jax.oinf.dtypes import DType
@@ -40,13 +40,16 @@ def _ternary() -> list[Case]:
     return [c for c in build_cases() if TERNARY & set(c.dtypes)]
 
 
-def _run_cases(cases: list[Case], tmp_path: Path) -> list[str]:
-    """Emit, build and run `cases` as one graph; the first line of each mismatch."""
+def run_cases(
+    cases: list[Case], tmp_path: Path, synth: Synthesizer | None = None
+) -> tuple[list[str], Plan]:
+    """Emit `cases` as one graph (C target unless `synth` says otherwise), build and run it
+    for one step, compare with the simulator: (the first line of each mismatch, the plan)."""
     graph, feeds, out_dtypes = _graph(cases)
     model = tmp_path / "empty.oinf"
     write_oinf(model, sizevars={}, metadata={}, tensors={})
     outputs = [f"o{k}" for k in range(len(cases))]
-    plan = Synthesizer("c").synthesize(model, graph, name="prog", outputs=outputs)
+    plan = (synth or Synthesizer("c")).synthesize(model, graph, name="prog", outputs=outputs)
     exe = build(plan, tmp_path / "c", flags=FLAGS)
     step = {f"i{k}_{j}": arr for k, inputs in enumerate(feeds) for j, arr in enumerate(inputs)}
     result = run_driver(exe, model, [step], tmp_path)
@@ -63,7 +66,7 @@ def _run_cases(cases: list[Case], tmp_path: Path) -> list[str]:
                 assert_conforms(case, feeds[k], got.astype(want.dtype), want)
             except AssertionError as err:
                 failures.append(str(err).splitlines()[0][:300])
-    return failures
+    return failures, plan
 
 
 def _graph(cases: list[Case]) -> tuple[Graph, list[list[np.ndarray]], list[DType]]:
@@ -90,7 +93,7 @@ def _graph(cases: list[Case]) -> tuple[Graph, list[list[np.ndarray]], list[DType
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 def test_conformance_sample_matches_simulator(chunk: int, tmp_path: Path) -> None:
     cases = _sample()[chunk::CHUNKS]
-    failures = _run_cases(cases, tmp_path)
+    failures, _ = run_cases(cases, tmp_path)
     assert not failures, f"{len(failures)} of {len(cases)} cases differ:\n" + "\n".join(
         failures[:40]
     )
@@ -102,7 +105,7 @@ def test_every_ternary_cell_matches_simulator(tmp_path: Path) -> None:
     cases = _ternary()
     assert {c.op for c in cases} >= {"abs", "neg", "mul", "sign", "cast", "filter", "fill"}
     assert {DType.T1, DType.T2} <= {d for c in cases for d in c.dtypes}
-    failures = _run_cases(cases, tmp_path)
+    failures, _ = run_cases(cases, tmp_path)
     assert not failures, f"{len(failures)} of {len(cases)} cases differ:\n" + "\n".join(
         failures[:40]
     )
@@ -117,21 +120,5 @@ def test_clamp_bounds_outside_the_storage_range(tmp_path: Path) -> None:
         if c.op == "clamp" and c.dtypes[0].is_packed and not TERNARY & set(c.dtypes)
     ]
     assert len(cases) >= 6
-    graph, feeds, out_dtypes = _graph(cases)
-    model = tmp_path / "empty.oinf"
-    write_oinf(model, sizevars={}, metadata={}, tensors={})
-    plan = Synthesizer("c").synthesize(
-        model, graph, name="prog", outputs=[f"o{k}" for k in range(len(cases))]
-    )
-    exe = build(plan, tmp_path / "c", flags=FLAGS)
-    step = {f"i{k}_{j}": arr for k, inputs in enumerate(feeds) for j, arr in enumerate(inputs)}
-    result = run_driver(exe, model, [step], tmp_path)
-    assert result.returncode == 0, result.stderr
-    with ModelLoader.open(model) as loader:
-        ex = Simulator(loader, graph).make_executor()
-        ex.insert(**step)
-        ex.step()
-        for k, case in enumerate(cases):
-            want = np.asarray(ex.fetch(f"o{k}"))
-            got = read_tensor(tmp_path / "out" / f"o{k}.0.bin", out_dtypes[k])
-            assert_conforms(case, feeds[k], got.astype(want.dtype), want)
+    failures, _ = run_cases(cases, tmp_path)
+    assert not failures, "\n".join(failures)

@@ -175,38 +175,10 @@ def _gpu_arch(**features: bool) -> dict[str, object]:
 
 
 def _run_vulkan_cases(cases: list, tmp_path: Path) -> tuple[list[str], object]:
-    """Emit the cases as one Vulkan program, run it, compare with the simulator."""
-    import numpy as np
+    """The cases as one Vulkan program (f64 on the GPU), run and compared with the simulator."""
+    from tests.emit.test_parity_ops import run_cases
 
-    from openinfer_jax.oinf import ModelLoader, write_oinf
-    from openinfer_jax.sim import Simulator
-    from tests.emit.harness import build, read_tensor
-    from tests.emit.test_parity_ops import FLAGS, _graph
-    from tests.ops.conformance_cases import assert_conforms
-
-    graph, feeds, out_dtypes = _graph(cases)
-    model = tmp_path / "empty.oinf"
-    write_oinf(model, sizevars={}, metadata={}, tensors={})
-    outputs = [f"o{k}" for k in range(len(cases))]
-    synth = Synthesizer(_gpu_arch(shader_float64=True))
-    plan = synth.synthesize(model, graph, name="prog", outputs=outputs)
-    exe = build(plan, tmp_path / "c", flags=FLAGS)
-    step = {f"i{k}_{j}": arr for k, inputs in enumerate(feeds) for j, arr in enumerate(inputs)}
-    result = run_driver(exe, model, [step], tmp_path)
-    assert result.returncode == 0, result.stderr
-    failures = []
-    with ModelLoader.open(model) as loader:
-        ex = Simulator(loader, graph).make_executor()
-        ex.insert(**step)
-        ex.step()
-        for k, case in enumerate(cases):
-            want = np.asarray(ex.fetch(f"o{k}"))
-            got = read_tensor(tmp_path / "out" / f"o{k}.0.bin", out_dtypes[k])
-            try:
-                assert_conforms(case, feeds[k], got.astype(want.dtype), want)
-            except AssertionError as err:
-                failures.append(f"{case.id}: {str(err).splitlines()[0][:300]}")
-    return failures, plan
+    return run_cases(cases, tmp_path, Synthesizer(_gpu_arch(shader_float64=True)))
 
 
 @needs_vulkan
