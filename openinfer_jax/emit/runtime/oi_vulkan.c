@@ -338,6 +338,29 @@ int oi_vk_pipeline(int id, const uint32_t *spirv, size_t spirv_bytes, int n_bind
     return OI_OK;
 }
 
+/* OI_OK when dispatch d's grid fits the device, else the error naming both. */
+static int check_grid(int d, uint32_t gx, uint32_t gy, uint32_t gz) {
+    if (gx > vk_limits.maxComputeWorkGroupCount[0] || gy > vk_limits.maxComputeWorkGroupCount[1] ||
+        gz > vk_limits.maxComputeWorkGroupCount[2]) {
+        oi_set_error("Vulkan: dispatch %d: grid %ux%ux%u exceeds the device's maxComputeWorkGroupCount", d, gx, gy, gz);
+        return OI_ERR_ARGUMENT;
+    }
+    return OI_OK;
+}
+
+/* Store dispatch d's pipeline, push words and grid (checked by the caller). */
+static int set_launch(int d, int pipeline, const uint32_t *push, uint32_t push_words, uint32_t gx, uint32_t gy,
+                      uint32_t gz) {
+    oi_vk_disp *x = &vk_disps[d];
+    x->pipeline = pipeline;
+    memcpy(x->push, push, 4 * (size_t)push_words);
+    x->push_words = push_words;
+    x->grid[0] = gx;
+    x->grid[1] = gy;
+    x->grid[2] = gz;
+    return OI_OK;
+}
+
 int oi_vk_prepare(int d, int pipeline, int n_bindings, const size_t *offsets, const size_t *ranges,
                   const uint32_t *push, uint32_t push_words, uint32_t gx, uint32_t gy, uint32_t gz) {
     VkDescriptorSetAllocateInfo dsai;
@@ -353,11 +376,7 @@ int oi_vk_prepare(int d, int pipeline, int n_bindings, const size_t *offsets, co
                      n_bindings, push_words);
         return OI_ERR_ARGUMENT;
     }
-    if (gx > vk_limits.maxComputeWorkGroupCount[0] || gy > vk_limits.maxComputeWorkGroupCount[1] ||
-        gz > vk_limits.maxComputeWorkGroupCount[2]) {
-        oi_set_error("Vulkan: dispatch %d: grid %ux%ux%u exceeds the device's maxComputeWorkGroupCount", d, gx, gy, gz);
-        return OI_ERR_ARGUMENT;
-    }
+    if (check_grid(d, gx, gy, gz) != OI_OK) return OI_ERR_ARGUMENT;
     x = &vk_disps[d];
     memset(&dsai, 0, sizeof dsai);
     dsai.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
@@ -383,18 +402,11 @@ int oi_vk_prepare(int d, int pipeline, int n_bindings, const size_t *offsets, co
         wds[b].pBufferInfo = &dbi[b];
     }
     vkUpdateDescriptorSets(vk_device, (uint32_t)n_bindings, wds, 0, NULL);
-    x->pipeline = pipeline;
-    memcpy(x->push, push, 4 * (size_t)push_words);
-    x->push_words = push_words;
-    x->grid[0] = gx;
-    x->grid[1] = gy;
-    x->grid[2] = gz;
-    return OI_OK;
+    return set_launch(d, pipeline, push, push_words, gx, gy, gz);
 }
 
 int oi_vk_variant(int d, int like, int pipeline, const uint32_t *push, uint32_t push_words, uint32_t gx,
                   uint32_t gy, uint32_t gz) {
-    oi_vk_disp *x;
     if (d < 0 || d >= vk_n_disps || like < 0 || like >= vk_n_disps || !vk_disps[like].set ||
         pipeline < 0 || pipeline >= vk_n_pipelines ||
         vk_pipeline_bindings[pipeline] != vk_pipeline_bindings[vk_disps[like].pipeline] ||
@@ -402,20 +414,9 @@ int oi_vk_variant(int d, int like, int pipeline, const uint32_t *push, uint32_t 
         oi_set_error("Vulkan: variant %d of dispatch %d: bad pipeline %d or %u push words", d, like, pipeline, push_words);
         return OI_ERR_ARGUMENT;
     }
-    if (gx > vk_limits.maxComputeWorkGroupCount[0] || gy > vk_limits.maxComputeWorkGroupCount[1] ||
-        gz > vk_limits.maxComputeWorkGroupCount[2]) {
-        oi_set_error("Vulkan: dispatch %d: grid %ux%ux%u exceeds the device's maxComputeWorkGroupCount", d, gx, gy, gz);
-        return OI_ERR_ARGUMENT;
-    }
-    x = &vk_disps[d];
-    x->set = vk_disps[like].set;
-    x->pipeline = pipeline;
-    memcpy(x->push, push, 4 * (size_t)push_words);
-    x->push_words = push_words;
-    x->grid[0] = gx;
-    x->grid[1] = gy;
-    x->grid[2] = gz;
-    return OI_OK;
+    if (check_grid(d, gx, gy, gz) != OI_OK) return OI_ERR_ARGUMENT;
+    vk_disps[d].set = vk_disps[like].set;
+    return set_launch(d, pipeline, push, push_words, gx, gy, gz);
 }
 
 static void barrier(VkPipelineStageFlags dst_stage, VkAccessFlags dst_access) {
