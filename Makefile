@@ -23,8 +23,8 @@ bench: setup
 	$(PY) bench/run_all.py $(BENCH_ARGS)
 
 lint: setup
-	.venv/bin/ruff check openinfer_jax converters tests bench examples
-	.venv/bin/ruff format --check openinfer_jax converters
+	.venv/bin/ruff check openinfer_jax tests bench examples
+	.venv/bin/ruff format --check openinfer_jax
 
 fuzz: setup
 	FUZZ_EXAMPLES=20000 $(PY) -m pytest -q tests/oinf/test_fuzz.py

@@ -5,7 +5,7 @@ subprocess so that peak RSS (getrusage ru_maxrss) belongs to that job alone:
 
 * baseline: read the source file in 16 MiB chunks and write the same bytes to a new file,
   then fsync (the converter fsyncs too): the I/O floor any converter pays;
-* convert: `converters.convert(src, out)` (streaming, atomic, no progress bar).
+* convert: `openinfer_jax.converters.convert(src, out)` (streaming, atomic, no progress bar).
 
 Throughput is source bytes / seconds for both, best of N runs; ratio = convert / baseline
 time. RSS is also shown after imports, so the conversion's own working set can be read off
@@ -34,7 +34,7 @@ _CHILD = r"""
 import json, os, resource, sys, time
 job, src, out = sys.argv[1], sys.argv[2], sys.argv[3]
 if job == "convert":
-    from converters import convert
+    from openinfer_jax.converters import convert
 rss_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 start = time.perf_counter()
 if job == "baseline":

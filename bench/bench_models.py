@@ -116,7 +116,7 @@ def convert_once(gguf: Path, out: Path) -> float | None:
     """Convert `gguf` to `out` unless `out` is newer; returns the seconds taken, None if skipped."""
     if out.exists() and out.stat().st_mtime >= gguf.stat().st_mtime:
         return None
-    from converters import convert
+    from openinfer_jax.converters import convert
 
     out.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()

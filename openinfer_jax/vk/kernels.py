@@ -556,6 +556,11 @@ def _cast_expr(src: DType, dst: DType, rounding: str, saturate: bool) -> str:
         return f"{d.compute}(min(x0, 0u))" if saturate and high < 1 else f"{d.compute}(x0)"
     if src.is_float:
         r = f"{_ROUND[rounding]}(x0)"
+        if rounding == "nearest" and src is DType.F64:
+            # lavapipe's roundEven(double) rounds 1.5 and 3.5 down; x0 - floor(x0) is exact.
+            fl, half = "floor(x0)", literal(0.5, s)
+            r = (f"(((x0 - {fl}) > {half} || ((x0 - {fl}) == {half} && "
+                 f"mod({fl}, {literal(2.0, s)}) != {literal(0.0, s)})) ? {fl} + {literal(1.0, s)} : {fl})")  # fmt: skip
         if saturate:
             # low and high + 1 are 0 or powers of two: exact in every float type.
             return (f"isnan(x0) ? {d.compute}(0) : ({r} < {literal(low, s)} ? {literal(low, d)} : "

@@ -10,8 +10,8 @@ import pytest
 from flax import serialization
 from safetensors import safe_open
 
-from converters import convert, open_checkpoint
-from converters.flax_reader import flatten_tree
+from openinfer_jax.converters import convert, open_checkpoint
+from openinfer_jax.converters.flax_reader import flatten_tree
 from openinfer_jax.errors import ConversionError
 from openinfer_jax.oinf import ModelLoader
 from tests.converters.example_loader import load_example

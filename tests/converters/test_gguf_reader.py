@@ -10,8 +10,8 @@ import gguf
 import numpy as np
 import pytest
 
-from converters import Checkpoint, build_plan, convert, open_checkpoint, write_plan
-from converters.gguf_reader import unpermute_rows
+from openinfer_jax.converters import Checkpoint, build_plan, convert, open_checkpoint, write_plan
+from openinfer_jax.converters.gguf_reader import unpermute_rows
 from openinfer_jax.errors import ConversionError
 from openinfer_jax.oinf import DType, ModelLoader
 
@@ -137,7 +137,7 @@ def test_tiny_llama_metadata_and_unpermute(
 
 
 def test_unpermute_can_be_disabled(tiny_llama: tuple[Path, dict[str, np.ndarray]]) -> None:
-    from converters.gguf_reader import open_gguf
+    from openinfer_jax.converters.gguf_reader import open_gguf
 
     path, hf = tiny_llama
     with open_gguf(path, unpermute=False) as checkpoint:

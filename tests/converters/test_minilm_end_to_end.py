@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from converters import convert
+from openinfer_jax.converters import convert
 from tests.converters.example_loader import load_example
 
 ROOT = Path(__file__).resolve().parents[2]

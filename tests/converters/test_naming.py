@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from converters import build_plan, open_checkpoint, parse_rule
-from converters.naming import PATTERNS, rename, rules_for, selected
+from openinfer_jax.converters import build_plan, open_checkpoint, parse_rule
+from openinfer_jax.converters.naming import PATTERNS, rename, rules_for, selected
 from openinfer_jax.errors import ConversionError
 
 

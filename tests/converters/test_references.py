@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from converters import convert
+from openinfer_jax.converters import convert
 from openinfer_jax.oinf import ModelLoader
 
 REFERENCES = Path(__file__).resolve().parents[1] / "fixtures" / "references"

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from safetensors.numpy import save_file
 
-from converters import convert, open_checkpoint
-from converters.safetensors_reader import read_header
+from openinfer_jax.converters import convert, open_checkpoint
+from openinfer_jax.converters.safetensors_reader import read_header
 from openinfer_jax.errors import ConversionError
 from openinfer_jax.oinf import DType, ModelLoader
 from tests.converters.conftest import tiny_bert_config, tiny_bert_tensors
@@ -166,7 +166,7 @@ def test_corrupt_safetensors_is_a_conversion_error(
 def test_file_shrinking_after_planning_leaves_no_output(
     tiny_bert_dir: Path, tmp_path: Path
 ) -> None:
-    from converters import build_plan, write_plan
+    from openinfer_jax.converters import build_plan, write_plan
 
     path = tiny_bert_dir / "model.safetensors"
     plan = build_plan(open_checkpoint(path))

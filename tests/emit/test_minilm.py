@@ -32,7 +32,7 @@ def test_minilm_embeddings_from_emitted_c(tmp_path: Path) -> None:
         import encoder
     finally:
         sys.path.pop(0)
-    from converters import convert
+    from openinfer_jax.converters import convert
 
     assert CHECKPOINT is not None and CHECKPOINT.origin is not None
     model = tmp_path / "minilm.oinf"

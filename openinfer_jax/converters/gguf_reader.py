@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from converters.checkpoint import Checkpoint, SourceTensor
-from converters.hf_config import check_shapes
+from openinfer_jax.converters.checkpoint import Checkpoint, SourceTensor
+from openinfer_jax.converters.hf_config import check_shapes
 from openinfer_jax.errors import ConversionError
 from openinfer_jax.oinf.dtypes import DType
 

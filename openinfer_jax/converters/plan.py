@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from converters.checkpoint import Checkpoint, SourceTensor
-from converters.naming import NAME_RULE, RenameRule, check_name, rename, rules_for, selected
+from openinfer_jax.converters.checkpoint import Checkpoint, SourceTensor
+from openinfer_jax.converters.naming import NAME_RULE, RenameRule, check_name, rename, rules_for, selected
 from openinfer_jax.errors import ConversionError
 from openinfer_jax.oinf.dtypes import DType
 

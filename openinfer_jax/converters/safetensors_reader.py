@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from converters.checkpoint import Checkpoint, SourceTensor
-from converters.hf_config import attach_hf_files
+from openinfer_jax.converters.checkpoint import Checkpoint, SourceTensor
+from openinfer_jax.converters.hf_config import attach_hf_files
 from openinfer_jax.errors import ConversionError
 from openinfer_jax.oinf.dtypes import DType
 

@@ -9,11 +9,11 @@ from typing import Any
 
 from rich.console import Console
 
-from converters.api import FORMATS, plan_conversion
-from converters.display import plan_table, progress_bar, summary_table
-from converters.naming import PATTERNS
-from converters.plan import OUTPUT_DTYPES
-from converters.write import check_destination, write_plan
+from openinfer_jax.converters.api import FORMATS, plan_conversion
+from openinfer_jax.converters.display import plan_table, progress_bar, summary_table
+from openinfer_jax.converters.naming import PATTERNS
+from openinfer_jax.converters.plan import OUTPUT_DTYPES
+from openinfer_jax.converters.write import check_destination, write_plan
 from openinfer_jax.errors import ConversionError
 
 __all__ = ["add_arguments", "run"]

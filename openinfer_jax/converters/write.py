@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from converters.plan import ConversionPlan, PlannedTensor
+from openinfer_jax.converters.plan import ConversionPlan, PlannedTensor
 from openinfer_jax.errors import ConversionError, OinfFormatError
 from openinfer_jax.oinf import OinfWriter
 
