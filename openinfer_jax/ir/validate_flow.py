@@ -7,8 +7,6 @@ a snapshot of the yielded variables; entry's `await` takes them back.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from openinfer_jax.ir.nodes import (
     Await,
     Block,
@@ -42,16 +40,6 @@ def _loc(node: Node | None) -> SourceLoc | None:
     return getattr(node, "loc", None)
 
 
-def _run_order(nodes: tuple[Node, ...]) -> Iterator[Node]:
-    """Nodes in execution order with every loop body twice, so a yield that repeats is seen."""
-    for node in nodes:
-        if isinstance(node, Loop):
-            yield from _run_order(node.body)
-            yield from _run_order(node.body)
-        else:
-            yield node
-
-
 def _where(block: Block, node: Node | None = None) -> str:
     if node is None:
         return f"block '{block.name}'"
@@ -60,44 +48,73 @@ def _where(block: Block, node: Node | None = None) -> str:
 
 
 def _check_entry_sequence(ctx: Context, entry: Block, awaited_by_consumers: set[str]) -> None:
-    outstanding: dict[str, Yield] = {}
-    for node in _run_order(entry.nodes):
-        if isinstance(node, Yield):
-            if outstanding:
-                names = ", ".join(outstanding)
+    """Walk entry in execution order, tracking what is yielded and not yet awaited.
+
+    A loop body is walked twice, so a yield that repeats without an await is seen. Walking
+    a body from the same outstanding set gives the same result and the same errors, so each
+    (loop, outstanding set) pair is walked once: nested loops cost linear, not 2**depth.
+    """
+    walked: dict[tuple[int, frozenset[str]], dict[str, Yield]] = {}
+
+    def run(nodes: tuple[Node, ...], outstanding: dict[str, Yield]) -> dict[str, Yield]:
+        for node in nodes:
+            if isinstance(node, Loop):
+                for _ in range(2):
+                    key = (id(node), frozenset(outstanding))
+                    if key not in walked:
+                        walked[key] = run(node.body, dict(outstanding))
+                    outstanding = dict(walked[key])
+            else:
+                _step(ctx, entry, node, outstanding, awaited_by_consumers)
+        return outstanding
+
+    run(entry.nodes, {})
+
+
+def _step(
+    ctx: Context,
+    entry: Block,
+    node: Node,
+    outstanding: dict[str, Yield],
+    awaited_by_consumers: set[str],
+) -> None:
+    """One non-loop node of entry: update `outstanding` and report what it breaks."""
+    if isinstance(node, Yield):
+        if outstanding:
+            names = ", ".join(outstanding)
+            ctx.error(
+                f"entry yields again while {names} {'is' if len(outstanding) == 1 else 'are'} still "
+                f"with the consumers; `await {names};` is required before the next yield",
+                _loc(node),
+                _where(entry, node),
+            )
+        for name in node.vars:
+            outstanding[name] = node
+            if name not in awaited_by_consumers:
                 ctx.error(
-                    f"entry yields again while {names} {'is' if len(outstanding) == 1 else 'are'} still "
-                    f"with the consumers; `await {names};` is required before the next yield",
-                    _loc(node),
+                    f"entry yields '{name}' but no consumer block awaits it; add a block that "
+                    f"starts with `await {name};` or drop it from the yield",
+                    node.loc,
                     _where(entry, node),
                 )
-            for name in node.vars:
-                outstanding[name] = node
-                if name not in awaited_by_consumers:
-                    ctx.error(
-                        f"entry yields '{name}' but no consumer block awaits it; add a block that "
-                        f"starts with `await {name};` or drop it from the yield",
-                        node.loc,
-                        _where(entry, node),
-                    )
-        elif isinstance(node, Await):
-            for name in node.vars:
-                if name not in outstanding:
-                    ctx.error(
-                        f"entry awaits '{name}' but has not yielded it; `yield {name};` first",
-                        node.loc,
-                        _where(entry, node),
-                    )
-                outstanding.pop(name, None)
-        else:
-            written = _written(node)
-            if written is not None and written in outstanding:
+    elif isinstance(node, Await):
+        for name in node.vars:
+            if name not in outstanding:
                 ctx.error(
-                    f"entry writes '{written}' while it is yielded to the consumers; `await {written};` "
-                    f"before writing it",
-                    _loc(node),
+                    f"entry awaits '{name}' but has not yielded it; `yield {name};` first",
+                    node.loc,
                     _where(entry, node),
                 )
+            outstanding.pop(name, None)
+    else:
+        written = _written(node)
+        if written is not None and written in outstanding:
+            ctx.error(
+                f"entry writes '{written}' while it is yielded to the consumers; `await {written};` "
+                f"before writing it",
+                _loc(node),
+                _where(entry, node),
+            )
 
 
 def _check_consumers(ctx: Context, consumers: list[Block], entry_yields: set[str]) -> set[str]:
