@@ -172,7 +172,7 @@ def _workloads(quick: bool, tmp: Path) -> list[dict[str, Any]]:
     path = tmp / "decode.oinf"
     kv_cache_decode.write_model(path, cfg)
     steps = 16 if quick else 48
-    arch = json.loads((ROOT / "devices" / "cortex_a53.json").read_text())
+    arch = json.loads((ROOT / "openinfer_jax" / "emit" / "devices" / "cortex_a53.json").read_text())
     # +1: the driver runs one untimed warm-up step before the timed ones.
     arch["cache_capacity"] = {
         "K": {"l": cfg.layers, "t": steps + 1},

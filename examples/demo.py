@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT / "examples" / "minilm"))
 
 from encoder import REFERENCES, embed  # noqa: E402  (examples/minilm/encoder.py)
 
-from openinfer_jax.converters import convert  # noqa: E402
 from openinfer_jax import ModelLoader, verify_file  # noqa: E402
+from openinfer_jax.converters import convert  # noqa: E402
 
 
 def _minilm_dir() -> Path:

@@ -11,15 +11,16 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Sequence
 
 from openinfer_jax.errors import OpenInferError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "package_version"]
 
 # Command modules, in the order their commands appear in --help.
-_COMMAND_MODULES = ("oinf", "graph", "ops", "convert", "run", "emit")
+_COMMAND_MODULES = ("oinf", "inspect", "graph", "ops", "convert", "run", "emit")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="openinfer",
         description="OpenInfer-JAX: .oinf model packages, graph DSL, simulator, code generation.",
     )
+    parser.add_argument("--version", action="version", version=f"openinfer-jax {package_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in _COMMAND_MODULES:
         module_name = f"{__name__}.{name}"
@@ -35,6 +37,18 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         importlib.import_module(module_name).register(subparsers)
     return parser
+
+
+def package_version() -> str:
+    """The installed distribution's version (the source tree's `__version__` when not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("openinfer-jax")
+    except PackageNotFoundError:
+        from openinfer_jax import __version__
+
+        return __version__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -49,6 +63,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`openinfer inspect m.oinf | head`): not an error of ours.
+        # Point stdout at /dev/null so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -8,7 +8,13 @@ Library use::
 Command line: ``openinfer convert SRC -o OUT.oinf`` (see docs/converters.md).
 """
 
-from openinfer_jax.converters.api import FORMATS, convert, detect_format, open_checkpoint, plan_conversion
+from openinfer_jax.converters.api import (
+    FORMATS,
+    convert,
+    detect_format,
+    open_checkpoint,
+    plan_conversion,
+)
 from openinfer_jax.converters.checkpoint import Checkpoint, SourceTensor
 from openinfer_jax.converters.naming import PATTERNS, RenameRule, parse_rule
 from openinfer_jax.converters.plan import ConversionPlan, PlannedTensor, build_plan

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from openinfer_jax.converters.checkpoint import Checkpoint
@@ -11,7 +11,12 @@ from openinfer_jax.converters.gguf_reader import open_gguf
 from openinfer_jax.converters.naming import RenameRule
 from openinfer_jax.converters.plan import ConversionPlan, build_plan
 from openinfer_jax.converters.safetensors_reader import INDEX_NAME, open_safetensors
-from openinfer_jax.converters.write import ConversionReport, ProgressHook, check_destination, write_plan
+from openinfer_jax.converters.write import (
+    ConversionReport,
+    ProgressHook,
+    check_destination,
+    write_plan,
+)
 from openinfer_jax.errors import ConversionError
 from openinfer_jax.oinf.dtypes import DType
 
@@ -89,6 +94,7 @@ def plan_conversion(
     pattern: str | None = None,
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
+    sizevars: Mapping[str, int] | None = None,
 ) -> ConversionPlan:
     """Open `src` and plan its conversion (no tensor data is read). See `build_plan`.
 
@@ -104,6 +110,7 @@ def plan_conversion(
             pattern=pattern,
             include=include,
             exclude=exclude,
+            sizevars=sizevars,
         )
     except BaseException:
         checkpoint.close()
@@ -120,10 +127,13 @@ def convert(
     pattern: str | None = None,
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
+    sizevars: Mapping[str, int] | None = None,
     force: bool = False,
     on_tensor: ProgressHook | None = None,
 ) -> ConversionReport:
     """Convert the checkpoint at `src` into the `.oinf` file `output`, streaming and atomic.
+
+    `sizevars` adds or replaces sizevars (``{"B": 2}``); the other options are `build_plan`'s.
 
     Raises:
         ConversionError: for any problem; no file is left at `output` then.
@@ -138,6 +148,7 @@ def convert(
         pattern=pattern,
         include=include,
         exclude=exclude,
+        sizevars=sizevars,
     )
     try:
         return write_plan(plan, output, force=force, on_tensor=on_tensor)

@@ -12,7 +12,7 @@ from rich.console import Console
 from openinfer_jax.converters.api import FORMATS, plan_conversion
 from openinfer_jax.converters.display import plan_table, progress_bar, summary_table
 from openinfer_jax.converters.naming import PATTERNS
-from openinfer_jax.converters.plan import OUTPUT_DTYPES
+from openinfer_jax.converters.plan import OUTPUT_DTYPES, parse_sizevar
 from openinfer_jax.converters.write import check_destination, write_plan
 from openinfer_jax.errors import ConversionError
 
@@ -50,6 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--exclude", action="append", default=[], metavar="GLOB", help="drop matching source names"
     )
+    parser.add_argument(
+        "--sizevar", action="append", default=[], metavar="NAME=VALUE",
+        help="add or replace a sizevar (repeatable), e.g. a batch size: --sizevar B=2",
+    )  # fmt: skip
     parser.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     parser.add_argument("--force", action="store_true", help="replace an existing output file")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or summary")
@@ -61,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     options: dict[str, Any] = dict(
         format=args.format, dtype=args.dtype, rename=args.rename, pattern=args.pattern,
         include=args.include, exclude=args.exclude,
+        sizevars=dict(parse_sizevar(text) for text in args.sizevar),
     )  # fmt: skip
     if args.dry_run:
         plan = plan_conversion(args.src, **options)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from openinfer_jax.converters.checkpoint import Checkpoint, SourceTensor
+from openinfer_jax.converters.extras import import_extra
 from openinfer_jax.converters.hf_config import attach_hf_files
 from openinfer_jax.errors import ConversionError
 from openinfer_jax.oinf.dtypes import dtype_from_numpy
@@ -89,7 +90,7 @@ def open_flax_msgpack(path: str | Path) -> Checkpoint:
     Raises:
         ConversionError: for a missing, truncated or corrupt file, or a tree without arrays.
     """
-    from flax import serialization  # imported here: flax is an optional dependency
+    serialization = import_extra("flax.serialization", "flax", "reading a flax msgpack checkpoint")
 
     path = Path(path)
     try:
@@ -112,7 +113,7 @@ def open_orbax(path: str | Path) -> Checkpoint:
     Raises:
         ConversionError: if the directory is not a readable orbax checkpoint.
     """
-    import orbax.checkpoint as ocp  # imported here: heavy and optional
+    ocp = import_extra("orbax.checkpoint", "flax", "reading an orbax checkpoint")
 
     path = Path(path).absolute()
     if not is_orbax_dir(path):

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from openinfer_jax.converters.checkpoint import Checkpoint, SourceTensor
+from openinfer_jax.converters.extras import import_extra
 from openinfer_jax.converters.hf_config import check_shapes
 from openinfer_jax.errors import ConversionError
 from openinfer_jax.oinf.dtypes import DType
@@ -125,9 +126,10 @@ def open_gguf(path: str | Path, *, unpermute: bool = True) -> Checkpoint:
 
     Raises:
         ConversionError: for a truncated or corrupt file, or a tensor whose quantization
-            type the installed gguf package cannot dequantize (names tensor and type).
+            type the installed gguf package cannot dequantize (names tensor and type), or
+            when the `gguf` package (extra ``gguf``) is not installed.
     """
-    import gguf
+    gguf = import_extra("gguf", "gguf", "reading a GGUF file")
 
     path = Path(path)
     if not path.is_file():

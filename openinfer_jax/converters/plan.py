@@ -6,18 +6,26 @@ before anything is written.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from openinfer_jax.converters.checkpoint import Checkpoint, SourceTensor
-from openinfer_jax.converters.naming import NAME_RULE, RenameRule, check_name, rename, rules_for, selected
+from openinfer_jax.converters.hf_config import check_shapes
+from openinfer_jax.converters.naming import (
+    NAME_RULE,
+    RenameRule,
+    check_name,
+    rename,
+    rules_for,
+    selected,
+)
 from openinfer_jax.errors import ConversionError
 from openinfer_jax.oinf.dtypes import DType
 
-__all__ = ["OUTPUT_DTYPES", "ConversionPlan", "PlannedTensor", "build_plan"]
+__all__ = ["OUTPUT_DTYPES", "ConversionPlan", "PlannedTensor", "build_plan", "parse_sizevar"]
 
 # --dtype choices: floating tensors are cast to these; integer and bool tensors keep theirs.
 OUTPUT_DTYPES: dict[str, DType] = {"f32": DType.F32, "f16": DType.F16, "bf16": DType.BF16}
@@ -91,11 +99,14 @@ def build_plan(
     pattern: str | None = None,
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
+    sizevars: Mapping[str, int] | None = None,
 ) -> ConversionPlan:
     """Plan a conversion: select, rename, choose dtypes and check names.
 
     `dtype` (``"f32"``, ``"f16"``, ``"bf16"``) casts floating tensors; None keeps each
-    source dtype. Include/exclude globs match source names.
+    source dtype. Include/exclude globs match source names. `sizevars` adds sizevars (a
+    batch size ``B``) or replaces the checkpoint's; replaced sizes are checked against the
+    tensors again.
 
     Raises:
         ConversionError: for an unknown dtype, a bad rule or preset, a name breaking the
@@ -146,9 +157,40 @@ def build_plan(
             )
         else:
             metadata[key] = value
-    for key in checkpoint.sizevars:
+    all_sizevars = {**checkpoint.sizevars, **_checked_sizevars(sizevars or {})}
+    if sizevars:
+        check_shapes(all_sizevars, checkpoint.tensors, source="--sizevar")
+    for key in all_sizevars:
         check_name(key, f"sizevar {key}")
-    return ConversionPlan(checkpoint, planned, dict(checkpoint.sizevars), metadata, skipped, notes)
+    return ConversionPlan(checkpoint, planned, all_sizevars, metadata, skipped, notes)
+
+
+def parse_sizevar(text: str) -> tuple[str, int]:
+    """Parse ``NAME=VALUE`` (a `--sizevar` argument) into a name and a non-negative int.
+
+    Raises:
+        ConversionError: naming the argument and the expected form.
+    """
+    name, sep, value = text.partition("=")
+    if not sep or not NAME_RULE.fullmatch(name.strip()) or not value.strip().isdigit():
+        raise ConversionError(
+            f"--sizevar {text!r}: expected NAME=VALUE with NAME of [A-Za-z0-9._-]+ and VALUE a "
+            "non-negative integer, e.g. --sizevar B=2"
+        )
+    return name.strip(), int(value)
+
+
+def _checked_sizevars(sizevars: Mapping[str, int]) -> dict[str, int]:
+    checked: dict[str, int] = {}
+    for name, value in sizevars.items():
+        if not NAME_RULE.fullmatch(name):
+            raise ConversionError(
+                f"sizevar name {name!r} breaks the .oinf name rule [A-Za-z0-9._-]+"
+            )
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
+            raise ConversionError(f"sizevar {name}={value!r}: a sizevar is a non-negative integer")
+        checked[name] = value
+    return checked
 
 
 def _target_dtype(dtype: str | DType | None) -> DType | None:

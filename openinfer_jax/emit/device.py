@@ -18,7 +18,15 @@ from typing import Any
 
 from openinfer_jax.errors import SynthesisError
 
-__all__ = ["SCHEMA", "DeviceArch", "host_arch", "load_arch"]
+__all__ = [
+    "PACKAGED_ARCH_DIR",
+    "SCHEMA",
+    "DeviceArch",
+    "host_arch",
+    "load_arch",
+    "packaged_arch",
+    "packaged_arch_names",
+]
 
 
 def _is_int(value: Any) -> bool:
@@ -185,6 +193,27 @@ def parse_arch(data: Any, source: str = "<dict>") -> DeviceArch:
     return DeviceArch(sections, cap, source)
 
 
+# Device descriptions shipped in the package, selectable by name (`--arch cortex-a53`).
+PACKAGED_ARCH_DIR = Path(__file__).parent / "devices"
+
+
+def packaged_arch_names() -> list[str]:
+    """Names of the device JSONs shipped in the package (``cortex-a53``, ``ada-mock``)."""
+    return sorted(p.stem.replace("_", "-") for p in PACKAGED_ARCH_DIR.glob("*.json"))
+
+
+def packaged_arch(name: str | os.PathLike[str]) -> Path | None:
+    """The packaged device JSON called `name` (``cortex-a53`` or ``cortex_a53``), else None.
+
+    A value that looks like a path (a separator or a ``.json`` suffix) is never a name.
+    """
+    text = os.fspath(name)
+    if os.sep in text or "/" in text or text.endswith(".json"):
+        return None
+    path = PACKAGED_ARCH_DIR / f"{text.replace('-', '_')}.json"
+    return path if path.is_file() else None
+
+
 def load_arch(arch: str | os.PathLike[str] | Mapping[str, Any] | DeviceArch) -> DeviceArch:
     """A `DeviceArch` from a path to a JSON file, a decoded dict, or an existing arch.
 
@@ -195,12 +224,13 @@ def load_arch(arch: str | os.PathLike[str] | Mapping[str, Any] | DeviceArch) -> 
         return arch
     if isinstance(arch, Mapping):
         return parse_arch(dict(arch))
-    path = Path(arch)
+    path = packaged_arch(arch) or Path(arch)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise SynthesisError(
-            f"cannot read device architecture {path.name}: {err.strerror}"
+            f"cannot read device architecture {path.name}: {err.strerror}; give a device JSON "
+            f"file or a packaged device name ({', '.join(packaged_arch_names())})"
         ) from None
     try:
         data = json.loads(text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,11 +101,81 @@ def test_config_mismatch_exit_code(
     assert not (tmp_path / "m.oinf").exists()
 
 
-@pytest.mark.parametrize(("target", "message"), [("dir", "is a directory"), ("missing/m.oinf", "does not exist")])
+@pytest.mark.parametrize(
+    ("target", "message"), [("dir", "is a directory"), ("missing/m.oinf", "does not exist")]
+)
 def test_bad_destination(
-    tiny_bert_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str, message: str
+    tiny_bert_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    target: str,
+    message: str,
 ) -> None:
     (tmp_path / "dir").mkdir()
     assert main(["convert", str(tiny_bert_dir), "-o", str(tmp_path / target)]) == 1
     assert message in capsys.readouterr().err
     assert list((tmp_path / "dir").iterdir()) == []
+
+
+def test_sizevar_adds_and_replaces(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "m.oinf"
+    args = ["convert", str(tiny_bert_dir), "-o", str(out), "--quiet"]
+    assert main([*args, "--sizevar", "B=2", "--sizevar", "max_seq=128"]) == 0
+    with ModelLoader.open(out) as m:
+        assert m.sizevars["B"] == 2 and m.sizevars["max_seq"] == 128
+        assert m.sizevars["hidden_size"] == 8  # from config.json, untouched
+
+
+@pytest.mark.parametrize(
+    ("sizevar", "message"),
+    [
+        ("B", "expected NAME=VALUE"),
+        ("B=-1", "non-negative integer"),
+        ("a/b=2", "NAME of"),
+        ("hidden_size=9", "hidden_size=9 but tensor"),  # contradicts the weights
+    ],
+)
+def test_bad_sizevar_is_an_error_and_writes_nothing(
+    tiny_bert_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    sizevar: str,
+    message: str,
+) -> None:
+    out = tmp_path / "m.oinf"
+    assert main(["convert", str(tiny_bert_dir), "-o", str(out), "--sizevar", sizevar]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and "Traceback" not in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "extra"),
+    [
+        ("gguf", "m.gguf", "gguf"),
+        ("flax", "m.msgpack", "flax"),
+        ("orbax", "ckpt/_METADATA", "flax"),
+    ],
+)
+def test_missing_extra_names_the_pip_install(
+    module: str,
+    source: str,
+    extra: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = tmp_path / source
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(b"GGUF")  # the import is checked before the file is read
+    if path.name == "_METADATA":
+        path = path.parent
+    # None in sys.modules makes `import gguf` fail as if the package were not installed.
+    for name in [m for m in sys.modules if m == module or m.startswith(module + ".")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, module, None)
+    out = tmp_path / "m.oinf"
+    assert main(["convert", str(path), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"pip install 'openinfer-jax[{extra}]'" in err and "Traceback" not in err
+    assert not out.exists()

@@ -181,3 +181,13 @@ def test_model_mismatch_and_bad_files_at_init(tmp_path: Path) -> None:
     wrong = [{"x": np.zeros(63, np.float32)}]
     result = run_driver(exe, case.model, wrong, tmp_path)
     assert result.returncode == 1 and "insert x: dim 0 is 63, expected 64" in result.stderr
+
+
+def test_packaged_device_by_name() -> None:
+    from openinfer_jax.emit.device import load_arch, packaged_arch_names
+
+    assert {"cortex-a53", "ada-mock"} <= set(packaged_arch_names())
+    assert load_arch("cortex-a53").name == load_arch("cortex_a53").name
+    assert "Cortex-A53" in load_arch("cortex-a53").name
+    with pytest.raises(SynthesisError, match=r"packaged device name .*cortex-a53"):
+        load_arch("cortex-a99")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -68,3 +69,66 @@ def test_inspect_bad_file_is_one_line_error(capsys: pytest.CaptureFixture[str]) 
 def test_inspect_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["inspect", str(tmp_path / "nope.oinf")]) == 1
     assert "cannot open" in capsys.readouterr().err
+
+
+@pytest.fixture
+def tokenizer_model(tmp_path: Path) -> Path:
+    """A model with gguf-style long metadata: a JSON string array and a long UTF-8 text."""
+    tokens = [f"tok{i}" for i in range(1000)]
+    return write_oinf(
+        tmp_path / "t.oinf",
+        sizevars={"V": 1000},
+        metadata={
+            "tokenizer.ggml.tokens": json.dumps(tokens),
+            "tokenizer.ggml.token_type": np.arange(1000),
+            "template": np.frombuffer("é{% for m in messages %}".encode() * 20, np.uint8).copy(),
+        },
+        tensors={
+            "a" * 30 + ".very.long.tensor.name.that.would.not.fit.in.eighty.columns.0": np.zeros(
+                3, np.float32
+            )
+        },
+    )
+
+
+def test_inspect_summarizes_long_arrays(
+    tokenizer_model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["inspect", str(tokenizer_model)]) == 0
+    out = capsys.readouterr().out
+    assert "string array of 1,000" in out and '"tok5"' in out and "tok6" not in out
+    assert "(1,000 values)" in out and "utf-8 text, 500 bytes" in out
+    # Piped output (capsys is not a terminal) keeps names whole, never cut at 80 columns.
+    assert "would.not.fit.in.eighty.columns.0" in out
+    assert len(out.splitlines()) < 40
+
+
+def test_inspect_full_prints_everything(
+    tokenizer_model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["inspect", "--full", str(tokenizer_model)]) == 0
+    out = capsys.readouterr().out
+    assert '"tok999"' in out and ", 999]" in out
+
+
+def test_inspect_json(tokenizer_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", "--json", str(tokenizer_model)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    tokens = doc["metadata"]["tokenizer.ggml.tokens"]
+    assert tokens["type"] == "string" and tokens["value"] == {
+        "count": 1000,
+        "first": [f"tok{i}" for i in range(6)],
+    }
+    assert doc["metadata"]["template"]["value"].startswith("é{% for m")
+    assert doc["sizevars"] == {"V": 1000} and doc["tensors"][0]["shape"] == [3]
+    assert main(["inspect", "--json", "--full", "--stats", str(tokenizer_model)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["metadata"]["tokenizer.ggml.tokens"]["value"]) == 1000
+    assert doc["tensors"][0]["stats"] == {"min": 0.0, "max": 0.0, "mean": 0.0}
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.startswith("openinfer-jax 0.")
