@@ -1,6 +1,7 @@
 """The `.oinf` model package: dtypes, writer, lazy mmap reader and verifier (spec: docs/oinf.md)."""
 
 from openinfer_jax.oinf.bitset import Bitset
+from openinfer_jax.oinf.blockquant import BlockLayout, BlockQuant, BlockScheme
 from openinfer_jax.oinf.checks import Violation
 from openinfer_jax.oinf.dtypes import (
     FLOAT_DTYPES,
@@ -16,6 +17,7 @@ from openinfer_jax.oinf.dtypes import (
 )
 from openinfer_jax.oinf.entries import MetadataInfo, TensorInfo
 from openinfer_jax.oinf.quant import QuantMode, QuantParams, QuantScale, QuantScheme, QuantZeroPoint
+from openinfer_jax.oinf.quantized import QuantizedTensor, quantize
 from openinfer_jax.oinf.reader import ModelLoader, UnknownNameError
 from openinfer_jax.oinf.spec import RULES
 from openinfer_jax.oinf.verify import verify_buffer, verify_file
@@ -28,6 +30,9 @@ __all__ = [
     "SIGNED_DTYPES",
     "UNSIGNED_DTYPES",
     "Bitset",
+    "BlockLayout",
+    "BlockQuant",
+    "BlockScheme",
     "DType",
     "MetadataInfo",
     "ModelLoader",
@@ -37,6 +42,7 @@ __all__ = [
     "QuantScale",
     "QuantScheme",
     "QuantZeroPoint",
+    "QuantizedTensor",
     "TensorInfo",
     "TensorSpec",
     "UnknownNameError",
@@ -45,6 +51,7 @@ __all__ = [
     "dtype_from_numpy",
     "pack",
     "packed_nbytes",
+    "quantize",
     "unpack",
     "verify_buffer",
     "verify_file",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from openinfer_jax.oinf.blockquant import BlockQuant
 from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.oinf.quant import QuantParams
 
@@ -21,9 +22,14 @@ class TensorInfo(NamedTuple):
     dtype: DType
     shape: tuple[int, ...]
     has_data: bool
-    quant: QuantParams | None
+    quant: QuantParams | BlockQuant | None
     data_offset: int
     data_nbytes: int
+
+    @property
+    def block(self) -> BlockQuant | None:
+        """The per-block quantization of a block-quantized tensor (q8_0/q4_0/q4_1), else None."""
+        return self.quant if isinstance(self.quant, BlockQuant) else None
 
     @property
     def numel(self) -> int:

@@ -386,7 +386,9 @@ def _parse_tensors(
             tail_pos + 24,
         ):  # R29
             blobs.append((quant_offset, quant_nbytes, f"{where} quant"))
-            quant = decode_quant(buf, quant_offset, quant_nbytes, dims, checker, where)  # R29-R31
+            quant = decode_quant(
+                buf, quant_offset, quant_nbytes, dims, checker, where, dtype, has_data
+            )  # R29-R31, per-block payloads R33-R36
             ok = ok and quant is not None
         elif has_quant:
             ok = False

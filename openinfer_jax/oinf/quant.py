@@ -15,7 +15,9 @@ import numpy as np
 
 from openinfer_jax.errors import OinfFormatError
 from openinfer_jax.oinf import spec
+from openinfer_jax.oinf.blockquant import SCALE_MODE_BLOCK, BlockQuant, decode_block_quant
 from openinfer_jax.oinf.checks import Checker
+from openinfer_jax.oinf.dtypes import DType
 
 __all__ = [
     "QuantMode",
@@ -223,10 +225,13 @@ def decode_quant(
     dims: Sequence[int],
     checker: Checker,
     field_name: str,
-) -> QuantParams | None:
+    dtype: DType | None = None,
+    has_data: bool = True,
+) -> QuantParams | BlockQuant | None:
     """Parse the payload at `buf[offset:offset+nbytes]` (already bounds-checked by R29's offset part).
 
-    Returns None (after reporting) when the payload breaks R29-R31.
+    A payload with `scale_mode` 3 is a per-block payload (`BlockQuant`, rules R33-R36; it
+    needs the tensor's `dtype`). Returns None (after reporting) when the payload breaks a rule.
     """
     if nbytes < spec.QUANT_FIXED_SIZE:
         checker.fail(
@@ -236,9 +241,12 @@ def decode_quant(
             field=f"{field_name}.quant_nbytes",
         )
         return None
-    scheme, scale_mode, zp_mode, reserved, scale_axis, scale_count, zp_axis, zp_count = (
-        spec.QUANT_FIXED.unpack_from(buf, offset)
-    )
+    fixed = spec.QUANT_FIXED.unpack_from(buf, offset)
+    scheme, scale_mode, zp_mode, reserved, scale_axis, scale_count, zp_axis, zp_count = fixed
+    if scale_mode == SCALE_MODE_BLOCK and dtype is not None:
+        return decode_block_quant(
+            buf, offset, nbytes, fixed, dtype, dims, has_data, checker, field_name
+        )
     # Counts are checked against nbytes before any array is built (bounded allocation).
     if nbytes != quant_payload_size(scale_count, zp_count):
         checker.fail(

@@ -25,6 +25,7 @@ from openinfer_jax.oinf.checks import Checker
 from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.oinf.entries import MetadataInfo, TensorInfo
 from openinfer_jax.oinf.parse import ParsedModel, parse_buffer
+from openinfer_jax.oinf.quantized import QuantizedTensor
 
 __all__ = ["ModelLoader", "UnknownNameError"]
 
@@ -162,6 +163,9 @@ class ModelLoader:
     def tensor(self, name: str) -> np.ndarray:
         """The tensor's values: a read-only zero-copy view (byte-sized dtypes) or an unpacked copy (packed).
 
+        A block-quantized tensor gives its dequantized f32 values (a new array, 4 bytes per
+        element: use `quantized` to keep it packed).
+
         Raises:
             UnknownNameError: for an unknown tensor.
             OinfFormatError: if the tensor was declared without data (HAS_DATA=0) or the model is closed.
@@ -175,9 +179,34 @@ class ModelLoader:
                 f"tensor {name!r} is declared without data (HAS_DATA=0); initialize it from @init or zeros",
                 field=f"tensor {name!r}",
             )
+        if info.block is not None:
+            return self.quantized(name).dequantize()
         array = from_disk(self._buffer, info.data_offset, info.data_nbytes, info.dtype, info.shape)
         self._cache[name] = array
         return array
+
+    def quantized(self, name: str) -> QuantizedTensor:
+        """A block-quantized tensor as its packed planes: read-only views on the mapping, no copy.
+
+        Raises:
+            UnknownNameError: for an unknown tensor.
+            OinfFormatError: if the tensor is not block-quantized (the message says what it is).
+        """
+        info = self._info(name)
+        block = info.block
+        if block is None:
+            raise OinfFormatError(
+                f"tensor {name!r} is {info.dtype}{list(info.shape)}, not block-quantized "
+                "(q8_0/q4_0/q4_1); read it with tensor()",
+                field=f"tensor {name!r}",
+            )
+        shape = info.shape
+        width = info.data_nbytes // max(1, info.numel // shape[-1]) if shape[-1] else 0
+        quants = np.frombuffer(self._buffer, np.uint8, info.data_nbytes, info.data_offset)
+        scales, offsets = block.arrays(self._buffer, shape)
+        return QuantizedTensor(
+            block.layout, shape, quants.reshape(*shape[:-1], width), scales, offsets
+        )
 
     def tensor_bytes(self, name: str) -> memoryview:
         """The tensor's raw on-disk bytes (packed types stay packed), without copying.

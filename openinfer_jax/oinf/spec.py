@@ -99,10 +99,14 @@ RULES: dict[str, str] = {
     "R26": "a tensor's byte size ceil(numel * bits / 8) fits in a u64 (no shape-product overflow)",
     "R27": "with HAS_DATA, data_nbytes == numel * itemsize (packed: ceil(numel * bits / 8))",
     "R28": "with HAS_DATA, data_offset % 8 == 0, data_offset >= offset_data, data_offset + data_nbytes <= file_size",
-    "R29": "with HAS_QUANT, quant_offset % 8 == 0, quant_offset >= offset_data, in bounds, quant_nbytes == align8(48 + 4*scale_count + 4*zp_count)",
-    "R30": "quant codes: scheme in {1,2}, scale_mode in {1,2}, zp_mode in {0,1,2}, reserved 0",
+    "R29": "with HAS_QUANT, quant_offset % 8 == 0, quant_offset >= offset_data, in bounds, quant_nbytes >= 48 and (scale_mode 1/2) == align8(48 + 4*scale_count + 4*zp_count)",
+    "R30": "quant codes: scheme in {1,2}, scale_mode in {1,2,3}, zp_mode in {0,1,2} (with scale_mode 3: {0,3}), reserved 0",
     "R31": "quant shape rules: per-tensor scale has axis 0 and count 1; per-channel has axis < ndim and count == dims[axis]; zero points follow their scale's mode and axis; symmetric has no zero point",
     "R32": "blobs (metadata values, tensor data, quant payloads) do not overlap",
+    "R33": "a per-block payload (scale_mode 3) has u32 block_size and u32 value_type in {9 f16, 10 f32} after the fixed part, and quant_nbytes == align8(56 + size(value_type) * (scale_count + zp_count))",
+    "R34": "per-block shape rules: ndim >= 1, blocks run along the last axis (scale_axis == ndim-1), block_size >= 1 divides dims[-1] and fills whole bytes, scale_count == numel / block_size; offsets (zp_mode 3) exactly for asymmetric, with zp_axis == scale_axis and zp_count == scale_count",
+    "R35": "a per-block tensor has data and is one scheme: q8_0 = i8 symmetric, q4_0 = i4 symmetric, q4_1 = u4 asymmetric",
+    "R36": "every scale and offset of a per-block payload is finite",
 }
 
 

@@ -14,6 +14,9 @@ Layout (byte-compatible with the original encoder, docs/oinf.md §Layout): table
 by name; in the data section the metadata values, then the tensor data blobs, then the
 quant payloads, in name order. With ``align=8`` and no quantized tensor the output is
 byte-identical to the original encoder's; data blobs start on multiples of `align`.
+A block-quantized tensor (`QuantizedTensor`, docs/oinf.md §5.1) is written as its codes,
+immediately followed by its per-block payload (scales next to the codes they scale, and
+a streamed conversion never holds the scales of earlier tensors).
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ import numpy as np
 from openinfer_jax.errors import OinfFormatError, OpenInferError
 from openinfer_jax.oinf import spec
 from openinfer_jax.oinf.arrays import to_disk, to_storage
+from openinfer_jax.oinf.blockquant import BlockLayout, encode_block_header
 from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.oinf.metadata import encode_metadata
 from openinfer_jax.oinf.quant import QuantParams, encode_quant
+from openinfer_jax.oinf.quantized import QuantizedTensor
 
 __all__ = ["OinfWriter", "TensorSpec", "write_oinf"]
 
@@ -54,6 +59,7 @@ class TensorSpec:
     shape: Sequence[int] | None = None
     quant: QuantParams | None = None
     loader: Callable[[], Any] | None = None
+    block: BlockLayout | None = None
 
 
 @dataclass
@@ -62,8 +68,14 @@ class _Tensor:
     dtype: DType
     shape: tuple[int, ...]
     quant_payload: bytes | None
-    source: np.ndarray | Callable[[], Any] | None  # disk-form array, loader, or None (no data)
+    source: np.ndarray | QuantizedTensor | Callable[[], Any] | None  # disk form, loader, or None
     nbytes: int
+    block: BlockLayout | None = None  # block-quantized: the payload follows the data blob
+
+    @property
+    def block_nbytes(self) -> int:
+        """Bytes of the per-block payload written right after the data (0 if not blocked)."""
+        return self.block.payload_nbytes(self.shape) if self.block is not None else 0
 
 
 def _check_name(name: Any, table: str, seen: Mapping[str, Any]) -> str:
@@ -166,6 +178,7 @@ class OinfWriter:
         shape: Sequence[int] | None = None,
         quant: QuantParams | None = None,
         loader: Callable[[], Any] | None = None,
+        block: BlockLayout | None = None,
     ) -> None:
         """Declare a tensor with `data`, with a `loader` called once at write time, or without data.
 
@@ -175,15 +188,21 @@ class OinfWriter:
         An array already in its target dtype is referenced, not copied, until `close()`: do
         not modify it in between.
 
+        Block-quantized tensors: pass a `QuantizedTensor` as `data`, or `block=` (the layout),
+        `shape=` and a loader that returns a `QuantizedTensor` of that layout and shape.
+
         Raises:
             OinfFormatError: for a bad/duplicate name, a bitset/string dtype, values out of
-                range, a shape mismatch, or quant params that break R31 (or any quant in v1).
+                range, a shape mismatch, or quant params that break R31/R34 (or any quant in v1).
         """
         self._check_open()
         _check_name(name, "tensor", self._tensors)
         what = f"tensor {name!r}"
         if data is not None and loader is not None:
             raise OinfFormatError(f"{what}: give data or loader, not both")
+        if isinstance(data, QuantizedTensor) or block is not None:
+            self._add_blocked(name, what, data, shape, block, loader, dtype, quant)
+            return
         source: np.ndarray | Callable[[], Any] | None
         if data is not None:
             arr, dtype = to_storage(data, dtype, what)
@@ -226,6 +245,50 @@ class OinfWriter:
                 raise OinfFormatError(f"{what}: quant params break R31: " + "; ".join(problems))
             quant_payload = encode_quant(quant)
         self._tensors[name] = _Tensor(name, dtype, dims, quant_payload, source, nbytes)
+
+    def _add_blocked(
+        self,
+        name: str,
+        what: str,
+        data: Any,
+        shape: Sequence[int] | None,
+        block: BlockLayout | None,
+        loader: Callable[[], Any] | None,
+        dtype: DType | None,
+        quant: QuantParams | None,
+    ) -> None:
+        if self.version < 2:
+            raise OinfFormatError(
+                f"{what}: block quantization needs format version 2; this writer writes version 1"
+            )
+        if quant is not None:
+            raise OinfFormatError(f"{what}: a block-quantized tensor takes no quant= params")
+        if isinstance(data, QuantizedTensor):
+            if block is not None and block != data.layout:
+                raise OinfFormatError(
+                    f"{what}: block={block.describe()} differs from the data's {data.layout.describe()}"
+                )
+            block, dims = data.layout, data.shape
+        elif loader is None or shape is None:
+            raise OinfFormatError(
+                f"{what}: block= needs shape= and a loader returning a QuantizedTensor"
+            )
+        else:
+            dims = _check_shape(shape, what)
+        assert block is not None
+        if dtype is not None and dtype is not block.data_dtype:
+            raise OinfFormatError(
+                f"{what}: {block.scheme} codes are {block.data_dtype}, not {dtype}"
+            )
+        problems = block.problems(dims)
+        if problems:
+            raise OinfFormatError(f"{what}: {block.describe()} breaks R34: " + "; ".join(problems))
+        numel = 1
+        for d in dims:
+            numel *= d
+        nbytes = block.data_dtype.nbytes(numel)
+        source = data if isinstance(data, QuantizedTensor) else loader
+        self._tensors[name] = _Tensor(name, block.data_dtype, dims, None, source, nbytes, block)
 
     # ---- output ------------------------------------------------------------------
     def close(self) -> None:
@@ -340,11 +403,14 @@ class OinfWriter:
             cursor = spec.align_up(cursor, self.align)
             data_offsets.append(cursor)
             cursor = spec.align_up(cursor + t.nbytes)
+            cursor += t.block_nbytes  # a per-block payload directly follows its codes
         # Quant payloads follow all data blobs, and their offsets are assigned in that same
         # order: this is the fix for the original encoder's interleaved-offset bug.
         for t, data_off in zip(tensors, data_offsets):
             quant_off = 0
-            if t.quant_payload is not None:
+            if t.block is not None:
+                quant_off = spec.align_up(data_off + t.nbytes)
+            elif t.quant_payload is not None:
                 quant_off = cursor
                 cursor += len(t.quant_payload)
             placed.append((t, data_off, quant_off))
@@ -367,7 +433,7 @@ class OinfWriter:
         parts.append(b"\x00" * (off_t - sum(map(len, parts))))
         for t, data_off, quant_off in tensors:
             flags = (spec.FLAG_HAS_DATA if t.source is not None else 0) | (
-                spec.FLAG_HAS_QUANT if t.quant_payload else 0
+                spec.FLAG_HAS_QUANT if t.quant_payload or t.block else 0
             )
             entry = spec.encode_string(t.name) + _TENSOR_HEAD.pack(
                 t.dtype.code, len(t.shape), flags
@@ -376,7 +442,7 @@ class OinfWriter:
             data_nbytes = t.nbytes if t.source is not None else 0
             entry += struct.pack("<QQ", data_nbytes, data_off)
             if self.version >= 2:
-                entry += struct.pack("<QQ", len(t.quant_payload or b""), quant_off)
+                entry += struct.pack("<QQ", len(t.quant_payload or b"") + t.block_nbytes, quant_off)
             parts.append(entry)
         parts.append(b"\x00" * (off_d - sum(map(len, parts))))
         out.write(b"".join(parts))
@@ -385,10 +451,13 @@ class OinfWriter:
             position = self._pad_to(out, position, offset)
             out.write(payload)
             position += len(payload)
-        for t, data_off, _ in tensors:
+        for t, data_off, quant_off in tensors:
             if t.source is None:
                 continue
             position = self._pad_to(out, position, data_off)
+            if t.block is not None:
+                position = self._write_blocked(out, t, position, quant_off)
+                continue
             blob = self._materialize(t)
             out.write(blob)
             position += t.nbytes
@@ -401,6 +470,37 @@ class OinfWriter:
         position = self._pad_to(out, position, file_size)
         if position != file_size:  # internal consistency; never expected
             raise OpenInferError(f"internal error: wrote {position} bytes, layout says {file_size}")
+
+    def _write_blocked(self, out: BinaryIO, t: _Tensor, position: int, quant_off: int) -> int:
+        """Write the codes and the per-block payload of `t`; returns the new position."""
+        what = f"tensor {t.name!r}"
+        qt = t.source
+        if callable(qt):
+            try:
+                qt = qt()
+            except OpenInferError:
+                raise
+            except Exception as err:
+                raise OinfFormatError(
+                    f"{what}: its loader raised {type(err).__name__}: {err}"
+                ) from err
+        if not isinstance(qt, QuantizedTensor) or qt.layout != t.block or qt.shape != t.shape:
+            got = repr(qt) if isinstance(qt, QuantizedTensor) else type(qt).__name__
+            raise OinfFormatError(
+                f"{what}: the loader must return a QuantizedTensor of {t.block.describe() if t.block else '?'} "
+                f"and shape {list(t.shape)}, got {got}"
+            )
+        out.write(memoryview(np.ascontiguousarray(qt.quants).reshape(-1)))
+        position = self._pad_to(out, position + t.nbytes, quant_off)
+        parts = [
+            encode_block_header(qt.layout, qt.shape),
+            np.ascontiguousarray(qt.scales).tobytes(),
+        ]
+        if qt.offsets is not None:
+            parts.append(np.ascontiguousarray(qt.offsets).tobytes())
+        payload = b"".join(parts)
+        out.write(payload)
+        return position + len(payload)
 
     @staticmethod
     def _pad_to(out: BinaryIO, position: int, target: int) -> int:
@@ -467,6 +567,7 @@ def write_oinf(
                     shape=value.shape,
                     quant=value.quant,
                     loader=value.loader,
+                    block=value.block,
                 )
             else:
                 writer.add_tensor(name, value)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from openinfer_jax.emit.runtime_files import RUNTIME_DIR
-from openinfer_jax.oinf import DType, OinfWriter, QuantParams, QuantScale
+from openinfer_jax.oinf import DType, OinfWriter, QuantParams, QuantScale, quantize
 from tests.emit.harness import CC, CFLAGS
 
 CORPUS = Path(__file__).resolve().parents[1] / "oinf" / "corpus"
@@ -86,5 +86,9 @@ def test_valid_files_load(checker: Path, tmp_path: Path) -> None:
                     dtype=DType.I2,
                     quant=QuantParams.symmetric(QuantScale.per_tensor(0.5)),
                 )
+                values = rng.standard_normal((3, 64)).astype(np.float32)
+                for scheme in ("q8_0", "q4_0", "q4_1"):  # per-block payloads (docs/oinf.md 5.1)
+                    w.add_tensor(f"b_{scheme}", quantize(values, scheme))
+                w.add_tensor("b_f32", quantize(values, "q4_1", 16, scale_dtype=DType.F32))
         paths.append(path)
     assert _run(checker, paths) == ["ok", "ok"]

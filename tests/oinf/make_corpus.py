@@ -17,7 +17,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.oinf.minimal_encoder import Meta, Tensor, build, quant_payload
+from tests.oinf.minimal_encoder import Meta, Tensor, block_payload, build, quant_payload
 
 CORPUS_DIR = Path(__file__).with_name("corpus")
 F32x4 = struct.pack("<4f", 1, 2, 3, 4)
@@ -61,6 +61,13 @@ def _quant(**kw: object) -> bytes:
 
 def _qt(q: bytes, **over: int) -> list[Tensor]:
     return [Tensor(b"q", 1, [2, 2], b"\x01\x02\x03\x04", quant=q, over=dict(over))]
+
+
+def _blocked(payload: bytes, dtype: int = 1, dims: tuple[int, int] = (2, 8), **over: int) -> bytes:
+    """A block-quantized tensor `b` (i8 codes 0..15 by default) with `payload` as its quant payload."""
+    numel = dims[0] * dims[1]
+    data = bytes(range(numel)) if dtype in (1, 5) else bytes((numel + 1) // 2)
+    return build(2, tensors=[Tensor(b"b", dtype, list(dims), data, quant=payload, over=dict(over))])
 
 
 def _ndarray(code: int, ndim: int, dims: list[int], data: bytes) -> bytes:
@@ -402,6 +409,62 @@ CASES: list[Case] = [
         "R31",
         "symmetric with a zero point",
         lambda: build(2, tensors=_qt(_quant(zp_mode=1, zps=[3]))),
+    ),
+    Case(
+        "block_value_type",
+        "R33",
+        "per-block scales of value_type 3 (i32)",
+        lambda: _blocked(block_payload(1, 4, [0.5] * 4, value_type=3)),
+    ),
+    Case(
+        "block_scale_blob_size",
+        "R33",
+        "q8_0 [2, 8] block 4: scale_count 16 in a payload that holds 4 f16 scales",
+        lambda: _blocked(block_payload(1, 4, [0.5] * 4, counts=(16, 0))),
+    ),
+    Case(
+        "block_count_vs_shape",
+        "R34",
+        "q8_0 [2, 8] block 4 needs 4 scales, the payload has 2",
+        lambda: _blocked(block_payload(1, 4, [0.5] * 2)),
+    ),
+    Case(
+        "block_size_not_dividing",
+        "R34",
+        "q8_0 [2, 8] with block size 3 (does not divide the last axis)",
+        lambda: _blocked(block_payload(1, 3, [0.5] * 5)),
+    ),
+    Case(
+        "block_axis_not_last",
+        "R34",
+        "per-block scales along axis 0",
+        lambda: _blocked(block_payload(1, 4, [0.5] * 4, scale_axis=0)),
+    ),
+    Case(
+        "block_q41_without_offsets",
+        "R34",
+        "u4 asymmetric (q4_1) with no offsets",
+        lambda: _blocked(block_payload(2, 8, [0.5] * 2), dtype=21),
+    ),
+    Case(
+        "block_unknown_scheme",
+        "R35",
+        "f32 data with a per-block payload",
+        lambda: build(
+            2, tensors=[Tensor(b"b", 10, [2, 2], F32x4, quant=block_payload(1, 2, [0.5] * 2))]
+        ),
+    ),
+    Case(
+        "block_scale_nan",
+        "R36",
+        "q8_0 block scale 2 is NaN",
+        lambda: _blocked(block_payload(1, 4, [0.5, 0.25, float("nan"), 1.0])),
+    ),
+    Case(
+        "block_offset_inf",
+        "R36",
+        "q4_1 block offset 1 is +inf",
+        lambda: _blocked(block_payload(2, 8, [0.5, 0.5], [0.0, float("inf")]), dtype=21),
     ),
     Case("overlapping_tensors", "R32", "two tensors share their bytes", lambda: _overlap_tensors()),
     Case(

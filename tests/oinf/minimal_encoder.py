@@ -77,6 +77,39 @@ def quant_payload(
     return body + b"\x00" * (align8(len(body)) - len(body))
 
 
+def block_payload(
+    scheme: int,
+    block_size: int,
+    scales: list[float],
+    offsets: list[float] | None = None,
+    scale_axis: int = 1,
+    value_type: int = 9,
+    counts: tuple[int, int] | None = None,
+) -> bytes:
+    """A per-block quant payload (scale_mode 3, docs/oinf.md §5.1), padded to 8.
+
+    `value_type` 9 stores f16 scales/offsets, 10 f32; `counts` may lie about (scale_count, zp_count).
+    """
+    offsets = offsets or []
+    scale_count, zp_count = counts if counts is not None else (len(scales), len(offsets))
+    body = struct.pack(
+        "<IIIIQQQQII",
+        scheme,
+        3,
+        3 if offsets else 0,
+        0,
+        scale_axis,
+        scale_count,
+        scale_axis if offsets else 0,
+        zp_count,
+        block_size,
+        value_type,
+    )
+    fmt = "e" if value_type == 9 else "f"
+    body += struct.pack(f"<{len(scales) + len(offsets)}{fmt}", *scales, *offsets)
+    return body + b"\x00" * (align8(len(body)) - len(body))
+
+
 def build(
     version: int = 2,
     sizevars: list[tuple[bytes, int]] | None = None,

@@ -8,7 +8,7 @@ from pathlib import Path
 from openinfer_jax.oinf.spec import RULES
 
 ROOT = Path(__file__).resolve().parents[2]
-READER_SOURCES = ["parse.py", "checks.py", "metadata.py", "quant.py"]
+READER_SOURCES = ["parse.py", "checks.py", "metadata.py", "quant.py", "blockquant.py"]
 
 
 def test_doc_lists_exactly_the_rules() -> None:

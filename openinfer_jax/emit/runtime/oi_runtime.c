@@ -885,6 +885,45 @@ static int check_metadata(const unsigned char *b, uint64_t size, uint64_t data, 
     return OI_OK;
 }
 
+/* R30, R33-R36: a per-block quant payload (scale_mode 3, docs/oinf.md section 5.1) */
+static int check_block(oi_model_tensor *t, const unsigned char *q, uint64_t qn, uint64_t qoff, int has_data) {
+    uint32_t scheme = rd32(q), zmode = rd32(q + 8), block, vtype;
+    uint64_t saxis = rd64(q + 16), scount = rd64(q + 24), zaxis = rd64(q + 32), zcount = rd64(q + 40);
+    uint64_t width, numel = 1, i, last;
+    unsigned bits;
+    if (qn < 56) FAIL("R33", qoff, "per-block payload of %llu bytes is below its 56-byte fixed part", (unsigned long long)qn);
+    block = rd32(q + 48);
+    vtype = rd32(q + 52);
+    if (vtype != 9 && vtype != 10) FAIL("R33", qoff + 52, "block value_type %u is not 9 (f16) or 10 (f32)", vtype);
+    width = vtype == 9 ? 2 : 4;
+    if (scount > UINT64_MAX / 8 || zcount > UINT64_MAX / 8 || qn != align8(56 + width * (scount + zcount)))
+        FAIL("R33", qoff, "quant_nbytes %llu != align8(56 + %llu * (scale_count + zp_count))", (unsigned long long)qn,
+             (unsigned long long)width);
+    if (rd32(q + 12) || (zmode != 0 && zmode != 3)) FAIL("R30", qoff, "per-block payload needs reserved 0 and zp_mode 0 or 3");
+    if (!has_data || !((t->dtype == 1 && scheme == 1) || (t->dtype == 18 && scheme == 1) || (t->dtype == 21 && scheme == 2)))
+        FAIL("R35", qoff, "dtype %u with scheme %u is no block scheme (q8_0 i8 symmetric, q4_0 i4 symmetric, q4_1 u4 asymmetric)",
+             t->dtype, scheme);
+    bits = oi_bits(t->dtype);
+    for (i = 0; i < t->ndim; i++) numel *= (uint64_t)t->dims[i]; /* fits: R26 checked it */
+    last = t->ndim ? (uint64_t)t->dims[t->ndim - 1] : 0;
+    if (t->ndim < 1 || saxis != t->ndim - 1 || block < 1 || last % block || (block * bits) % 8 || scount != numel / block ||
+        (scheme == 2 && (zmode != 3 || zaxis != saxis || zcount != scount)) ||
+        (scheme == 1 && (zmode != 0 || zaxis != 0 || zcount != 0)))
+        FAIL("R34", qoff, "block layout (block %u, %llu scales) does not fit the shape or scheme", block, (unsigned long long)scount);
+    for (i = 0; i < scount + zcount; i++) {
+        const unsigned char *v = q + 56 + width * i;
+        int bad = width == 2 ? (((uint32_t)v[0] | ((uint32_t)v[1] << 8)) & 0x7c00u) == 0x7c00u
+                             : (rd32(v) & 0x7f800000u) == 0x7f800000u;
+        if (bad) FAIL("R36", qoff + 56 + width * i, "block %s %llu is not finite", i < scount ? "scale" : "offset",
+                      (unsigned long long)(i < scount ? i : i - scount));
+    }
+    t->block_size = block;
+    t->block_value = vtype;
+    t->block_scales = q + 56;
+    t->block_offsets = zcount ? q + 56 + width * scount : NULL;
+    return OI_OK;
+}
+
 static int parse(oi_model *m) {
     const unsigned char *b = m->bytes;
     uint64_t size = m->size, off[5], i;
@@ -1006,6 +1045,11 @@ static int parse(oi_model *m) {
             q = b + qoff;
             scheme = rd32(q); smode = rd32(q + 4); zmode = rd32(q + 8);
             saxis = rd64(q + 16); scount = rd64(q + 24); zaxis = rd64(q + 32); zcount = rd64(q + 40);
+            if (smode == 3) {
+                if ((rc = check_block(t, q, qn, qoff, (flags & 1) != 0))) goto done;
+                blobs[n_blobs].lo = qoff; blobs[n_blobs].hi = qoff + qn; n_blobs++;
+                continue;
+            }
             if (scount > (UINT64_MAX / 8) || zcount > (UINT64_MAX / 8) || qn != align8(48 + 4 * scount + 4 * zcount)) { oi_set_error("R29 violated at offset %llu: quant_nbytes mismatch", (unsigned long long)where); rc = OI_ERR_FORMAT; goto done; }
             if (scheme < 1 || scheme > 2 || smode < 1 || smode > 2 || zmode > 2 || rd32(q + 12)) { oi_set_error("R30 violated at offset %llu: bad quant codes", (unsigned long long)qoff); rc = OI_ERR_FORMAT; goto done; }
             if ((smode == 1 && (saxis != 0 || scount != 1)) ||
@@ -1144,6 +1188,44 @@ static int prepare(oi_model_tensor *t) {
         t->host = out;
         t->host_owned = 1;
     }
+    return OI_OK;
+}
+
+static oi_model_tensor *find_tensor(oi_model *m, const char *name) {
+    uint32_t k;
+    size_t n = strlen(name);
+    for (k = 0; k < m->n_tensors; k++)
+        if (m->tensors[k].name_len == n && memcmp(m->tensors[k].name, name, n) == 0) return &m->tensors[k];
+    oi_set_error("the model has no tensor %s", name);
+    return NULL;
+}
+
+int oi_model_get_block(oi_model *m, const char *name, uint32_t dtype, uint32_t block_size, uint32_t value_type,
+                       int ndim, const int64_t *dims, oi_block_tensor *out) {
+    oi_model_tensor *t = find_tensor(m, name);
+    const uint16_t probe = 1;
+    int i;
+    if (!t) return OI_ERR_MODEL;
+    if (t->dtype != dtype || t->block_size != block_size || t->block_value != value_type || (int)t->ndim != ndim) {
+        oi_set_error("model tensor %s is dtype %u block %u scales %u rank %u; the program was synthesized for dtype %u "
+                     "block %u scales %u rank %d (re-synthesize for this model)", name, t->dtype, t->block_size,
+                     t->block_value, t->ndim, dtype, block_size, value_type, ndim);
+        return OI_ERR_MODEL;
+    }
+    for (i = 0; i < ndim; i++)
+        if (t->dims[i] != dims[i]) {
+            oi_set_error("model tensor %s: dim %d is %lld, the graph needs %lld", name, i, (long long)t->dims[i],
+                         (long long)dims[i]);
+            return OI_ERR_MODEL;
+        }
+    if (*(const unsigned char *)&probe != 1 || (uintptr_t)t->block_scales % (value_type == 9 ? 2 : 4)) {
+        /* the kernels read scales as host-order words in place (8-aligned blobs keep them aligned) */
+        oi_set_error("model tensor %s: block scales need a little-endian host and an aligned payload", name);
+        return OI_ERR_MODEL;
+    }
+    out->codes = t->raw;
+    out->scales = t->block_scales;
+    out->offsets = t->block_offsets;
     return OI_OK;
 }
 
