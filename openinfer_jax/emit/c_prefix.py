@@ -56,81 +56,99 @@ def prefix_functions(
     """
     out: list[str] = []
     for pname in sorted(an.prefixes):
-        decl = an.prefixes[pname]
         fmt, order = formats[pname]
-        shape, nbytes = _entry_bytes(an, pname)
-        numel = math.prod(shape)
-        n_idx = len(decl.table_indices)
-        params = ", ".join(f"int64_t i{k}" for k in range(n_idx))
-        args = ", ".join(f"(long long)i{k}" for k in order)
-        written = pname in an.prefix_writes
-        # The overlay is keyed by the indices the pattern uses (the simulator keys it by name).
-        key = ", ".join(f"i{k}" for k in order) or "0"
-        n_key = max(len(order), 1)
-        if written:
-            slots = an.prefix_writes[pname]
-            base = f"(A + {offsets[f'overlay:{pname}']})"
-            out += [
-                f"/* {pname}: entries overridden in this step, {slots} slot(s) of {nbytes} bytes */",
-                f"static int64_t OW_{pname}_key[{slots}][{n_key}];",
-                f"static int OW_{pname}_n;",
-                "",
-                f"static unsigned char *oi_overlay_{pname}(const int64_t *key, int add) {{",
-                "    int s, k;",
-                f"    for (s = 0; s < OW_{pname}_n; s++) {{",
-                f"        for (k = 0; k < {n_key} && OW_{pname}_key[s][k] == key[k]; k++) {{}}",
-                f"        if (k == {n_key}) return {base} + (size_t)s * {nbytes};",
-                "    }",
-                f"    if (!add || OW_{pname}_n == {slots}) return NULL;",
-                f"    for (k = 0; k < {n_key}; k++) OW_{pname}_key[OW_{pname}_n][k] = key[k];",
-                f"    return {base} + (size_t)(OW_{pname}_n++) * {nbytes};",
-                "}",
-                "",
-                f"static int oi_prefix_{pname}_write(oi_tensor *t, {params}) {{",
-                f"    const int64_t key[{n_key}] = {{{key}}};",
-                f"    static const int64_t dims[{max(len(shape), 1)}] = {_dims_init(shape)};",
-                f"    unsigned char *p = oi_overlay_{pname}(key, 1);",
-                "    int d;",
-                "    if (!p) {",
-                f'        oi_set_error("prefix table {pname}: a step overrides more than {slots} entries '
-                f'(the C target keeps one slot per model tensor of the pattern)");',
-                "        return OI_ERR_INDEX;",
-                "    }",
-                "    t->data = p;",
-                f"    t->ndim = {len(shape)};",
-                f"    for (d = 0; d < {len(shape)}; d++) t->dims[d] = dims[d];",
-                f"    t->cap = {numel};",
-                "    return OI_OK;",
-                "}",
-                "",
-            ]
-        out.append(f"static int oi_prefix_{pname}(oi_tensor *t, unsigned char *slot, {params}) {{")
-        out.append(f"    static const int64_t dims[{max(len(shape), 1)}] = {_dims_init(shape)};")
-        out.append("    char nm[256];")
-        out.append("    const void *p;")
-        out.append("    int d, rc;")
-        if written:
-            out.append(f"    const int64_t key[{n_key}] = {{{key}}};")
-            out.append(f"    p = oi_overlay_{pname}(key, 0);")
-            out.append("    if (!p) {")
-        else:
-            out.append("    {")
-        out.append(f'        snprintf(nm, sizeof nm, "{fmt}"{", " + args if args else ""});')
-        out.append(
-            f"        rc = oi_model_get(&oi_m, nm, {decl.dtype.code}u, {len(shape)}, dims, &p);"
-        )
-        out.append("        if (rc) return rc;")
-        out.append(
-            '        if (!p) { oi_set_error("model tensor %s has no data", nm); return OI_ERR_MODEL; }'
-        )
-        out.append("    }")
-        out.append(f"    if (slot) memcpy(slot, p, {nbytes});")
-        out.append("    t->data = slot ? (void *)slot : (void *)p;")
-        out.append(f"    t->ndim = {len(shape)};")
-        out.append(f"    for (d = 0; d < {len(shape)}; d++) t->dims[d] = dims[d];")
-        out.append(f"    t->cap = {numel};")
-        out.append("    (void)rc;")
-        out.append("    return OI_OK;")
-        out.append("}")
-        out.append("")
+        if pname in an.prefix_writes:
+            out += _overlay_functions(an, pname, order, offsets[f"overlay:{pname}"])
+        out += _lookup_function(an, pname, fmt, order)
     return out
+
+
+def _key(order: list[int]) -> tuple[str, int]:
+    """The overlay key of an entry: the indices the pattern uses (the simulator keys it by
+    name), as a C initializer, and its length."""
+    return ", ".join(f"i{k}" for k in order) or "0", max(len(order), 1)
+
+
+def _params(an: Analysis, pname: str) -> str:
+    return ", ".join(f"int64_t i{k}" for k in range(len(an.prefixes[pname].table_indices)))
+
+
+def _overlay_functions(an: Analysis, pname: str, order: list[int], offset: int) -> list[str]:
+    """``oi_overlay_<P>`` (find or add an entry's slot) and ``oi_prefix_<P>_write``."""
+    shape, nbytes = _entry_bytes(an, pname)
+    key, n_key = _key(order)
+    slots = an.prefix_writes[pname]
+    base = f"(A + {offset})"
+    return [
+        f"/* {pname}: entries overridden in this step, {slots} slot(s) of {nbytes} bytes */",
+        f"static int64_t OW_{pname}_key[{slots}][{n_key}];",
+        f"static int OW_{pname}_n;",
+        "",
+        f"static unsigned char *oi_overlay_{pname}(const int64_t *key, int add) {{",
+        "    int s, k;",
+        f"    for (s = 0; s < OW_{pname}_n; s++) {{",
+        f"        for (k = 0; k < {n_key} && OW_{pname}_key[s][k] == key[k]; k++) {{}}",
+        f"        if (k == {n_key}) return {base} + (size_t)s * {nbytes};",
+        "    }",
+        f"    if (!add || OW_{pname}_n == {slots}) return NULL;",
+        f"    for (k = 0; k < {n_key}; k++) OW_{pname}_key[OW_{pname}_n][k] = key[k];",
+        f"    return {base} + (size_t)(OW_{pname}_n++) * {nbytes};",
+        "}",
+        "",
+        f"static int oi_prefix_{pname}_write(oi_tensor *t, {_params(an, pname)}) {{",
+        f"    const int64_t key[{n_key}] = {{{key}}};",
+        f"    static const int64_t dims[{max(len(shape), 1)}] = {_dims_init(shape)};",
+        f"    unsigned char *p = oi_overlay_{pname}(key, 1);",
+        "    int d;",
+        "    if (!p) {",
+        f'        oi_set_error("prefix table {pname}: a step overrides more than {slots} entries '
+        f'(the C target keeps one slot per model tensor of the pattern)");',
+        "        return OI_ERR_INDEX;",
+        "    }",
+        "    t->data = p;",
+        f"    t->ndim = {len(shape)};",
+        f"    for (d = 0; d < {len(shape)}; d++) t->dims[d] = dims[d];",
+        f"    t->cap = {math.prod(shape)};",
+        "    return OI_OK;",
+        "}",
+        "",
+    ]
+
+
+def _lookup_function(an: Analysis, pname: str, fmt: str, order: list[int]) -> list[str]:
+    """``oi_prefix_<P>``: the entry's overlay slot when this step wrote it, else the model
+    tensor the pattern names (copied into `slot` when not NULL)."""
+    decl = an.prefixes[pname]
+    shape, nbytes = _entry_bytes(an, pname)
+    args = ", ".join(f"(long long)i{k}" for k in order)
+    out = [
+        f"static int oi_prefix_{pname}(oi_tensor *t, unsigned char *slot, {_params(an, pname)}) {{",
+        f"    static const int64_t dims[{max(len(shape), 1)}] = {_dims_init(shape)};",
+        "    char nm[256];",
+        "    const void *p;",
+        "    int d, rc;",
+    ]
+    if pname in an.prefix_writes:
+        key, n_key = _key(order)
+        out.append(f"    const int64_t key[{n_key}] = {{{key}}};")
+        out.append(f"    p = oi_overlay_{pname}(key, 0);")
+        out.append("    if (!p) {")
+    else:
+        out.append("    {")
+    return [
+        *out,
+        f'        snprintf(nm, sizeof nm, "{fmt}"{", " + args if args else ""});',
+        f"        rc = oi_model_get(&oi_m, nm, {decl.dtype.code}u, {len(shape)}, dims, &p);",
+        "        if (rc) return rc;",
+        '        if (!p) { oi_set_error("model tensor %s has no data", nm); return OI_ERR_MODEL; }',
+        "    }",
+        f"    if (slot) memcpy(slot, p, {nbytes});",
+        "    t->data = slot ? (void *)slot : (void *)p;",
+        f"    t->ndim = {len(shape)};",
+        f"    for (d = 0; d < {len(shape)}; d++) t->dims[d] = dims[d];",
+        f"    t->cap = {math.prod(shape)};",
+        "    (void)rc;",
+        "    return OI_OK;",
+        "}",
+        "",
+    ]

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from openinfer_jax.emit.analysis import analyze
+from openinfer_jax.emit.analysis import Analysis, analyze
 from openinfer_jax.emit.c_program import generate_c
 from openinfer_jax.emit.device import DeviceArch, host_arch, load_arch
 from openinfer_jax.emit.plan import Plan
@@ -134,28 +134,9 @@ class Synthesizer:
                     f"the graph does not validate against the model: {err}"
                 ) from None
             an = analyze(g, loader, self.arch)
-            names = set(an.vars) | set(an.tables)
-            chosen = tuple(sorted(names)) if outputs is None else tuple(sorted(set(outputs)))
-            for out in chosen:
-                if out not in names:
-                    raise SynthesisError(
-                        f"output {out!r} is not a variable of the graph (known: {', '.join(sorted(names))})"
-                    )
+            chosen = _outputs(an, outputs)
             embed = _model_bytes(loader) if embed_weights else None
-            vk = None
-            if self.target == "vulkan":
-                prefs = self.arch.raw["preferences"]
-                vk = VkOptions(
-                    device_features(self.arch.raw["features"]),
-                    matmul_tiles(prefs),
-                    strict,
-                    shape_variants(g, loader, self.arch, max_variants(prefs))
-                    if runtime_shaped(an)
-                    else {},
-                    prefix_counts(an, loader),
-                    int(self.arch.limit("max_shared_memory_bytes")),
-                    self.arch.raw["device"]["type"] == "gpu",
-                )
+            vk = self._vk_options(g, loader, an, strict) if self.target == "vulkan" else None
             program = generate_c(an, name, chosen, embed, self.arch.describe(), self.target, vk)
             limit = self.arch.memory("global_bytes")
             if program.memory.arena_bytes > limit:
@@ -178,6 +159,37 @@ class Synthesizer:
         finally:
             if opened:
                 loader.close()
+
+    def _vk_options(self, graph: Graph, loader: Any, an: Analysis, strict: bool) -> VkOptions:
+        """What the Vulkan target reads from the device JSON, plus the shape variants of
+        cache-slice consumers and the preloadable prefix tables."""
+        prefs = self.arch.raw["preferences"]
+        variants = (
+            shape_variants(graph, loader, self.arch, max_variants(prefs))
+            if runtime_shaped(an)
+            else {}
+        )
+        return VkOptions(
+            device_features(self.arch.raw["features"]),
+            matmul_tiles(prefs),
+            strict,
+            variants,
+            prefix_counts(an, loader),
+            int(self.arch.limit("max_shared_memory_bytes")),
+            self.arch.raw["device"]["type"] == "gpu",
+        )
+
+
+def _outputs(an: Analysis, outputs: Iterable[str] | None) -> tuple[str, ...]:
+    """The fetchable variables: `outputs` checked against the graph, or all of them."""
+    names = set(an.vars) | set(an.tables)
+    chosen = tuple(sorted(names)) if outputs is None else tuple(sorted(set(outputs)))
+    for out in chosen:
+        if out not in names:
+            raise SynthesisError(
+                f"output {out!r} is not a variable of the graph (known: {', '.join(sorted(names))})"
+            )
+    return chosen
 
 
 def _model_bytes(loader: Any) -> bytes:

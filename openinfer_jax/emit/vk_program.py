@@ -206,25 +206,22 @@ class VkState:
         return variants or reason
 
     def op_node(
-        self, gen: Any, node: Op, info: OpInfo, fn: str, scope: Any, out: list[str], ind: str,
-        where: str,
-    ) -> bool:  # fmt: skip
-        """Emit `node` as GPU dispatches and return True; or record why it runs on the host,
-        emit the sync before it and return False (the C generator's path follows).
+        self, gen: Any, node: Op, info: OpInfo, fn: str, scope: Any, where: str
+    ) -> tuple[list[str], bool]:
+        """The C lines of `node` as GPU dispatches and True; or, after recording why it runs
+        on the host, the sync before it and False (the C kernel call follows).
 
-        `gen` is the C generator (`c_program._Gen`): its `ref`/`var`/`scalar` give the C
+        `gen` is the C lowering (`c_lower._Lowering`): its `ref`/`var`/`scalar` give the C
         tensors. A prefix-table input indexed by a literal or a loop index reads its entry
         from the arena, where every entry was copied at oi_init (one descriptor set per entry);
         other prefix inputs are copied into an arena slot on the host first (a sync).
         """
         if runtime_params(info):  # GPU kernels bake their params
             self.host_node(where, "params read at run time")
-            out.append(self.sync(ind, where))
-            return False
+            return [self.sync("", where)], False
         if node.output.indices:  # the C path writes the entry's overlay on the host
             self.host_node(where, "writes a prefix-table entry")
-            out.append(self.sync(ind, where))
-            return False
+            return [self.sync("", where)], False
         same_shape = all(
             s == info.out_shape
             for r, s in zip(node.inputs, info.in_shapes)
@@ -233,8 +230,7 @@ class VkState:
         placed = self.placement(node, info, info.opdef.name in ALIAS_SAFE and same_shape)
         if isinstance(placed, str):
             self.host_node(where, placed)
-            out.append(self.sync(ind, where))
-            return False
+            return [self.sync("", where)], False
         pre: list[str] = []
         fallback: list[str] = []  # prefix lookups of the host path (model memory, no copy)
         inputs: list[tuple[str, str, int]] = []
@@ -267,12 +263,8 @@ class VkState:
         cname = gen.var(node.output.name, scope)
         target = (dst, f"(unsigned char *){cname}.data", tensor_bytes(self.an, node.output.name))
         call = f"{fn}({dst}, {', '.join(t for t, _a, _n in inputs)})"
-        out.extend(
-            self.emit_gpu_op(
-                placed, inputs, target, call, pre, ind, where, index, preload, fallback
-            )
-        )
-        return True
+        lines = self.emit_gpu_op(placed, inputs, target, call, pre, where, index, preload, fallback)
+        return lines, True
 
     def _preloadable(self, ref: Any, scope: Any) -> str | None:
         """The prefix table of `ref` when its entries can be preloaded (see `op_node`)."""
@@ -310,7 +302,8 @@ class VkState:
         self.host.append((where, reason))
 
     def sync(self, ind: str, where: str) -> str:
-        """The C statement that submits pending dispatches and waits (before host work)."""
+        """The C statement that submits pending dispatches and waits (before host work),
+        indented by `ind`."""
         self.syncs += 1
         return f'{ind}OI_TRY(oi_vk_sync(), "{where}");'
 
@@ -371,7 +364,6 @@ class VkState:
         out: tuple[str, str, int],
         host_call: str,
         pre: list[str],
-        ind: str,
         where: str,
         index: tuple[str, int] | None = None,
         preload: Mapping[int, tuple[str, int]] | None = None,
@@ -401,8 +393,8 @@ class VkState:
             for var in variants
         ]
         out_nd = len(variants[0].out_shape)
-        i = ind + "    "
-        lines = [f"{ind}{{"]
+        i = "    "  # inside the node's C block
+        lines = ["{"]
         if pre:  # a prefix-table slot is filled on the host: earlier dispatches may read it
             lines.append(self.sync(i, where))
             lines.extend(f"{i}{p}" for p in pre)
@@ -438,7 +430,7 @@ class VkState:
         lines.append(f'{i}    OI_TRY(oi_vk_sync(), "{where}");')
         lines.append(f'{i}    OI_TRY({host_call}, "{where}");')
         lines.append(f"{i}}}")
-        lines.append(f"{ind}}}")
+        lines.append("}")
         return lines
 
     def node_needs_sync(self, node: Node, block: str) -> bool:
