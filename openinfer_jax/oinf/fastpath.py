@@ -139,7 +139,11 @@ def fast_tensor_table(
     nonscalar = ndim_arr > 0
     firsts = np.cumsum(ndim_arr) - ndim_arr
     if nonscalar.any():
-        if np.multiply.reduceat(dims.astype(np.float64), firsts[nonscalar]).max() > 2.0**52:
+        # `not (<= bound).all()`, never `max() > bound`: a product that overflows to inf and
+        # meets a zero dim is NaN, and NaN compares false, which would wave through every
+        # other tensor's wrapped int64 product.
+        products = np.multiply.reduceat(dims.astype(np.float64), firsts[nonscalar])
+        if not (products <= 2.0**52).all():
             return None
         numel[nonscalar] = np.multiply.reduceat(dims.astype(np.int64), firsts[nonscalar])
     expected = (numel * _BITS[code] + 7) // 8

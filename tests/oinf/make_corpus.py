@@ -335,6 +335,18 @@ CASES: list[Case] = [
         lambda: build(2, tensors=[Tensor(b"w", 11, [1 << 40, 1 << 30], None)]),
     ),
     Case(
+        "shape_product_nan",
+        "R26",
+        "f32[2^61+1, 8] backed by 32 bytes, beside a 0-element tensor whose float product is NaN",
+        lambda: build(
+            2,
+            tensors=[
+                Tensor(b"a", 10, [1 << 61] * 17 + [0], None),
+                Tensor(b"w", 10, [(1 << 61) + 1, 8], F32x4 * 2),
+            ],
+        ),
+    ),
+    Case(
         "data_nbytes_mismatch",
         "R27",
         "data_nbytes 12 for a 16-byte tensor",
