@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from openinfer_jax.errors import OinfFormatError
 from openinfer_jax.oinf import Bitset, ModelLoader
 from openinfer_jax.oinf.entries import TensorInfo
 
@@ -91,6 +92,8 @@ def _preview(value: Any, full: bool) -> str:
         )
     if isinstance(value, Bitset):
         return repr(value)
+    if isinstance(value, _Unreadable):
+        return str(value)
     if isinstance(value, str):
         items = _string_list(value)
         if items is not None and len(items) > SUMMARY_ITEMS:
@@ -111,6 +114,8 @@ def _json_value(value: Any, full: bool) -> Any:
         items = value.reshape(-1).tolist()
     elif isinstance(value, Bitset):
         items = [bool(b) for b in value]
+    elif isinstance(value, _Unreadable):
+        return str(value)
     elif isinstance(value, str):
         parsed = _string_list(value)
         if parsed is None:
@@ -123,6 +128,20 @@ def _json_value(value: Any, full: bool) -> Any:
     if full or len(items) <= SUMMARY_ITEMS:
         return items
     return {"count": len(items), "first": items[:SUMMARY_ITEMS]}
+
+
+class _Unreadable(str):
+    """Shown for a valid metadata value NumPy cannot hold (an empty array with huge dims)."""
+
+
+def _metadata_items(model: ModelLoader) -> list[tuple[str, Any]]:
+    items: list[tuple[str, Any]] = []
+    for key in model.metadata_info:
+        try:
+            items.append((key, model.metadata[key]))
+        except OinfFormatError as err:
+            items.append((key, _Unreadable(f"(not readable here: {err})")))
+    return items
 
 
 def _tensor_json(info: TensorInfo) -> dict[str, Any]:
@@ -148,7 +167,7 @@ def describe_model(model: ModelLoader, *, full: bool = False) -> dict[str, Any]:
                 "bytes": model.metadata_info[key].nbytes,
                 "value": _json_value(value, full),
             }
-            for key, value in model.metadata.items()
+            for key, value in _metadata_items(model)
         },
         "tensors": [_tensor_json(info) for info in model.tensors.values()],
     }
@@ -196,7 +215,7 @@ def run_inspect(args: argparse.Namespace) -> int:
             document = {"file": str(args.file), **describe_model(model, full=args.full)}
             if args.stats:
                 for entry in document["tensors"]:
-                    if entry["bytes"] is not None:
+                    if entry["bytes"]:  # no data, or 0 elements: no statistics
                         lo, hi, mean, _ = tensor_stats(model.tensor(entry["name"]))
                         entry["stats"] = {"min": lo, "max": hi, "mean": mean}
             json.dump(document, sys.stdout, indent=1, allow_nan=True)
@@ -222,7 +241,7 @@ def _print_tables(model: ModelLoader, args: argparse.Namespace, console: Console
     metadata.add_column("key", no_wrap=True)
     for column in ("type", "bytes", "value"):
         metadata.add_column(column)
-    for key, value in model.metadata.items():
+    for key, value in _metadata_items(model):
         info = model.metadata_info[key]
         metadata.add_row(
             key, info.value_type.short, f"{info.nbytes:,}", Text(_preview(value, args.full))
@@ -254,7 +273,7 @@ def _print_tables(model: ModelLoader, args: argparse.Namespace, console: Console
                 no_wrap=column == "name",
             )
         for name, info in model.tensors.items():
-            if info.has_data:
+            if info.has_data and info.numel > 0:
                 lo, hi, mean, bars = tensor_stats(model.tensor(name))
                 stats.add_row(name, f"{lo:.6g}", f"{hi:.6g}", f"{mean:.6g}", bars)
         console.print(stats)

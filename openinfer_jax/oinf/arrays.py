@@ -114,13 +114,30 @@ def to_disk(arr: np.ndarray, dtype: DType) -> np.ndarray:
     return out
 
 
+# NumPy refuses a shape whose non-zero dims times the item size reach 2**63, even with 0 elements.
+_NUMPY_MAX_BYTES = (1 << 63) - 1
+
+
 def from_disk(
-    buf: Any, offset: int, nbytes: int, dtype: DType, shape: tuple[int, ...]
+    buf: Any, offset: int, nbytes: int, dtype: DType, shape: tuple[int, ...], what: str
 ) -> np.ndarray:
-    """The in-memory array for a blob: a read-only zero-copy view, or an unpacked copy for packed types."""
+    """The in-memory array for a blob: a read-only zero-copy view, or an unpacked copy for packed types.
+
+    Raises:
+        OinfFormatError: naming `what`, for a valid but empty shape NumPy cannot hold
+            (a 0 dim beside dims whose product is 2**63 bytes or more).
+    """
     numel = 1
+    extent = np.dtype(dtype.numpy).itemsize
     for d in shape:
         numel *= d
+        extent *= max(d, 1)
+    if extent > _NUMPY_MAX_BYTES:
+        raise OinfFormatError(
+            f"{what}: shape {list(shape)} has {numel} elements, but its other dims are too large "
+            "for a NumPy array (their product reaches 2**63 bytes); read it with tensor_bytes() "
+            "or fix the dims",
+        )
     if dtype.is_packed:
         raw = np.frombuffer(buf, dtype=np.uint8, count=nbytes, offset=offset)
         out = unpack(raw, dtype, numel).reshape(shape)

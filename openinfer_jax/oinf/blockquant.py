@@ -330,4 +330,8 @@ def decode_block_quant(
             field=f"{field}.{kind}s[{index}]",
         )
         return None
+    padding = base + width * (scale_count + zp_count)
+    if any(buf[padding : offset + nbytes]):  # R37
+        checker.fail("R37", "quant payload padding bytes are not 0", offset=padding, field=field)
+        return None
     return BlockQuant(layout, scale_count, base, base + width * scale_count if zp_count else None)

@@ -302,11 +302,20 @@ def unpack(data: Any, dtype: DType, numel: int) -> np.ndarray:
         raise OinfFormatError(f"{dtype.short}: {numel} elements need {need} bytes, got {raw.size}")
     bits = dtype.bits
     per_byte = 8 // bits
-    shifts = (np.arange(per_byte, dtype=np.uint8) * bits)[None, :]
-    codes = ((raw[:need, None] >> shifts) & ((1 << bits) - 1)).reshape(-1)[:numel]
+    # One uint8 array of per_byte * need codes, then in-place uint8 arithmetic: the peak is
+    # about twice the unpacked size (no int16/int64 temporaries).
+    codes = np.empty((need, per_byte), dtype=np.uint8)
+    for k in range(per_byte):
+        np.right_shift(raw[:need], k * bits, out=codes[:, k])
+    codes &= (1 << bits) - 1
+    flat = codes.reshape(-1)[:numel]
     if dtype is DType.T1:
-        return (codes.astype(np.int8) * 2 - 1).astype(np.int8)
+        flat *= 2
+        flat -= 1  # 0 -> 255 (-1), 1 -> 1
+        return flat.view(np.int8)
     if dtype.is_signed_int:
         sign = 1 << (bits - 1)
-        return ((codes.astype(np.int16) ^ sign) - sign).astype(np.int8)
-    return codes.astype(np.uint8)
+        flat ^= sign
+        flat -= sign  # two's complement in uint8 arithmetic (wraps like int8)
+        return flat.view(np.int8)
+    return flat

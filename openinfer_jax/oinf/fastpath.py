@@ -94,7 +94,7 @@ def fast_tensor_table(
             return None
         add_ndim(ndim)
         pos = head + 12 + 8 * ndim + tail
-    if pos > end:
+    if pos > end or any(buf[pos:end]):  # R14; R37 (the table's zero tail)
         return None
     if count == 0:
         return {}, np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -142,7 +142,8 @@ def fast_tensor_table(
         # `not (<= bound).all()`, never `max() > bound`: a product that overflows to inf and
         # meets a zero dim is NaN, and NaN compares false, which would wave through every
         # other tensor's wrapped int64 product.
-        products = np.multiply.reduceat(dims.astype(np.float64), firsts[nonscalar])
+        with np.errstate(over="ignore", invalid="ignore"):
+            products = np.multiply.reduceat(dims.astype(np.float64), firsts[nonscalar])
         if not (products <= 2.0**52).all():
             return None
         numel[nonscalar] = np.multiply.reduceat(dims.astype(np.int64), firsts[nonscalar])

@@ -9,6 +9,7 @@ U8..U64 that fits (I8..I64 when negative), `float` -> F32, `str` -> STRING,
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,14 @@ from openinfer_jax.oinf.bitset import Bitset
 from openinfer_jax.oinf.checks import Checker
 from openinfer_jax.oinf.dtypes import DType
 
-__all__ = ["SCALAR_SIZES", "MetadataValue", "decode_metadata", "encode_metadata"]
+__all__ = [
+    "SCALAR_SIZES",
+    "Deferred",
+    "MetadataValue",
+    "MetadataValues",
+    "decode_metadata",
+    "encode_metadata",
+]
 
 MetadataValue = int | float | bool | str | Bitset | np.ndarray
 
@@ -86,12 +94,13 @@ def encode_metadata(value: Any, what: str) -> tuple[DType, bytes]:
     if isinstance(value, (bool, np.bool_)) and forced is None:
         return DType.BOOL, b"\x01" if value else b"\x00"
     if forced is None:
-        if isinstance(value, int):
+        # NumPy scalars first: np.float64 is a subclass of float and must keep its own dtype.
+        if isinstance(value, np.generic):
+            arr, forced = to_storage(np.asarray(value), None, what)
+        elif isinstance(value, int):
             forced = _infer_int(value, what)
         elif isinstance(value, float):
             forced = DType.F32
-        elif isinstance(value, np.generic):
-            arr, forced = to_storage(np.asarray(value), None, what)
         else:
             raise OinfFormatError(
                 f"{what}: unsupported metadata type {type(value).__name__}; use int, float, bool, str, "
@@ -107,10 +116,67 @@ def encode_metadata(value: Any, what: str) -> tuple[DType, bytes]:
     return dtype, to_disk(arr.reshape(1), dtype).tobytes()
 
 
+class Deferred:
+    """A validated BITSET or NDARRAY payload, decoded on first access.
+
+    Opening a model checks every payload but unpacks none: a 1 MiB packed i1 array would
+    otherwise cost its unpacked size (and temporaries) at open, whether it is used or not.
+    """
+
+    __slots__ = ("decode",)
+
+    def __init__(self, decode: Callable[[], Any]) -> None:
+        self.decode = decode
+
+
+class MetadataValues(Mapping[str, Any]):
+    """key -> typed metadata value; BITSET and NDARRAY values are decoded on first access.
+
+    A read-only mapping (compares equal to a dict of the same items). Decoding a valid
+    payload can still fail for an empty NDARRAY whose dims NumPy cannot hold; that raises
+    `OinfFormatError` naming the entry, on access.
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: dict[str, Any] | None = None) -> None:
+        self._values: dict[str, Any] = {} if values is None else values
+
+    def __getitem__(self, key: str) -> Any:
+        value = self._values[key]
+        if isinstance(value, Deferred):
+            value = self._values[key] = value.decode()
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._values
+
+    def set(self, key: str, value: Any) -> None:
+        """Record a checked value (or `Deferred`); for the parser."""
+        self._values[key] = value
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{k!r}: {'<deferred>' if isinstance(v, Deferred) else repr(v)}"
+            for k, v in self._values.items()
+        )
+        return "{" + shown + "}"
+
+
 def decode_metadata(
     buf: memoryview, offset: int, nbytes: int, vtype: DType, checker: Checker, field: str
 ) -> Any:
-    """Parse a payload that lies in bounds (R17 checked); returns the typed value or None after a violation."""
+    """Check a payload that lies in bounds (R17 checked) against R18-R21 and R37.
+
+    Returns the typed value of a scalar or STRING, a `Deferred` for a BITSET or NDARRAY
+    (checked now, decoded when first read), or None after a violation.
+    """
     if vtype in SCALAR_SIZES:
         if nbytes != SCALAR_SIZES[vtype]:
             checker.fail(
@@ -122,7 +188,7 @@ def decode_metadata(
             return None
         if vtype is DType.BOOL:
             return buf[offset] != 0
-        item = from_disk(buf, offset, nbytes, vtype, (1,))[0]
+        item = from_disk(buf, offset, nbytes, vtype, (1,), field)[0]
         return float(item) if vtype.is_float else int(item)
     if vtype is DType.STRING:
         if nbytes < 4:
@@ -148,6 +214,14 @@ def decode_metadata(
                 "R10", "a STRING value must be printable ASCII", offset=offset + 4, field=field
             )
             return None
+        if any(buf[offset + 4 + length : offset + nbytes]):
+            checker.fail(
+                "R11",
+                "string padding bytes are not 0",
+                offset=offset + 4 + length,
+                field=field,
+            )
+            return None
         return raw.decode("ascii")
     if vtype is DType.BITSET:
         if nbytes < 8:
@@ -167,8 +241,7 @@ def decode_metadata(
                 field=field,
             )
             return None
-        data = bytes(buf[offset + 8 : offset + 8 + byte_count])
-        if bit_count % 8 and data[-1] >> (bit_count % 8):
+        if bit_count % 8 and buf[offset + 8 + byte_count - 1] >> (bit_count % 8):
             checker.fail(
                 "R20",
                 "unused high bits of the last bitset byte are not 0",
@@ -176,7 +249,11 @@ def decode_metadata(
                 field=field,
             )
             return None
-        return Bitset.from_bytes(data, bit_count)
+        if not _zero_padding(buf, offset + 8 + byte_count, offset + nbytes, checker, field):
+            return None
+        return Deferred(
+            lambda: Bitset.from_bytes(buf[offset + 8 : offset + 8 + byte_count], bit_count)
+        )
     if vtype is DType.NDARRAY:
         return _decode_ndarray(buf, offset, nbytes, checker, field)
     raise AssertionError(f"unhandled value type {vtype}")  # every code is handled above
@@ -184,7 +261,7 @@ def decode_metadata(
 
 def _decode_ndarray(
     buf: memoryview, offset: int, nbytes: int, checker: Checker, field: str
-) -> np.ndarray | None:
+) -> Deferred | None:
     if nbytes < 8:
         checker.fail(
             "R21",
@@ -225,4 +302,15 @@ def _decode_ndarray(
             field=field,
         )
         return None
-    return from_disk(buf, offset + 8 + 8 * ndim, data_bytes, dtype, tuple(dims))
+    data_at = offset + 8 + 8 * ndim
+    if not _zero_padding(buf, data_at + data_bytes, offset + nbytes, checker, field):
+        return None
+    return Deferred(lambda: from_disk(buf, data_at, data_bytes, dtype, tuple(dims), field))
+
+
+def _zero_padding(buf: memoryview, start: int, end: int, checker: Checker, field: str) -> bool:
+    # R37: the zero bytes that pad a payload to its value_nbytes (at most 7 of them).
+    if any(buf[start:end]):
+        checker.fail("R37", "payload padding bytes are not 0", offset=start, field=field)
+        return False
+    return True

@@ -1,7 +1,7 @@
 """Parse and validate a whole `.oinf` buffer: header, the three tables, metadata and quant payloads.
 
 This is the single implementation of the rules in docs/oinf.md; each check cites its rule
-(R1..R32). Work is bounded by the buffer size: counts are checked against the bytes of
+(R1..R37). Work is bounded by the buffer size: counts are checked against the bytes of
 their section before looping (R13), every read goes through a bounds-checked `Cursor`,
 and no array is built before its byte size has been checked against the file. Tensor
 data itself is not touched here (only its extent), which is what keeps opening a model
@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 import struct
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -22,7 +21,7 @@ from openinfer_jax.oinf.checks import Checker, Cursor
 from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.oinf.entries import MetadataInfo, TensorInfo
 from openinfer_jax.oinf.fastpath import fast_tensor_table
-from openinfer_jax.oinf.metadata import decode_metadata
+from openinfer_jax.oinf.metadata import MetadataValues, decode_metadata
 from openinfer_jax.oinf.quant import decode_quant
 
 __all__ = ["MetadataInfo", "ParsedModel", "TensorInfo", "parse_buffer"]
@@ -42,7 +41,7 @@ class ParsedModel:
 
     version: int = 0
     sizevars: dict[str, int] = field(default_factory=dict)
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: MetadataValues = field(default_factory=MetadataValues)
     metadata_info: dict[str, MetadataInfo] = field(default_factory=dict)
     tensors: dict[str, TensorInfo] = field(default_factory=dict)
 
@@ -172,23 +171,101 @@ def parse_buffer(buf: memoryview, checker: Checker, *, fast: bool = True) -> Par
     )
     if fast and not checker.violations:
         accepted = fast_tensor_table(buf, version, n_tensors, off_tensors, off_data, off_data, size)
-        if accepted is not None and _no_overlap(blobs, accepted[1], accepted[2]):
-            model.tensors = accepted[0]
-            return model
+        if accepted is not None:
+            starts, ends = _sorted_blobs(blobs, accepted[1], accepted[2])
+            if bool((starts[1:] >= ends[:-1]).all()) and _gaps_are_zero(
+                buf, starts, ends, off_data, size
+            ):  # R32, R37
+                model.tensors = accepted[0]
+                return model
     # The precise per-entry parser: the fast path declined, so it finds and names the problem.
     _parse_tensors(buf, checker, model, n_tensors, off_tensors, off_data, size, blobs)
-    _check_overlaps(checker, blobs)
+    if _check_overlaps(checker, blobs):
+        empty = np.zeros(0, np.int64)
+        starts, ends = _sorted_blobs(blobs, empty, empty)
+        if not _gaps_are_zero(buf, starts, ends, off_data, size):  # R37
+            _report_gap(buf, checker, starts, ends, off_data, size)
     return model
 
 
-def _no_overlap(blobs: list[tuple[int, int, str]], offsets: np.ndarray, sizes: np.ndarray) -> bool:
-    # R32 for the fast path: sorted non-empty intervals must not overlap.
+def _sorted_blobs(
+    blobs: list[tuple[int, int, str]], offsets: np.ndarray, sizes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    # The non-empty blobs as sorted [start, end) arrays (the fast path's tensors come as arrays).
     starts = np.concatenate([np.asarray([b[0] for b in blobs], dtype=np.int64), offsets])
     lengths = np.concatenate([np.asarray([b[1] for b in blobs], dtype=np.int64), sizes])
     keep = lengths > 0
     starts, ends = starts[keep], starts[keep] + lengths[keep]
     order = np.argsort(starts, kind="stable")
-    return bool((starts[order][1:] >= ends[order][:-1]).all())
+    return starts[order], ends[order]
+
+
+def _gaps(
+    starts: np.ndarray, ends: np.ndarray, off_data: int, size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    # The [start, end) runs of the data section that no blob covers (blobs do not overlap).
+    gap_starts = np.concatenate([[off_data], ends]).astype(np.int64)
+    gap_ends = np.concatenate([starts, [size]]).astype(np.int64)
+    keep = gap_ends > gap_starts
+    return gap_starts[keep], gap_ends[keep]
+
+
+# Gaps are padding (under 64 bytes per blob for our writer): gathered at once up to this many
+# bytes; larger gaps (an odd writer, or a hostile file) are scanned one by one without a copy.
+_GATHER_LIMIT = 1 << 20
+
+
+def _gaps_are_zero(
+    buf: memoryview, starts: np.ndarray, ends: np.ndarray, off_data: int, size: int
+) -> bool:
+    """R37 for the data section: every byte outside the blobs is 0."""
+    gap_starts, gap_ends = _gaps(starts, ends, off_data, size)
+    lengths = gap_ends - gap_starts
+    if not len(lengths):
+        return True
+    data = np.frombuffer(buf, dtype=np.uint8)
+    if int(lengths.sum()) <= _GATHER_LIMIT:
+        index = np.repeat(gap_starts - (np.cumsum(lengths) - lengths), lengths)
+        return not data[index + np.arange(int(lengths.sum()))].any()
+    return not any(
+        data[a:b].any() for a, b in zip(gap_starts.tolist(), gap_ends.tolist(), strict=True)
+    )
+
+
+def _report_gap(
+    buf: memoryview,
+    checker: Checker,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    off_data: int,
+    size: int,
+) -> None:
+    data = np.frombuffer(buf, dtype=np.uint8)
+    for a, b in zip(*(g.tolist() for g in _gaps(starts, ends, off_data, size)), strict=True):
+        nonzero = np.flatnonzero(data[a:b])
+        if len(nonzero):
+            checker.fail(
+                "R37",
+                f"byte {a + int(nonzero[0])} lies in the data section outside every blob "
+                f"(the gap [{a}, {b})) and is not 0",
+                offset=a + int(nonzero[0]),
+                field="data section",
+            )
+            return
+
+
+def _check_table_tail(
+    buf: memoryview, checker: Checker, pos: int, end: int, table: str, offset_field: str
+) -> None:
+    # R37: a table section ends with its last entry plus zero padding up to the next section.
+    if pos < end and any(buf[pos:end]):
+        checker.fail(
+            "R37",
+            f"bytes after the last {table} entry (offsets {pos}..{end}) are not 0; "
+            f"the entry count or {offset_field} is wrong",
+            offset=pos,
+            field=f"{table} table",
+        )
 
 
 def _parse_sizevars(
@@ -209,6 +286,7 @@ def _parse_sizevars(
             )
             continue
         model.sizevars[name] = value
+    _check_table_tail(buf, checker, cur.pos, end, "sizevars", "header.offset_metadata")
 
 
 def _parse_metadata(
@@ -263,7 +341,8 @@ def _parse_metadata(
         if value is None:
             continue
         model.metadata_info[key] = MetadataInfo(key, vtype, offset, nbytes)
-        model.metadata[key] = value
+        model.metadata.set(key, value)
+    _check_table_tail(buf, checker, cur.pos, end, "metadata", "header.offset_tensors")
 
 
 def _parse_tensors(
@@ -402,16 +481,20 @@ def _parse_tensors(
                 data_offset if has_data else 0,
                 data_nbytes if has_data else 0,
             )
+    _check_table_tail(buf, checker, cur.pos, end, "tensors", "header.offset_data")
 
 
-def _check_overlaps(checker: Checker, blobs: list[tuple[int, int, str]]) -> None:
+def _check_overlaps(checker: Checker, blobs: list[tuple[int, int, str]]) -> bool:
     # R32: sort the non-empty intervals once; each must start at or after the previous end.
     spans = sorted((off, off + nb, label) for off, nb, label in blobs if nb)
+    ok = True
     for (_, prev_end, prev_label), (start, _, label) in itertools.pairwise(spans):
         if start < prev_end:
+            ok = False
             checker.fail(
                 "R32",
                 f"{label} starts at {start}, inside {prev_label} (which ends at {prev_end})",
                 offset=start,
                 field=label,
             )
+    return ok

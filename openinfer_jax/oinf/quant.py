@@ -274,6 +274,15 @@ def decode_quant(
         )
         return None
     base = offset + spec.QUANT_FIXED_SIZE
+    padding = base + 4 * (scale_count + zp_count)
+    if any(buf[padding : offset + nbytes]):  # R37
+        checker.fail(
+            "R37",
+            "quant payload padding bytes are not 0",
+            offset=padding,
+            field=f"{field_name}.quant",
+        )
+        return None
     scales = np.frombuffer(buf, dtype="<f4", count=scale_count, offset=base)
     zps = np.frombuffer(buf, dtype="<i4", count=zp_count, offset=base + 4 * scale_count)
     scale = QuantScale(QuantMode(scale_mode), tuple(float(v) for v in scales), int(scale_axis))

@@ -24,6 +24,7 @@ from openinfer_jax.oinf.arrays import from_disk
 from openinfer_jax.oinf.checks import Checker
 from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.oinf.entries import MetadataInfo, TensorInfo
+from openinfer_jax.oinf.metadata import MetadataValues
 from openinfer_jax.oinf.parse import ParsedModel, parse_buffer
 from openinfer_jax.oinf.quantized import QuantizedTensor
 
@@ -43,7 +44,8 @@ class ModelLoader:
         path: the file (None for `from_buffer`).
         version: the format version (1 or 2).
         sizevars: name -> value.
-        metadata: key -> typed value (int, float, bool, str, Bitset, or a read-only np.ndarray).
+        metadata: key -> typed value (int, float, bool, str, Bitset, or a read-only np.ndarray);
+            a read-only mapping that decodes BITSET and NDARRAY values on first access.
         metadata_info: key -> `MetadataInfo` (value type, offset, size).
         tensors: name -> `TensorInfo`.
     """
@@ -55,7 +57,7 @@ class ModelLoader:
         self.path = path
         self.version = parsed.version
         self.sizevars: dict[str, int] = parsed.sizevars
-        self.metadata: dict[str, Any] = parsed.metadata
+        self.metadata: MetadataValues = parsed.metadata
         self.metadata_info: dict[str, MetadataInfo] = parsed.metadata_info
         self.tensors: dict[str, TensorInfo] = parsed.tensors
         self._buffer = buffer
@@ -66,7 +68,7 @@ class ModelLoader:
     # ---- construction ------------------------------------------------------------
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> ModelLoader:
-        """Map `path` read-only and validate it (docs/oinf.md, rules R1-R32).
+        """Map `path` read-only and validate it (docs/oinf.md, rules R1-R33).
 
         Raises:
             OinfFormatError: naming the offset, field and rule of the first violation,
@@ -181,7 +183,14 @@ class ModelLoader:
             )
         if info.block is not None:
             return self.quantized(name).dequantize()
-        array = from_disk(self._buffer, info.data_offset, info.data_nbytes, info.dtype, info.shape)
+        array = from_disk(
+            self._buffer,
+            info.data_offset,
+            info.data_nbytes,
+            info.dtype,
+            info.shape,
+            f"tensor {name!r}",
+        )
         self._cache[name] = array
         return array
 

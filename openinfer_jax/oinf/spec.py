@@ -107,6 +107,7 @@ RULES: dict[str, str] = {
     "R34": "per-block shape rules: ndim >= 1, blocks run along the last axis (scale_axis == ndim-1), block_size >= 1 divides dims[-1] and fills whole bytes, scale_count == numel / block_size; offsets (zp_mode 3) exactly for asymmetric, with zp_axis == scale_axis and zp_count == scale_count",
     "R35": "a per-block tensor has data and is one scheme: q8_0 = i8 symmetric, q4_0 = i4 symmetric, q4_1 = u4 asymmetric",
     "R36": "every scale and offset of a per-block payload is finite",
+    "R37": "bytes nothing describes are 0: a table section after its last entry, the data section outside blobs, the padding inside BITSET, NDARRAY and quant payloads",
 }
 
 

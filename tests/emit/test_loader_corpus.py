@@ -92,3 +92,11 @@ def test_valid_files_load(checker: Path, tmp_path: Path) -> None:
                 w.add_tensor("b_f32", quantize(values, "q4_1", 16, scale_dtype=DType.F32))
         paths.append(path)
     assert _run(checker, paths) == ["ok", "ok"]
+
+
+def test_edge_files_load(checker: Path) -> None:
+    """Valid files at the edges of the rules (u1[2^64-1], empty tensors with huge dims, ...)."""
+    from tests.oinf.make_corpus import VALID_CASES, VALID_DIR
+
+    files = [VALID_DIR / f"{case.name}.oinf" for case in VALID_CASES]
+    assert _run(checker, files) == ["ok"] * len(files)

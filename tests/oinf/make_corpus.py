@@ -152,6 +152,12 @@ CASES: list[Case] = [
         lambda: build(2, metadata=[Meta(b"a b", 5, b"\x01")]),
     ),
     Case("string_padding", "R11", "non-zero string padding", lambda: _patch(_valid(), 78, b"\x01")),
+    Case(
+        "string_value_padding",
+        "R11",
+        "a STRING metadata value with a non-zero padding byte",
+        lambda: build(2, metadata=[Meta(b"m", 14, struct.pack("<I", 3) + b"abc\x01")]),
+    ),
     Case("duplicate_tensor", "R12", "tensor 'w' twice", lambda: build(2, tensors=[_w(), _w()])),
     Case(
         "duplicate_sizevar",
@@ -478,6 +484,44 @@ CASES: list[Case] = [
         "q4_1 block offset 1 is +inf",
         lambda: _blocked(block_payload(2, 8, [0.5, 0.5], [0.0, float("inf")]), dtype=21),
     ),
+    Case(
+        "block_padding",
+        "R37",
+        "q8_0 [2, 8] block 8: a non-zero byte in the padding after the 2 f16 scales",
+        lambda: _blocked(block_payload(1, 8, [0.5] * 2)[:-1] + b"\x01"),
+    ),
+    Case(
+        "table_tail_nonzero",
+        "R37",
+        "a non-zero byte between the last tensor entry and offset_data",
+        lambda: _patch(_valid(), _u64(_valid(), 53) - 1, b"\x01"),
+    ),
+    Case(
+        "data_gap_nonzero",
+        "R37",
+        "a non-zero byte in the padding after a u8 metadata value",
+        lambda: _patch(_valid(), _u64(_valid(), 53) + 1, b"\x01"),
+    ),
+    Case(
+        "bitset_padding",
+        "R37",
+        "a BITSET value with a non-zero padding byte",
+        lambda: build(
+            2, metadata=[Meta(b"m", 13, struct.pack("<II", 3, 1) + b"\x05" + b"\x00" * 6 + b"\x01")]
+        ),
+    ),
+    Case(
+        "ndarray_padding",
+        "R37",
+        "an NDARRAY value with a non-zero padding byte",
+        lambda: build(2, metadata=[Meta(b"m", 15, _ndarray(5, 1, [1], b"\x07")[:-1] + b"\x01")]),
+    ),
+    Case(
+        "quant_padding",
+        "R37",
+        "a quant payload with a non-zero padding byte",
+        lambda: build(2, tensors=_qt(_quant()[:-1] + b"\x01")),
+    ),
     Case("overlapping_tensors", "R32", "two tensors share their bytes", lambda: _overlap_tensors()),
     Case(
         "metadata_overlaps_tensor",
@@ -486,6 +530,40 @@ CASES: list[Case] = [
         lambda: _overlap_metadata(),
     ),
 ]
+
+
+# Valid files at the edges of the rules: both readers must open them (corpus/valid/).
+VALID_CASES: list[Case] = [
+    Case(
+        "declared_u1_huge",
+        "OK",
+        "declared u1[2^64-1]: 2^61 bytes, which fits in a u64 (R26)",
+        lambda: build(2, tensors=[Tensor(b"w", 23, [(1 << 64) - 1], None)]),
+    ),
+    Case(
+        "empty_tensor_huge_dims",
+        "OK",
+        "f32[2^62, 0] with 0 bytes of data: valid, but NumPy cannot hold the shape",
+        lambda: build(2, tensors=[Tensor(b"w", 10, [1 << 62, 0], b"")]),
+    ),
+    Case(
+        "ndarray_empty_huge_dim",
+        "OK",
+        "NDARRAY u8[2^63, 0]: valid, but NumPy cannot hold the shape",
+        lambda: build(2, metadata=[Meta(b"m", 15, _ndarray(5, 2, [1 << 63, 0], b""))]),
+    ),
+    Case(
+        "string_value_empty",
+        "OK",
+        "an empty STRING metadata value (the original's verifier refuses it; we read it)",
+        lambda: build(2, metadata=[Meta(b"m", 14, struct.pack("<I", 0) + b"\x00" * 4)]),
+    ),
+]
+VALID_DIR = CORPUS_DIR / "valid"
+
+
+def _u64(data: bytes, offset: int) -> int:
+    return int(struct.unpack_from("<Q", data, offset)[0])
 
 
 def _unaligned_offset() -> bytes:
@@ -540,7 +618,12 @@ def main() -> int:
         (CORPUS_DIR / f"{case.name}.oinf").write_bytes(case.make())
         manifest[case.name] = {"rule": case.rule, "why": case.why}
     (CORPUS_DIR / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {len(CASES)} files to {CORPUS_DIR}")
+    VALID_DIR.mkdir(exist_ok=True)
+    for old in VALID_DIR.glob("*.oinf"):
+        old.unlink()
+    for case in VALID_CASES:
+        (VALID_DIR / f"{case.name}.oinf").write_bytes(case.make())
+    print(f"wrote {len(CASES)} files to {CORPUS_DIR}, {len(VALID_CASES)} to {VALID_DIR}")
     return 0
 
 

@@ -132,3 +132,13 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.startswith("openinfer-jax 0.")
+
+
+@pytest.mark.parametrize("name", ["empty_tensor_huge_dims", "ndarray_empty_huge_dim"])
+def test_inspect_stats_of_shapes_numpy_cannot_hold(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Valid files whose empty arrays NumPy cannot represent still inspect (no traceback)."""
+    assert main(["inspect", "--stats", str(CORPUS_DIR / "valid" / f"{name}.oinf")]) == 0
+    out = capsys.readouterr().out
+    assert ("not readable here" in out) == name.startswith("ndarray")

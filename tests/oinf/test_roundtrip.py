@@ -127,6 +127,9 @@ METADATA_CASES: dict[str, tuple[object, DType, object]] = {
     "nobits": (Bitset([]), DType.BITSET, Bitset([])),
     "forced_u64": ((5, DType.U64), DType.U64, 5),
     "np_i16": (np.int16(-2), DType.I16, -2),
+    # np.float64 subclasses float: it keeps f64 (it was stored as f32, losing 0.1's digits)
+    "np_f64": (np.float64(0.1), DType.F64, 0.1),
+    "np_f32": (np.float32(0.25), DType.F32, 0.25),
 }
 METADATA_CASES.update(
     {

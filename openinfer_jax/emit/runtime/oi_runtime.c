@@ -1,5 +1,5 @@
 /* OpenInfer-JAX emitted runtime: see oi_runtime.h. The .oinf loader enforces the rules
- * R1..R32 of docs/oinf.md (each check cites its rule), bounded on hostile input: counts and
+ * R1..R37 of docs/oinf.md (each check cites its rule), bounded on hostile input: counts and
  * lengths are checked against the bytes available before any loop or allocation, and sizes
  * are computed with overflow checks. */
 #include "oi_runtime.h"
@@ -802,9 +802,12 @@ static int need(oi_cursor *c, uint64_t n, const char *what) {
     return OI_OK;
 }
 
-/* byte size ceil(numel * bits / 8) with overflow checks (R26); returns 0 on overflow */
+/* byte size ceil(numel * bits / 8) with overflow checks (R26); returns 0 on overflow. numel
+ * itself may not fit in a u64 while the byte size does only for bits < 8, and then numel is
+ * still below 2^64 (the byte size is below 2^64 and bits >= 1), so splitting numel into
+ * whole bytes' worth (numel / 8) and a remainder computes the exact value. */
 static int tensor_bytes(uint32_t dtype, uint32_t ndim, const unsigned char *dims, uint64_t *out) {
-    uint64_t numel = 1, bits = oi_bits(dtype), i;
+    uint64_t numel = 1, bits = oi_bits(dtype), i, whole;
     for (i = 0; i < ndim; i++) {
         uint64_t d = rd64(dims + 8 * i);
         if (d != 0 && numel > UINT64_MAX / d) {
@@ -816,9 +819,20 @@ static int tensor_bytes(uint32_t dtype, uint32_t ndim, const unsigned char *dims
         }
         numel *= d;
     }
-    if (numel > (UINT64_MAX - 7) / bits) return 0;
-    *out = (numel * bits + 7) / 8;
+    whole = numel / 8;
+    if (whole > UINT64_MAX / bits) return 0;
+    whole *= bits;
+    if (whole > UINT64_MAX - 8) return 0;
+    *out = whole + ((numel % 8) * bits + 7) / 8;
     return 1;
+}
+
+/* R37: bytes [lo, hi) of the file are 0 (table tails, gaps, payload padding) */
+static int zero_run(const unsigned char *b, uint64_t lo, uint64_t hi, const char *what) {
+    uint64_t i;
+    for (i = lo; i < hi; i++)
+        if (b[i]) FAIL("R37", i, "%s byte is not 0", what);
+    return OI_OK;
 }
 
 typedef struct {
@@ -834,21 +848,46 @@ static int in_data(uint64_t off, uint64_t n, uint64_t data, uint64_t size) {
     return off % 8 == 0 && off >= data && off <= size && n <= size - off;
 }
 
-static int names_unique(const unsigned char **names, const uint32_t *lens, uint32_t n, const char *table) {
-    uint32_t i, j;
-    /* quadratic, but n is bounded by the file size (R13) and models have few entries */
-    for (i = 0; i < n; i++)
-        for (j = i + 1; j < n; j++)
-            if (lens[i] == lens[j] && memcmp(names[i], names[j], lens[i]) == 0)
-                FAIL("R12", 0, "duplicate name in the %s table", table);
+typedef struct {
+    const unsigned char *name;
+    uint32_t len;
+} oi_name;
+
+static int cmp_name(const void *a, const void *b) {
+    const oi_name *x = (const oi_name *)a, *y = (const oi_name *)b;
+    uint32_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->name, y->name, n);
+    if (c) return c;
+    return x->len < y->len ? -1 : x->len > y->len ? 1 : 0;
+}
+
+/* R12, in O(n log n): a file of a few MB can hold 10^5 names (quadratic took minutes) */
+static int names_unique(const unsigned char *base, const unsigned char **names, const uint32_t *lens, uint32_t n,
+                        const char *table) {
+    uint32_t i;
+    oi_name *sorted;
+    if (n < 2) return OI_OK;
+    sorted = (oi_name *)malloc((size_t)n * sizeof *sorted);
+    if (!sorted) { oi_set_error("out of memory checking the %s names", table); return OI_ERR_NOMEM; }
+    for (i = 0; i < n; i++) { sorted[i].name = names[i]; sorted[i].len = lens[i]; }
+    qsort(sorted, n, sizeof *sorted, cmp_name);
+    for (i = 1; i < n; i++)
+        if (cmp_name(&sorted[i - 1], &sorted[i]) == 0) {
+            uint64_t at = (uint64_t)(sorted[i].name - base) - 4;
+            free(sorted);
+            FAIL("R12", at, "duplicate name in the %s table", table);
+        }
+    free(sorted);
     return OI_OK;
 }
 
 static int check_metadata(const unsigned char *b, uint64_t size, uint64_t data, uint32_t type, uint64_t nbytes,
                           uint64_t off, uint64_t where) {
-    const unsigned char *p = b + off;
+    const unsigned char *p;
     if (type < 1 || type > 25) FAIL("R15", where, "unknown metadata value type %u", type);
+    /* no pointer is formed from `off` before R17 has bounded it (UB otherwise) */
     if (!in_data(off, nbytes, data, size)) FAIL("R17", where, "payload outside the data section or unaligned");
+    p = b + off;
     if (type == 14) {
         uint64_t n, i;
         if (nbytes < 4) FAIL("R19", where, "string value shorter than its length field");
@@ -865,6 +904,7 @@ static int check_metadata(const unsigned char *b, uint64_t size, uint64_t data, 
         count = rd32(p + 4);
         if (count != (bits + 7) / 8 || nbytes != align8(8 + count)) FAIL("R20", where, "bitset byte_count/value_nbytes mismatch");
         if (bits % 8 && count && (p[8 + count - 1] >> (bits % 8))) FAIL("R20", where, "unused high bits of the bitset are not 0");
+        return zero_run(b, off + 8 + count, off + nbytes, "bitset padding");
     } else if (type == 15) {
         uint32_t et, nd;
         uint64_t tb;
@@ -877,6 +917,7 @@ static int check_metadata(const unsigned char *b, uint64_t size, uint64_t data, 
         if (!tensor_bytes(et, nd, p + 8, &tb) || tb > UINT64_MAX - 16 - 8 * (uint64_t)nd)
             FAIL("R21", where, "ndarray size overflows");
         if (nbytes != align8(8 + 8 * (uint64_t)nd + tb)) FAIL("R21", where, "ndarray value_nbytes mismatch");
+        return zero_run(b, off + 8 + 8 * (uint64_t)nd + tb, off + nbytes, "ndarray padding");
     } else {
         uint64_t want = oi_is_packed(type) ? 1 : oi_bits(type) / 8;
         if (nbytes != want) FAIL("R18", where, "scalar of type %u has %llu bytes, expected %llu", type,
@@ -917,6 +958,8 @@ static int check_block(oi_model_tensor *t, const unsigned char *q, uint64_t qn, 
         if (bad) FAIL("R36", qoff + 56 + width * i, "block %s %llu is not finite", i < scount ? "scale" : "offset",
                       (unsigned long long)(i < scount ? i : i - scount));
     }
+    for (i = 56 + width * (scount + zcount); i < qn; i++) /* R37: zero padding */
+        if (q[i]) FAIL("R37", qoff + i, "per-block quant padding byte is not 0");
     t->block_size = block;
     t->block_value = vtype;
     t->block_scales = q + 56;
@@ -981,7 +1024,8 @@ static int parse(oi_model *m) {
         m->sizevar_values[k] = rd64(b + c.pos);
         c.pos += 8;
     }
-    if ((rc = names_unique(m->sizevar_names, m->sizevar_name_lens, n_sv, "sizevar"))) goto done;
+    if ((rc = names_unique(b, m->sizevar_names, m->sizevar_name_lens, n_sv, "sizevar"))) goto done;
+    if ((rc = zero_run(b, c.pos, c.end, "sizevars table tail"))) goto done;
     c.pos = off[1];
     c.end = off[2];
     for (k = 0; k < n_md; k++) {
@@ -999,7 +1043,8 @@ static int parse(oi_model *m) {
         if ((rc = check_metadata(b, size, off[3], type, nbytes, voff, where))) goto done;
         if (nbytes) { blobs[n_blobs].lo = voff; blobs[n_blobs].hi = voff + nbytes; n_blobs++; }
     }
-    if ((rc = names_unique(md_names, md_lens, n_md, "metadata"))) goto done;
+    if ((rc = names_unique(b, md_names, md_lens, n_md, "metadata"))) goto done;
+    if ((rc = zero_run(b, c.pos, c.end, "metadata table tail"))) goto done;
     c.pos = off[2];
     c.end = off[3];
     m->n_tensors = n_t;
@@ -1061,13 +1106,23 @@ static int parse(oi_model *m) {
                 rc = OI_ERR_FORMAT;
                 goto done;
             }
+            if ((rc = zero_run(b, qoff + 48 + 4 * scount + 4 * zcount, qoff + qn, "quant padding"))) goto done;
             blobs[n_blobs].lo = qoff; blobs[n_blobs].hi = qoff + qn; n_blobs++;
         }
     }
-    if ((rc = names_unique(t_names, t_lens, n_t, "tensor"))) goto done;
+    if ((rc = names_unique(b, t_names, t_lens, n_t, "tensor"))) goto done;
+    if ((rc = zero_run(b, c.pos, c.end, "tensors table tail"))) goto done;
     qsort(blobs, n_blobs, sizeof *blobs, cmp_interval);
     for (k = 1; k < n_blobs; k++)
         if (blobs[k].lo < blobs[k - 1].hi) { oi_set_error("R32 violated at offset %llu: blobs overlap", (unsigned long long)blobs[k].lo); rc = OI_ERR_FORMAT; goto done; }
+    {
+        uint64_t at = off[3]; /* R37: the data section outside the blobs */
+        for (k = 0; k <= n_blobs; k++) {
+            uint64_t next = k < n_blobs ? blobs[k].lo : size;
+            if ((rc = zero_run(b, at, next, "data section gap"))) goto done;
+            if (k < n_blobs) at = blobs[k].hi;
+        }
+    }
 done:
     free(blobs);
     free(md_names);
