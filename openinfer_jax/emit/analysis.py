@@ -17,6 +17,7 @@ import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 
 from openinfer_jax.emit.device import DeviceArch
@@ -44,7 +45,16 @@ from openinfer_jax.ir.nodes import (
 from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.ops import registry
 
-__all__ = ["Analysis", "OpInfo", "TableInfo", "VarInfo", "analyze", "resolve_dims", "walk_nodes"]
+__all__ = [
+    "Analysis",
+    "OpInfo",
+    "TableInfo",
+    "VarInfo",
+    "analyze",
+    "node_where",
+    "resolve_dims",
+    "walk_nodes",
+]
 
 
 @dataclass
@@ -143,9 +153,18 @@ class Analysis:
 
     def where(self, node: Node, block: str) -> str:
         """`block B node <text>` (with line:column when known) for error messages."""
-        loc = getattr(node, "loc", None)
-        at = f" at {loc}" if loc is not None else ""
-        return f"block {block} node `{_node_text(node)}`{at}"
+        return node_where(node, block)
+
+
+def node_where(node: Node, block: str) -> str:
+    """`block B node <text> at FILE:LINE:COL` for messages, in synthesis errors and in the
+    emitted C. The file is its base name: emitted sources must not depend on the path the
+    graph was given by (byte-identical output from `g.graph` and `/abs/dir/g.graph`)."""
+    loc = getattr(node, "loc", None)
+    if loc is None:
+        return f"block {block} node `{_node_text(node)}`"
+    file = f"{PurePath(loc.file).name}:" if loc.file else ""
+    return f"block {block} node `{_node_text(node)}` at {file}{loc.line}:{loc.column}"
 
 
 def _node_text(node: Node) -> str:
@@ -288,10 +307,7 @@ class _Analyzer:
                 info.source, info.scalar = "scalar", self.sizevars[name]
 
     def where(self, node: Node, block: str) -> str:
-        loc = getattr(node, "loc", None)
-        return f"block {block} node `{_node_text(node)}`" + (
-            f" at {loc}" if loc is not None else ""
-        )
+        return node_where(node, block)
 
     # ---- bounded shapes -------------------------------------------------------------------
     def ref_info(self, ref: VarRef, where: str) -> tuple[DType, tuple[int, ...]]:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from openinfer_jax.cli import main
+from openinfer_jax.emit import Synthesizer
 from openinfer_jax.ir import format_graph
 from tests.emit.cases import CASES, test_arch
 
@@ -114,3 +115,33 @@ def test_emit_vulkan_strict_names_the_host_node(tmp_path: Path, capsys) -> None:
     err = capsys.readouterr().err
     assert rc == 1 and "runs on the host in the Vulkan target (packed i4" in err
     assert "strict mode" in err and not out.exists()
+
+
+def test_sources_do_not_depend_on_the_graph_path(tmp_path: Path, monkeypatch) -> None:
+    """The same graph given by a relative and by an absolute path (and from two folders)
+    emits byte-identical sources; messages name the file by its base name."""
+    model, graph = _graph_file(tmp_path, "kv_cache_decode")
+    arch = tmp_path / "dev.json"
+    arch.write_text(json.dumps(test_arch(cache_capacity=16)))
+    other = tmp_path / "deeper" / "folder"
+    other.mkdir(parents=True)
+    moved = other / graph.name
+    moved.write_text(graph.read_text())
+    monkeypatch.chdir(tmp_path)
+    outs = []
+    for k, path in enumerate([Path(graph.name), moved.resolve()]):
+        out = tmp_path / f"out{k}"
+        argv = ["emit", "c", "--model", str(model), "--graph", str(path), "--arch", str(arch)]
+        assert main([*argv, "-o", str(out)]) == 0
+        outs.append({p.name: p.read_bytes() for p in sorted(out.iterdir())})
+    assert outs[0] == outs[1]
+    source = outs[1]["model.c"].decode()
+    assert f"at {graph.name}:" in source
+    assert str(tmp_path) not in source and "folder" not in source
+
+
+def test_python_built_graphs_name_their_file_without_its_folder(tmp_path: Path) -> None:
+    case = CASES["mlp"](tmp_path)  # built by examples/mlp.py: locations are in that file
+    plan = Synthesizer("c").synthesize(case.model, case.graph, name="mlp")
+    assert "at mlp.py:" in plan.files["mlp.c"]
+    assert str(Path(__file__).parents[2]) not in plan.files["mlp.c"]
