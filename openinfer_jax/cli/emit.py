@@ -1,9 +1,12 @@
 """`openinfer emit`: synthesize C (or Vulkan) sources for a graph and its model.
 
     openinfer emit c|vulkan --model M.oinf --graph G.graph [--arch A.json] -o DIR
-                  [--name NAME] [--output VAR ...] [--embed-weights]
+                  [--name NAME] [--output VAR ...] [--embed-weights] [--force]
 
-Every check runs before anything is written; the output directory appears atomically.
+Every check runs before anything is written. A new output directory appears atomically; one
+that emit wrote before is updated (its manifest says which files are emit's); a non-empty
+directory emit did not write is refused without --force, and no file emit did not write is
+ever deleted.
 """
 
 from __future__ import annotations
@@ -30,8 +33,13 @@ def register(subparsers: Any) -> None:
         "--arch", metavar="A.json", help="device-architecture JSON (default: a generic host)"
     )
     parser.add_argument(
-        "-o", "--out", required=True, metavar="DIR", help="output directory (replaced atomically)"
-    )
+        "-o", "--out", required=True, metavar="DIR",
+        help="output directory: new, empty, or written by emit before (other files are kept)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--force", action="store_true",
+        help="write into a non-empty directory emit did not write (its other files are kept)",
+    )  # fmt: skip
     parser.add_argument(
         "--name", default="model", help="program name: <name>.h, <name>.c (default: model)"
     )
@@ -64,7 +72,7 @@ def emit_command(args: argparse.Namespace) -> int:
         embed_weights=args.embed_weights,
         strict=args.strict,
     )
-    out = plan.emit(args.out)
+    out = plan.emit(args.out, force=args.force)
     print(plan.summary())
     print(f"wrote {len(plan.files)} files to {out}")
     return 0

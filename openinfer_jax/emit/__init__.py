@@ -6,8 +6,17 @@
 
 from openinfer_jax.emit.device import DeviceArch, load_arch
 from openinfer_jax.emit.memory import MemoryPlan
-from openinfer_jax.emit.plan import Plan
+from openinfer_jax.emit.plan import MANIFEST, Plan
 from openinfer_jax.emit.synthesizer import TARGETS, Synthesizer
 from openinfer_jax.emit.vk_program import VkReport
 
-__all__ = ["TARGETS", "DeviceArch", "MemoryPlan", "Plan", "Synthesizer", "VkReport", "load_arch"]
+__all__ = [
+    "MANIFEST",
+    "TARGETS",
+    "DeviceArch",
+    "MemoryPlan",
+    "Plan",
+    "Synthesizer",
+    "VkReport",
+    "load_arch",
+]

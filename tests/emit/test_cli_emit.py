@@ -42,6 +42,7 @@ def test_emit_c_writes_sources(tmp_path: Path, capsys) -> None:
     printed = capsys.readouterr().out
     assert "memory: arena" in printed and f"wrote 5 files to {out}" in printed
     assert sorted(p.name for p in out.iterdir()) == [
+        ".openinfer-emit",
         "mlp.c",
         "mlp.h",
         "mlp_driver.c",

@@ -140,12 +140,11 @@ def test_failed_emit_leaves_nothing(tmp_path: Path) -> None:
         plan.emit(tmp_path / "no" / "such" / "dir")
 
 
-def test_emit_replaces_an_existing_directory(tmp_path: Path) -> None:
+def test_emit_fills_an_existing_empty_directory(tmp_path: Path) -> None:
     target = tmp_path / "out"
     target.mkdir()
-    (target / "stale.c").write_text("old")
     Plan("c", "p", {"a.c": "int a;\n"}, MemoryPlan(), 0, ()).emit(target)
-    assert sorted(p.name for p in target.iterdir()) == ["a.c"]
+    assert sorted(p.name for p in target.iterdir()) == [".openinfer-emit", "a.c"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
