@@ -38,7 +38,7 @@ from rich.table import Table
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from openinfer_jax.oinf.dtypes import DType  # noqa: E402
+from openinfer_jax.core.dtypes import DType  # noqa: E402
 from openinfer_jax.vk import VulkanBackend, vulkan_available  # noqa: E402
 
 RESULTS = HERE / "results"

@@ -12,8 +12,8 @@ The public API, re-exported here (see README.md and docs/):
 - errors: `OpenInferError` and one subclass per layer
 """
 
-from openinfer_jax.emit import DeviceArch, MemoryPlan, Plan, Synthesizer, VkReport, load_arch
-from openinfer_jax.errors import (
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import (
     BackendError,
     ConversionError,
     DslSyntaxError,
@@ -24,6 +24,7 @@ from openinfer_jax.errors import (
     SimulationError,
     SynthesisError,
 )
+from openinfer_jax.emit import DeviceArch, MemoryPlan, Plan, Synthesizer, VkReport, load_arch
 from openinfer_jax.ir import (
     Graph,
     check,
@@ -48,7 +49,6 @@ from openinfer_jax.oinf import (
     verify_file,
     write_oinf,
 )
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.ops import OpCheckError, OpDef, ParamKind, ParamSpec, registry
 from openinfer_jax.sim import (
     Executor,

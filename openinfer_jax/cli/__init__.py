@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from openinfer_jax.errors import OpenInferError
+from openinfer_jax.core.errors import OpenInferError
 
 __all__ = ["build_parser", "main", "package_version"]
 

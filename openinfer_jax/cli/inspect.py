@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from openinfer_jax.errors import OinfFormatError
+from openinfer_jax.core.errors import OinfFormatError
 from openinfer_jax.oinf import Bitset, ModelLoader
 from openinfer_jax.oinf.entries import TensorInfo
 

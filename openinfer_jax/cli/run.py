@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from openinfer_jax.errors import SimulationError
+from openinfer_jax.core.errors import SimulationError
 from openinfer_jax.sim import sharding_cli
 
 __all__ = ["register", "run_command"]

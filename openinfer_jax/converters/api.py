@@ -17,8 +17,8 @@ from openinfer_jax.converters.write import (
     check_destination,
     write_plan,
 )
-from openinfer_jax.errors import ConversionError
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import ConversionError
 
 __all__ = ["FORMATS", "convert", "detect_format", "open_checkpoint", "plan_conversion"]
 

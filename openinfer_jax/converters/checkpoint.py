@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
 
 __all__ = ["Checkpoint", "SourceTensor"]
 

@@ -14,7 +14,7 @@ from openinfer_jax.converters.display import plan_table, progress_bar, summary_t
 from openinfer_jax.converters.naming import PATTERNS
 from openinfer_jax.converters.plan import OUTPUT_DTYPES, parse_sizevar
 from openinfer_jax.converters.write import check_destination, write_plan
-from openinfer_jax.errors import ConversionError
+from openinfer_jax.core.errors import ConversionError
 
 __all__ = ["add_arguments", "run"]
 

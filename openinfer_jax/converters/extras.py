@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from openinfer_jax.errors import ConversionError
+from openinfer_jax.core.errors import ConversionError
 
 __all__ = ["import_extra"]
 

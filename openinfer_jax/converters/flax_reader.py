@@ -17,8 +17,8 @@ import numpy as np
 from openinfer_jax.converters.checkpoint import Checkpoint, SourceTensor
 from openinfer_jax.converters.extras import import_extra
 from openinfer_jax.converters.hf_config import attach_hf_files
-from openinfer_jax.errors import ConversionError
-from openinfer_jax.oinf.dtypes import dtype_from_numpy
+from openinfer_jax.core.dtypes import dtype_from_numpy
+from openinfer_jax.core.errors import ConversionError
 
 __all__ = ["flatten_tree", "is_orbax_dir", "open_flax_msgpack", "open_orbax"]
 

@@ -25,8 +25,8 @@ import numpy as np
 from openinfer_jax.converters.checkpoint import Checkpoint, SourceTensor
 from openinfer_jax.converters.extras import import_extra
 from openinfer_jax.converters.hf_config import check_shapes
-from openinfer_jax.errors import ConversionError
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import ConversionError
 
 __all__ = ["PERMUTED_ARCHITECTURES", "SIZEVAR_MAP", "open_gguf", "unpermute_rows"]
 

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from openinfer_jax.converters.checkpoint import Checkpoint, SourceTensor
-from openinfer_jax.errors import ConversionError
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import ConversionError
 
 __all__ = [
     "SIZEVAR_KEYS",

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from openinfer_jax.errors import ConversionError
+from openinfer_jax.core.errors import ConversionError
 
 __all__ = [
     "NAME_RULE",

@@ -22,8 +22,8 @@ from openinfer_jax.converters.naming import (
     rules_for,
     selected,
 )
-from openinfer_jax.errors import ConversionError
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import ConversionError
 
 __all__ = ["OUTPUT_DTYPES", "ConversionPlan", "PlannedTensor", "build_plan", "parse_sizevar"]
 

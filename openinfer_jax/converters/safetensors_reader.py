@@ -19,8 +19,8 @@ import numpy as np
 
 from openinfer_jax.converters.checkpoint import Checkpoint, SourceTensor
 from openinfer_jax.converters.hf_config import attach_hf_files
-from openinfer_jax.errors import ConversionError
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import ConversionError
 
 __all__ = ["SAFETENSORS_DTYPES", "open_safetensors", "read_header"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from openinfer_jax.converters.plan import ConversionPlan, PlannedTensor
-from openinfer_jax.errors import ConversionError, OinfFormatError
+from openinfer_jax.core.errors import ConversionError, OinfFormatError
 from openinfer_jax.oinf import OinfWriter
 
 __all__ = ["ConversionReport", "ProgressHook", "check_destination", "write_plan"]

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import OpenInferError, SynthesisError
 from openinfer_jax.emit.device import DeviceArch
-from openinfer_jax.errors import OpenInferError, SynthesisError
 from openinfer_jax.ir.nodes import (
     Assign,
     Await,
@@ -42,7 +43,6 @@ from openinfer_jax.ir.nodes import (
     VarRef,
     Yield,
 )
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.ops import registry
 
 __all__ = [

@@ -21,10 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import SynthesisError
 from openinfer_jax.emit.analysis import OpInfo
 from openinfer_jax.emit.c_types import CType, ctype
-from openinfer_jax.errors import SynthesisError
-from openinfer_jax.oinf.dtypes import DType
 
 __all__ = [
     "ELEMENTWISE",

@@ -30,6 +30,8 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import SynthesisError
 from openinfer_jax.emit.analysis import Analysis, OpInfo, resolve_dims, walk_nodes
 from openinfer_jax.emit.c_kernels import (
     ALIAS_SAFE,
@@ -55,7 +57,6 @@ from openinfer_jax.emit.c_stmt import (
 )
 from openinfer_jax.emit.c_types import ctype
 from openinfer_jax.emit.vk_program import VkOptions, VkState
-from openinfer_jax.errors import SynthesisError
 from openinfer_jax.ir.nodes import (
     Assign,
     Await,
@@ -80,7 +81,6 @@ from openinfer_jax.ir.nodes import (
     VarRef,
     Yield,
 )
-from openinfer_jax.oinf.dtypes import DType
 
 __all__ = ["KernelSet", "Lowered", "Scope", "dims_name", "lower"]
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from openinfer_jax.core.errors import SynthesisError
 from openinfer_jax.emit.analysis import Analysis
 from openinfer_jax.emit.c_driver import driver_file, weights_file
 from openinfer_jax.emit.c_lower import Lowered, lower
@@ -29,7 +30,6 @@ from openinfer_jax.emit.lifetimes import Lifetimes, lifetimes
 from openinfer_jax.emit.memory import Buffer, MemoryPlan, plan_memory
 from openinfer_jax.emit.vk_program import ALIGN as VK_ALIGN
 from openinfer_jax.emit.vk_program import VkOptions, VkReport
-from openinfer_jax.errors import SynthesisError
 
 __all__ = ["CProgram", "generate_c"]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from openinfer_jax.core.errors import SynthesisError
 from openinfer_jax.emit.analysis import Analysis, VarInfo
 from openinfer_jax.emit.c_kernels import c_literal
 from openinfer_jax.emit.c_lower import Lowered, dims_name
@@ -20,7 +21,6 @@ from openinfer_jax.emit.c_stmt import RenderContext, render
 from openinfer_jax.emit.c_types import ctype
 from openinfer_jax.emit.memory import MemoryPlan
 from openinfer_jax.emit.vk_program import ALIGN as VK_ALIGN
-from openinfer_jax.errors import SynthesisError
 
 __all__ = ["SourceInput", "dynamic_inputs", "fetchable", "in_place", "source_file", "undo_vars"]
 

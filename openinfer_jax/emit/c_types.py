@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from openinfer_jax.errors import SynthesisError
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import SynthesisError
 
 __all__ = ["CType", "ctype", "family"]
 

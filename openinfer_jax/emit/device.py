@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openinfer_jax.errors import SynthesisError
+from openinfer_jax.core.errors import SynthesisError
 
 __all__ = [
     "PACKAGED_ARCH_DIR",

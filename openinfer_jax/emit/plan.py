@@ -25,9 +25,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from openinfer_jax.core.errors import SynthesisError
 from openinfer_jax.emit.memory import MemoryPlan
 from openinfer_jax.emit.vk_program import VkReport
-from openinfer_jax.errors import SynthesisError
 
 __all__ = ["MANIFEST", "Plan"]
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from openinfer_jax.core.errors import GraphValidationError, SynthesisError
 from openinfer_jax.emit.analysis import Analysis, analyze
 from openinfer_jax.emit.c_program import generate_c
 from openinfer_jax.emit.device import DeviceArch, host_arch, load_arch
@@ -20,7 +21,6 @@ from openinfer_jax.emit.runtime_files import runtime_files, vulkan_files
 from openinfer_jax.emit.vk_kernels import device_features, matmul_tiles
 from openinfer_jax.emit.vk_program import VkOptions, runtime_shaped
 from openinfer_jax.emit.vk_variants import max_variants, prefix_counts, shape_variants
-from openinfer_jax.errors import GraphValidationError, SynthesisError
 from openinfer_jax.ir.nodes import Graph
 
 __all__ = ["TARGETS", "Synthesizer"]

@@ -22,10 +22,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import OpenInferError, SynthesisError
 from openinfer_jax.emit.analysis import OpInfo
-from openinfer_jax.errors import OpenInferError, SynthesisError
 from openinfer_jax.ir.nodes import VarName
-from openinfer_jax.oinf.dtypes import DType
 
 __all__ = [
     "DEFAULT_FEATURES",

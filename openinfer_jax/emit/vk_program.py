@@ -29,11 +29,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from openinfer_jax.core.errors import SynthesisError
 from openinfer_jax.emit.analysis import Analysis, OpInfo, resolve_dims, walk_nodes
 from openinfer_jax.emit.c_kernels import ALIAS_SAFE, runtime_params
 from openinfer_jax.emit.c_types import ctype
 from openinfer_jax.emit.vk_kernels import VkOpPlan, compile_spirv, plan_vk_op
-from openinfer_jax.errors import SynthesisError
 from openinfer_jax.ir.nodes import (
     Await,
     Branch,

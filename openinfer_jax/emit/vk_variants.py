@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from openinfer_jax.core.errors import OpenInferError
 from openinfer_jax.emit.analysis import OpInfo, _Analyzer, walk_nodes
 from openinfer_jax.emit.device import DeviceArch
-from openinfer_jax.errors import OpenInferError
 from openinfer_jax.ir.nodes import Branch, CacheAccess, CacheSlice, Graph
 
 __all__ = [
@@ -38,7 +38,7 @@ def max_variants(raw_preferences: Mapping[str, Any]) -> int:
     """``preferences.vk_max_shape_variants`` (0 turns variants off), default 64."""
     value = raw_preferences.get("vk_max_shape_variants", DEFAULT_MAX_VARIANTS)
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        from openinfer_jax.errors import SynthesisError
+        from openinfer_jax.core.errors import SynthesisError
 
         raise SynthesisError(
             f"preferences.vk_max_shape_variants must be an int >= 0, got {value!r}"

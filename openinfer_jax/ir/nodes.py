@@ -11,7 +11,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.names import VarName
 
 __all__ = [
     "Assign",
@@ -90,16 +91,6 @@ Dim = int | str
 
 # A scalar literal as in `@init(...)` or a param value.
 ScalarValue = bool | int | float
-
-
-@dataclass(frozen=True)
-class VarName:
-    """A param value that names a variable (e.g. `value=alpha`), as opposed to a string literal."""
-
-    name: str
-
-    def __str__(self) -> str:
-        return self.name
 
 
 # Param values: scalars, string literals, dtypes, int lists, dtype lists (acc), variable names.

@@ -12,6 +12,7 @@ import json
 import math
 from collections.abc import Callable
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir.nodes import (
     Assign,
     Await,
@@ -39,7 +40,6 @@ from openinfer_jax.ir.nodes import (
     VarRef,
     Yield,
 )
-from openinfer_jax.oinf.dtypes import DType
 
 __all__ = ["format_decl", "format_graph", "format_node", "format_param_value", "format_scalar"]
 

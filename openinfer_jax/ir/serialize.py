@@ -19,7 +19,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from openinfer_jax.errors import DslSyntaxError
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import DslSyntaxError
 from openinfer_jax.ir.nodes import (
     Assign,
     Await,
@@ -48,7 +49,6 @@ from openinfer_jax.ir.nodes import (
     VarRef,
     Yield,
 )
-from openinfer_jax.oinf.dtypes import DType
 
 __all__ = [
     "GRAPH_JSON_FORMAT",

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir.nodes import (
     Assign,
     Dim,
@@ -25,7 +26,6 @@ from openinfer_jax.ir.nodes import (
     VarDecl,
 )
 from openinfer_jax.ir.validate_report import Issue
-from openinfer_jax.oinf.dtypes import DType
 
 __all__ = ["Context", "DimResolver", "VarInfo", "did_you_mean", "format_type"]
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir.nodes import Assign, Block, Loop, MemoryKind, Node, VarDecl
 from openinfer_jax.ir.validate_context import Context, VarInfo, did_you_mean, format_type
-from openinfer_jax.oinf.dtypes import DType
 
 __all__ = [
     "check_declarations",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from openinfer_jax.errors import GraphValidationError
+from openinfer_jax.core.errors import GraphValidationError
 from openinfer_jax.ir.nodes import SourceLoc
 
 __all__ = ["Issue", "ValidationErrors", "format_located"]

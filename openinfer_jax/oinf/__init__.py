@@ -1,9 +1,6 @@
 """The `.oinf` model package: dtypes, writer, lazy mmap reader and verifier (spec: docs/oinf.md)."""
 
-from openinfer_jax.oinf.bitset import Bitset
-from openinfer_jax.oinf.blockquant import BlockLayout, BlockQuant, BlockScheme
-from openinfer_jax.oinf.checks import Violation
-from openinfer_jax.oinf.dtypes import (
+from openinfer_jax.core.dtypes import (
     FLOAT_DTYPES,
     PACKED_DTYPES,
     SIGNED_DTYPES,
@@ -15,6 +12,9 @@ from openinfer_jax.oinf.dtypes import (
     packed_nbytes,
     unpack,
 )
+from openinfer_jax.oinf.bitset import Bitset
+from openinfer_jax.oinf.blockquant import BlockLayout, BlockQuant, BlockScheme
+from openinfer_jax.oinf.checks import Violation
 from openinfer_jax.oinf.entries import MetadataInfo, TensorInfo
 from openinfer_jax.oinf.quant import QuantMode, QuantParams, QuantScale, QuantScheme, QuantZeroPoint
 from openinfer_jax.oinf.quantized import QuantizedTensor, quantize

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from openinfer_jax.errors import OinfFormatError
-from openinfer_jax.oinf.dtypes import DType, dtype_from_numpy, pack, unpack
+from openinfer_jax.core.dtypes import DType, dtype_from_numpy, pack, unpack
+from openinfer_jax.core.errors import OinfFormatError
 
 __all__ = ["F8_NAN", "from_disk", "to_disk", "to_storage"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from openinfer_jax.errors import OinfFormatError
+from openinfer_jax.core.errors import OinfFormatError
 from openinfer_jax.oinf import spec
 
 __all__ = ["Checker", "Cursor", "StopParsing", "Violation"]

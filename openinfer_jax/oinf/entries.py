@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.oinf.blockquant import BlockQuant
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.oinf.quant import QuantParams
 
 __all__ = ["MetadataInfo", "TensorInfo"]

@@ -19,8 +19,8 @@ from itertools import repeat
 
 import numpy as np
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.oinf import spec
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.oinf.entries import TensorInfo
 
 __all__ = ["fast_tensor_table"]

@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from openinfer_jax.errors import OinfFormatError
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import OinfFormatError
 from openinfer_jax.oinf import spec
 from openinfer_jax.oinf.arrays import from_disk, to_disk, to_storage
 from openinfer_jax.oinf.bitset import Bitset
 from openinfer_jax.oinf.checks import Checker
-from openinfer_jax.oinf.dtypes import DType
 
 __all__ = [
     "SCALAR_SIZES",

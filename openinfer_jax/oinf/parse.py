@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.oinf import spec
 from openinfer_jax.oinf.checks import Checker, Cursor
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.oinf.entries import MetadataInfo, TensorInfo
 from openinfer_jax.oinf.fastpath import fast_tensor_table
 from openinfer_jax.oinf.metadata import MetadataValues, decode_metadata

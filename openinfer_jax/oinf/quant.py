@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from openinfer_jax.errors import OinfFormatError
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import OinfFormatError
 from openinfer_jax.oinf import spec
 from openinfer_jax.oinf.blockquant import SCALE_MODE_BLOCK, BlockQuant, decode_block_quant
 from openinfer_jax.oinf.checks import Checker
-from openinfer_jax.oinf.dtypes import DType
 
 __all__ = [
     "QuantMode",

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from openinfer_jax.errors import OinfFormatError
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import OinfFormatError
 from openinfer_jax.oinf.blockquant import BlockLayout, BlockScheme
-from openinfer_jax.oinf.dtypes import DType
 
 __all__ = ["QuantizedTensor", "codes_of", "pack_codes", "quantize"]
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from openinfer_jax.errors import GraphValidationError, OinfFormatError
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import GraphValidationError, OinfFormatError
 from openinfer_jax.oinf.arrays import from_disk
 from openinfer_jax.oinf.checks import Checker
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.oinf.entries import MetadataInfo, TensorInfo
 from openinfer_jax.oinf.metadata import MetadataValues
 from openinfer_jax.oinf.parse import ParsedModel, parse_buffer

@@ -33,11 +33,11 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from openinfer_jax.errors import OinfFormatError, OpenInferError
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import OinfFormatError, OpenInferError
 from openinfer_jax.oinf import spec
 from openinfer_jax.oinf.arrays import to_disk, to_storage
 from openinfer_jax.oinf.blockquant import BlockLayout, encode_block_header
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.oinf.metadata import encode_metadata
 from openinfer_jax.oinf.quant import QuantParams, encode_quant
 from openinfer_jax.oinf.quantized import QuantizedTensor

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ops.elementwise import elementwise, params_of
 from openinfer_jax.ops.numpy_numeric import per_element
 from openinfer_jax.ops.registry import (

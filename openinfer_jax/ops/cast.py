@@ -22,7 +22,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ops import jax_numeric, numpy_numeric
 from openinfer_jax.ops.elementwise import input_specs, params_of
 from openinfer_jax.ops.registry import (

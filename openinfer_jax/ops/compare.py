@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ops.elementwise import elementwise
 from openinfer_jax.ops.registry import (
     BOOL,

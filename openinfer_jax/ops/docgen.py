@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Iterable
 
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ops import registry
 from openinfer_jax.ops.registry import (
     BOOL,

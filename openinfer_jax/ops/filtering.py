@@ -13,7 +13,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ops import numpy_numeric
 from openinfer_jax.ops.elementwise import elementwise
 from openinfer_jax.ops.registry import (

@@ -11,7 +11,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ops.registry import compute_dtype
 
 __all__ = ["store", "wide_int_dtype", "widen", "wrap_packed"]

@@ -39,8 +39,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from openinfer_jax.ir.nodes import VarName
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.names import VarName
 from openinfer_jax.ops import nn_jax, nn_reference, nn_shapes
 from openinfer_jax.ops.registry import (
     BOOL,

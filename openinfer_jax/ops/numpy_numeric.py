@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
 
 __all__ = ["exact", "floats", "pack_ints", "per_element", "ref_values", "store_ref", "wrap_int"]
 

@@ -65,8 +65,9 @@ from typing import Any
 
 import numpy as np
 
-from openinfer_jax.errors import GraphValidationError
-from openinfer_jax.oinf.dtypes import DType, dtype_from_name, dtype_from_numpy
+from openinfer_jax.core.dtypes import DType, dtype_from_name, dtype_from_numpy
+from openinfer_jax.core.errors import GraphValidationError
+from openinfer_jax.core.names import VarName
 
 __all__ = [
     "ACC_ANY",
@@ -161,13 +162,8 @@ class ParamKind(enum.Enum):
 
 
 def _is_varname(value: Any) -> bool:
-    """True for an IR `VarName` (openinfer_jax.ir.nodes).
-
-    Checked by class identity rather than import, because the ir package imports this module
-    (validation) and an import here would be circular.
-    """
-    cls = type(value)
-    return cls.__name__ == "VarName" and cls.__module__ == "openinfer_jax.ir.nodes"
+    """True for a param value that names a variable (`openinfer_jax.core.names.VarName`)."""
+    return isinstance(value, VarName)
 
 
 class _Required:

@@ -7,7 +7,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ops.elementwise import elementwise
 from openinfer_jax.ops.numpy_numeric import per_element
 from openinfer_jax.ops.registry import (

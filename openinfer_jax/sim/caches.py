@@ -31,8 +31,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from openinfer_jax.errors import SimulationError
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import SimulationError
 from openinfer_jax.sim.values import Ragged, bucket_size
 
 __all__ = [

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from openinfer_jax.errors import BackendError, OpenInferError, SimulationError
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import BackendError, OpenInferError, SimulationError
 from openinfer_jax.ir.nodes import (
     Assign,
     Await,
@@ -41,7 +42,6 @@ from openinfer_jax.ir.nodes import (
     VarRef,
     Yield,
 )
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.ops import registry
 from openinfer_jax.sim.caches import Index, PersistentStore, Slice, TableCache
 from openinfer_jax.sim.events import TraceEvent, print_event, split_micros

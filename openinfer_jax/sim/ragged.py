@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ops.registry import OpDef
 
 __all__ = ["NeedExact", "Rag", "apply_op", "mask_axis"]

@@ -16,9 +16,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from openinfer_jax.errors import OpenInferError
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import OpenInferError
 from openinfer_jax.ir.nodes import Assign, Dep, Op, Transfer, VarName, VarRef
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.ops import registry
 from openinfer_jax.sim.plan import RegionPlan
 from openinfer_jax.sim.ragged import NeedExact, Rag, apply_op

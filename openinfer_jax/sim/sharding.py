@@ -32,7 +32,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from openinfer_jax.errors import ShardingError
+from openinfer_jax.core.errors import ShardingError
 from openinfer_jax.ir.nodes import Assign, Block, Loop, MemoryKind, Node, VarDecl
 from openinfer_jax.sim.sharding_hlo import CollectiveStats, collectives_of
 from openinfer_jax.sim.sharding_plan import (

@@ -15,7 +15,7 @@ import argparse
 import os
 from typing import Any
 
-from openinfer_jax.errors import ShardingError
+from openinfer_jax.core.errors import ShardingError
 
 __all__ = ["add_arguments", "mesh_and_plan", "summary"]
 

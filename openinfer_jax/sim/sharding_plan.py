@@ -29,7 +29,7 @@ from typing import Any
 
 from jax.sharding import AbstractMesh, Mesh, PartitionSpec
 
-from openinfer_jax.errors import ShardingError
+from openinfer_jax.core.errors import ShardingError
 from openinfer_jax.ir.nodes import Graph, MemoryKind, VarDecl
 
 __all__ = [

@@ -17,7 +17,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from openinfer_jax.errors import BackendError, GraphValidationError, OpenInferError, SimulationError
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import (
+    BackendError,
+    GraphValidationError,
+    OpenInferError,
+    SimulationError,
+)
 from openinfer_jax.ir.nodes import (
     Await,
     Block,
@@ -33,7 +39,6 @@ from openinfer_jax.ir.nodes import (
     VarDecl,
     VarRef,
 )
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.sim.events import env_trace_level
 from openinfer_jax.sim.executor import Executor
 from openinfer_jax.sim.plan import GraphPlan, RegionPlan

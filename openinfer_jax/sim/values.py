@@ -18,8 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from openinfer_jax.errors import SimulationError
-from openinfer_jax.oinf.dtypes import DType, dtype_from_numpy
+from openinfer_jax.core.dtypes import DType, dtype_from_numpy
+from openinfer_jax.core.errors import SimulationError
 
 __all__ = [
     "BUCKETS_PER_DOUBLING",

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from openinfer_jax.errors import BackendError, SimulationError
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import BackendError, SimulationError
 from openinfer_jax.sim.values import to_host
 from openinfer_jax.sim.vulkan_store import DeviceResident
 

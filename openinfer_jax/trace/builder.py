@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir.nodes import (
     Assign,
     Await,
@@ -61,7 +62,6 @@ from openinfer_jax.ir.nodes import (
     VarRef,
     Yield,
 )
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.trace.builder_loc import builder_error, caller_loc
 from openinfer_jax.trace.builder_values import (
     is_identifier,

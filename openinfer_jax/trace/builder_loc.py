@@ -14,7 +14,7 @@ import weakref
 from pathlib import Path
 from types import CodeType, FrameType
 
-from openinfer_jax.errors import DslSyntaxError
+from openinfer_jax.core.errors import DslSyntaxError
 from openinfer_jax.ir.nodes import SourceLoc
 from openinfer_jax.ir.validate_report import format_located
 

@@ -13,8 +13,8 @@ import numbers
 import re
 from typing import Any, Protocol, runtime_checkable
 
+from openinfer_jax.core.dtypes import DType, dtype_from_name
 from openinfer_jax.ir.nodes import Dim, ParamValue, ScalarValue, VarName
-from openinfer_jax.oinf.dtypes import DType, dtype_from_name
 from openinfer_jax.trace.builder_loc import builder_error
 
 __all__ = [

@@ -16,7 +16,7 @@ import json
 import re
 from typing import NamedTuple
 
-from openinfer_jax.errors import DslSyntaxError
+from openinfer_jax.core.errors import DslSyntaxError
 from openinfer_jax.ir.nodes import SourceLoc
 
 __all__ = [

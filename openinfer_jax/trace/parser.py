@@ -22,7 +22,8 @@ import math
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from openinfer_jax.errors import DslSyntaxError
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import DslSyntaxError
 from openinfer_jax.ir.nodes import (
     Assign,
     Await,
@@ -54,7 +55,6 @@ from openinfer_jax.ir.nodes import (
     VarRef,
     Yield,
 )
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.trace.lexer import (
     EOF,
     FLOAT,

@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from openinfer_jax.errors import BackendError, OpenInferError
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import BackendError, OpenInferError
 from openinfer_jax.ir.nodes import VarName
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.vk import kernels, nn_kernels
 from openinfer_jax.vk.capabilities import DeviceCapabilities, query_capabilities
 from openinfer_jax.vk.compiler import compile_glsl, compile_many

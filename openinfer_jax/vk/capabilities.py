@@ -20,7 +20,7 @@ import ctypes.util
 from dataclasses import dataclass, field
 from typing import Any
 
-from openinfer_jax.errors import BackendError
+from openinfer_jax.core.errors import BackendError
 
 __all__ = ["DeviceCapabilities", "load_vulkan_library", "query_capabilities"]
 

@@ -18,7 +18,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from openinfer_jax.errors import BackendError
+from openinfer_jax.core.errors import BackendError
 
 __all__ = ["cache_dir", "compile_glsl", "compile_many", "render", "shader_source"]
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from openinfer_jax.errors import BackendError
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import BackendError
 
 __all__ = ["GlslType", "convert", "encode_function", "glsl_type", "load_function"]
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from openinfer_jax.errors import BackendError
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import BackendError
 from openinfer_jax.vk import launch
 from openinfer_jax.vk.compiler import render
 from openinfer_jax.vk.expressions import ELEMENTWISE, helper_functions

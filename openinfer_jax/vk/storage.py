@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from openinfer_jax.errors import BackendError
-from openinfer_jax.oinf.dtypes import DType, pack, unpack
+from openinfer_jax.core.dtypes import DType, pack, unpack
+from openinfer_jax.core.errors import BackendError
 
 __all__ = ["STORABLE_DTYPES", "decode_words", "encode_words", "storage_words"]
 

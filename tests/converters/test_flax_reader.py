@@ -12,7 +12,7 @@ from safetensors import safe_open
 
 from openinfer_jax.converters import convert, open_checkpoint
 from openinfer_jax.converters.flax_reader import flatten_tree
-from openinfer_jax.errors import ConversionError
+from openinfer_jax.core.errors import ConversionError
 from openinfer_jax.oinf import ModelLoader
 from tests.converters.example_loader import load_example
 

@@ -12,7 +12,7 @@ import pytest
 
 from openinfer_jax.converters import Checkpoint, build_plan, convert, open_checkpoint, write_plan
 from openinfer_jax.converters.gguf_reader import unpermute_rows
-from openinfer_jax.errors import ConversionError
+from openinfer_jax.core.errors import ConversionError
 from openinfer_jax.oinf import DType, ModelLoader
 
 HIDDEN, HEADS, KV_HEADS, FFN, VOCAB = 64, 4, 2, 96, 40

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from openinfer_jax.converters import build_plan, open_checkpoint, parse_rule
 from openinfer_jax.converters.naming import PATTERNS, rename, rules_for, selected
-from openinfer_jax.errors import ConversionError
+from openinfer_jax.core.errors import ConversionError
 
 
 def test_rule_groups_by_number_and_name() -> None:

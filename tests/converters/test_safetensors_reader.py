@@ -14,7 +14,7 @@ from safetensors.numpy import save_file
 
 from openinfer_jax.converters import convert, open_checkpoint
 from openinfer_jax.converters.safetensors_reader import read_header
-from openinfer_jax.errors import ConversionError
+from openinfer_jax.core.errors import ConversionError
 from openinfer_jax.oinf import DType, ModelLoader
 from tests.converters.conftest import tiny_bert_config, tiny_bert_tensors
 

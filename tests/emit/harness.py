@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.emit import Plan, Synthesizer
 from openinfer_jax.oinf import ModelLoader
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.sim import Simulator
 
 CC = os.environ.get("CC", "cc")

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from openinfer_jax.core.errors import SimulationError
 from openinfer_jax.emit import Synthesizer
-from openinfer_jax.errors import SimulationError
 from openinfer_jax.oinf import ModelLoader, write_oinf
 from openinfer_jax.sim import Simulator
 from tests.emit.cases import test_arch

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from openinfer_jax.core.errors import SynthesisError
 from openinfer_jax.emit import Plan, Synthesizer
 from openinfer_jax.emit.memory import MemoryPlan
-from openinfer_jax.errors import SynthesisError
 from openinfer_jax.oinf import write_oinf
 from tests.emit.cases import CASES, test_arch
 from tests.emit.harness import CC, build, run_driver

@@ -78,7 +78,7 @@ def test_growth_past_the_capacity_is_cache_full(tmp_path: Path) -> None:
 
 
 def test_auto_dim_axis_without_capacity_is_named(tmp_path: Path) -> None:
-    from openinfer_jax.errors import SynthesisError
+    from openinfer_jax.core.errors import SynthesisError
 
     model = tmp_path / "m.oinf"
     write_oinf(model, sizevars={}, metadata={}, tensors={})
@@ -143,7 +143,7 @@ def test_a_failed_step_leaves_auto_dim_tables_as_they_were(tmp_path: Path) -> No
     import contextlib
     import subprocess
 
-    from openinfer_jax.errors import SimulationError
+    from openinfer_jax.core.errors import SimulationError
     from openinfer_jax.oinf import ModelLoader
     from openinfer_jax.sim import Simulator
     from tests.emit.harness import CFLAGS

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.emit import Plan, Synthesizer
 from openinfer_jax.ir.nodes import Block, Graph, MemoryKind, Op, Return, VarDecl, VarRef
 from openinfer_jax.oinf import ModelLoader, write_oinf
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.ops import registry
 from openinfer_jax.sim import Simulator
 from tests.emit.harness import CC, build, read_tensor, run_driver

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.emit import Synthesizer
 from openinfer_jax.oinf import ModelLoader
-from openinfer_jax.oinf.dtypes import DType
 from tests.emit.cases import test_arch
 from tests.emit.harness import CC, build, read_tensor, run_driver
 

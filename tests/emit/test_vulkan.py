@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from openinfer_jax.core.errors import SynthesisError
 from openinfer_jax.emit import Synthesizer
-from openinfer_jax.errors import SynthesisError
 from tests.emit.cases import CASES
 from tests.emit.harness import CC, parity, run_driver
 
@@ -233,7 +233,7 @@ def test_model_building_ops_on_the_gpu_match_simulator(tmp_path: Path) -> None:
 
 def _random(rng: object, dtype: object, dims: tuple) -> object:
     """Random inputs by dtype: normal floats, small signed/unsigned ints, random bools."""
-    from openinfer_jax.oinf.dtypes import DType
+    from openinfer_jax.core.dtypes import DType
 
     shape = tuple(int(d) for d in dims)
     if dtype is DType.BOOL:

@@ -17,6 +17,7 @@ import math
 
 from hypothesis import strategies as st
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir.nodes import (
     Assign,
     Await,
@@ -44,7 +45,6 @@ from openinfer_jax.ir.nodes import (
     VarRef,
     Yield,
 )
-from openinfer_jax.oinf.dtypes import DType
 
 __all__ = [
     "blocks",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir import (
     Block,
     CacheAccess,
@@ -12,7 +13,6 @@ from openinfer_jax.ir import (
     SourceLoc,
     VarDecl,
 )
-from openinfer_jax.oinf.dtypes import DType
 
 
 def test_equality_ignores_locations() -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir import (
     Block,
     CacheAccess,
@@ -25,7 +26,6 @@ from openinfer_jax.ir import (
     format_graph,
 )
 from openinfer_jax.ir.printer import format_param_value, format_scalar
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.trace import parse, parse_file
 
 from .fixtures import SEED_FILES

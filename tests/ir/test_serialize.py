@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from openinfer_jax.errors import DslSyntaxError
+from openinfer_jax.core.errors import DslSyntaxError
 from openinfer_jax.ir import (
     GRAPH_JSON_FORMAT,
     GRAPH_JSON_VERSION,

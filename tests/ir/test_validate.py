@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from openinfer_jax.errors import GraphValidationError
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import GraphValidationError
 from openinfer_jax.ir.nodes import Block, Graph, Loop, MemoryKind, Node, Op, VarRef
 from openinfer_jax.ir.validate import ValidationErrors, check, infer_var_types, validate
 from openinfer_jax.oinf import ModelLoader, write_oinf
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.ops import registry
 from openinfer_jax.trace import parse, parse_file
 from openinfer_jax.trace.builder import GraphBuilder

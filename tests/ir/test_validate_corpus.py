@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from openinfer_jax.errors import DslSyntaxError, GraphValidationError
+from openinfer_jax.core.errors import DslSyntaxError, GraphValidationError
 from openinfer_jax.ir.nodes import Graph
 from openinfer_jax.ir.validate import validate
 from openinfer_jax.oinf import ModelLoader, write_oinf

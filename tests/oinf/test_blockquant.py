@@ -12,7 +12,7 @@ from gguf.quants import quantize as gguf_quantize
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from openinfer_jax.errors import OinfFormatError
+from openinfer_jax.core.errors import OinfFormatError
 from openinfer_jax.oinf import (
     BlockLayout,
     BlockScheme,

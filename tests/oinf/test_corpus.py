@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from openinfer_jax.errors import OinfFormatError
+from openinfer_jax.core.errors import OinfFormatError
 from openinfer_jax.oinf import ModelLoader, verify_file
 from tests.oinf.make_corpus import CASES, CORPUS_DIR, VALID_CASES, VALID_DIR
 

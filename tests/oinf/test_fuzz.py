@@ -17,7 +17,7 @@ import numpy as np
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from openinfer_jax.errors import OinfFormatError
+from openinfer_jax.core.errors import OinfFormatError
 from openinfer_jax.oinf import (
     Bitset,
     DType,

@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from openinfer_jax.errors import GraphValidationError, OinfFormatError
+from openinfer_jax.core.errors import GraphValidationError, OinfFormatError
 from openinfer_jax.oinf import (
     Bitset,
     DType,

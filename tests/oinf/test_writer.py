@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from openinfer_jax.errors import OinfFormatError
+from openinfer_jax.core.errors import OinfFormatError
 from openinfer_jax.oinf import (
     Bitset,
     DType,

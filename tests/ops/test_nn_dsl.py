@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from openinfer_jax.errors import GraphValidationError
+from openinfer_jax.core.errors import GraphValidationError
 from openinfer_jax.oinf import ModelLoader, write_oinf
 from openinfer_jax.ops import registry
 from openinfer_jax.sim import Simulator

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from openinfer_jax.errors import GraphValidationError
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import GraphValidationError
 from openinfer_jax.ir.nodes import VarName
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.ops import registry
 from openinfer_jax.ops.registry import OpCheckError
 

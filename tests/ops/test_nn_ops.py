@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from openinfer_jax.errors import GraphValidationError
-from openinfer_jax.oinf.dtypes import DType, dtype_from_numpy
+from openinfer_jax.core.dtypes import DType, dtype_from_numpy
+from openinfer_jax.core.errors import GraphValidationError
 from openinfer_jax.ops import registry
 from openinfer_jax.ops.nn import ANY_DTYPE
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from openinfer_jax.errors import GraphValidationError
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import GraphValidationError
 from openinfer_jax.ir.nodes import VarName
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.ops import registry
 from openinfer_jax.ops.registry import FLOAT, OpCheckError, OpDef, acc_accepts
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ops import registry
 
 I4, I8, U8, U4, F32, I64 = DType.I4, DType.I8, DType.U8, DType.U4, DType.F32, DType.I64

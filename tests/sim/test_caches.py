@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from openinfer_jax.errors import SimulationError
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import SimulationError
 from openinfer_jax.sim.caches import INITIAL_CAPACITY, PersistentStore, Slice, TableCache
 from openinfer_jax.sim.values import Ragged, materialize
 

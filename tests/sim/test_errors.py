@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from openinfer_jax.errors import GraphValidationError, OpenInferError, SimulationError
+from openinfer_jax.core.errors import GraphValidationError, OpenInferError, SimulationError
 from openinfer_jax.sim import Simulator
 
 GRAPH = """

@@ -290,7 +290,7 @@ def _behaviour(tmp: Path, mesh) -> None:
     import numpy as np
     from jax.sharding import PartitionSpec as P
 
-    from openinfer_jax.errors import ShardingError
+    from openinfer_jax.core.errors import ShardingError
     from openinfer_jax.sim import Simulator
     from openinfer_jax.sim.sharding import device_mesh
     from openinfer_jax.sim.sharding_models import DecoderConfig, decoder_graph, write_decoder
@@ -398,7 +398,7 @@ def _atomic_step(tmp: Path, mesh) -> None:
     import numpy as np
     from jax.sharding import PartitionSpec as P
 
-    from openinfer_jax.errors import SimulationError
+    from openinfer_jax.core.errors import SimulationError
     from openinfer_jax.oinf import write_oinf
     from openinfer_jax.sim import Simulator
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from jax.sharding import AbstractMesh
 from jax.sharding import PartitionSpec as P
 
-from openinfer_jax.errors import ShardingError
+from openinfer_jax.core.errors import ShardingError
 from openinfer_jax.ir.nodes import MemoryKind
 from openinfer_jax.sim.sharding_hlo import collectives_of
 from openinfer_jax.sim.sharding_plan import (

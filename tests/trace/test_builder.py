@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from openinfer_jax.errors import DslSyntaxError
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import DslSyntaxError
 from openinfer_jax.ir.nodes import (
     CacheAccess,
     CacheIndex,
@@ -22,7 +23,6 @@ from openinfer_jax.ir.nodes import (
     VarRef,
 )
 from openinfer_jax.ir.validate import validate
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.trace.builder import BlockBuilder, GraphBuilder, LoopIndex, Var
 
 

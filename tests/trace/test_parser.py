@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from openinfer_jax.errors import DslSyntaxError
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import DslSyntaxError
 from openinfer_jax.ir import (
     Assign,
     Await,
@@ -36,7 +37,6 @@ from openinfer_jax.ir import (
     VarRef,
     Yield,
 )
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.trace import parse, parse_file
 
 SEED_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "seeds"

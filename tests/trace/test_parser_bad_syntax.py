@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from openinfer_jax.errors import DslSyntaxError
+from openinfer_jax.core.errors import DslSyntaxError
 from openinfer_jax.trace import parse, parse_file
 
 CORPUS = sorted((Path(__file__).resolve().parent / "bad_syntax").glob("*.graph"))

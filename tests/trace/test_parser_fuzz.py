@@ -12,7 +12,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from openinfer_jax.errors import DslSyntaxError
+from openinfer_jax.core.errors import DslSyntaxError
 from openinfer_jax.ir import format_graph
 from openinfer_jax.trace import parse
 

@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from openinfer_jax.errors import BackendError, GraphValidationError
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import BackendError, GraphValidationError
 from openinfer_jax.ir.nodes import VarName
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.vk import VulkanBackend, query_capabilities, vulkan_available
 from openinfer_jax.vk.compiler import compile_glsl
 from tests.vk.vk_cases import sample

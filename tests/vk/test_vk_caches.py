@@ -21,9 +21,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from openinfer_jax.errors import SimulationError
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import SimulationError
 from openinfer_jax.oinf import ModelLoader, write_oinf
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.sim import Simulator
 from openinfer_jax.sim.caches import PersistentStore, Slice, TableCache
 from openinfer_jax.sim.values import Ragged, materialize

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from openinfer_jax.errors import BackendError
+from openinfer_jax.core.errors import BackendError
 from openinfer_jax.sim import Simulator
 from openinfer_jax.vk import VulkanBackend, nn_kernels
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ops import registry
 from openinfer_jax.vk import VulkanBackend
 

@@ -14,8 +14,8 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from openinfer_jax.errors import BackendError
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import BackendError
 from openinfer_jax.ops import registry
 from openinfer_jax.vk import VulkanBackend, nn_kernels
 from openinfer_jax.vk.kernels import kernel_ops

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ops import registry
 from openinfer_jax.vk import VulkanBackend
 from openinfer_jax.vk.kernels import MATMUL_TILES

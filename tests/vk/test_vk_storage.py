@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from openinfer_jax.errors import BackendError
-from openinfer_jax.oinf.dtypes import DType, pack
+from openinfer_jax.core.dtypes import DType, pack
+from openinfer_jax.core.errors import BackendError
 from openinfer_jax.vk.storage import STORABLE_DTYPES, decode_words, encode_words, storage_words
 from tests.vk.vk_cases import sample
 

@@ -14,7 +14,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ops import registry
 from openinfer_jax.ops.registry import acc_accepts
 from openinfer_jax.vk.expressions import ELEMENTWISE

@@ -14,7 +14,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from openinfer_jax.errors import OinfFormatError
+from openinfer_jax.core.errors import OinfFormatError
 
 __all__ = [
     "FLOAT_DTYPES",
