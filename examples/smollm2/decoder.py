@@ -188,7 +188,7 @@ def main() -> int:
     gguf = Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    convert(gguf, args.out, pattern="llama", force=True)
+    convert(gguf, args.out, pattern="llama", dtype="f32", force=True)
     print(f"converted in {time.perf_counter() - start:.1f} s")
     ref = np.load(REFERENCES / "smollm2.npz")
     prompts = json.loads((REFERENCES / "manifest.json").read_text())["smollm2"]["prompts"]

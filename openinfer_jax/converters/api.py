@@ -95,6 +95,9 @@ def plan_conversion(
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
     sizevars: Mapping[str, int] | None = None,
+    quantize: Sequence[str] | str | None = None,
+    block_size: int = 32,
+    keep: Sequence[str] = (),
 ) -> ConversionPlan:
     """Open `src` and plan its conversion (no tensor data is read). See `build_plan`.
 
@@ -111,6 +114,9 @@ def plan_conversion(
             include=include,
             exclude=exclude,
             sizevars=sizevars,
+            quantize=quantize,
+            block_size=block_size,
+            keep=keep,
         )
     except BaseException:
         checkpoint.close()
@@ -128,12 +134,18 @@ def convert(
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
     sizevars: Mapping[str, int] | None = None,
+    quantize: Sequence[str] | str | None = None,
+    block_size: int = 32,
+    keep: Sequence[str] = (),
     force: bool = False,
     on_tensor: ProgressHook | None = None,
 ) -> ConversionReport:
     """Convert the checkpoint at `src` into the `.oinf` file `output`, streaming and atomic.
 
-    `sizevars` adds or replaces sizevars (``{"B": 2}``); the other options are `build_plan`'s.
+    GGUF Q8_0/Q4_0/Q4_1 tensors stay packed unless `dtype` asks for floats; `quantize`
+    (``"q4_1"``) block-quantizes floating tensors (`report.quant_errors` has the error of
+    each). `sizevars` adds or replaces sizevars (``{"B": 2}``); the other options are
+    `build_plan`'s.
 
     Raises:
         ConversionError: for any problem; no file is left at `output` then.
@@ -149,6 +161,9 @@ def convert(
         include=include,
         exclude=exclude,
         sizevars=sizevars,
+        quantize=quantize,
+        block_size=block_size,
+        keep=keep,
     )
     try:
         return write_plan(plan, output, force=force, on_tensor=on_tensor)

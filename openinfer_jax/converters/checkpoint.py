@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 
 from openinfer_jax.core.dtypes import DType
+from openinfer_jax.oinf.blockquant import BlockLayout
+from openinfer_jax.oinf.quantized import QuantizedTensor
 
 __all__ = ["Checkpoint", "SourceTensor"]
 
@@ -26,7 +28,9 @@ class SourceTensor:
     `dtype` and `shape` describe the array that `load()` returns (for GGUF quantized
     tensors: the dequantized array). `stored_as` names the on-disk encoding (``"F32"``,
     ``"Q4_1"``) and `stored_nbytes` its size, used for throughput figures; `origin` names
-    the file the tensor comes from, for error messages.
+    the file the tensor comes from, for error messages. A source stored in a block scheme
+    `.oinf` has (GGUF Q8_0/Q4_0/Q4_1) also gives its `block` layout and `load_block`, which
+    returns the packed planes without dequantizing.
     """
 
     name: str
@@ -36,6 +40,8 @@ class SourceTensor:
     origin: str
     stored_as: str
     stored_nbytes: int
+    block: BlockLayout | None = None
+    load_block: Callable[[], QuantizedTensor] | None = None
 
     @property
     def numel(self) -> int:

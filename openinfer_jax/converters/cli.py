@@ -10,7 +10,12 @@ from typing import Any
 from rich.console import Console
 
 from openinfer_jax.converters.api import FORMATS, plan_conversion
-from openinfer_jax.converters.display import plan_table, progress_bar, summary_table
+from openinfer_jax.converters.display import (
+    plan_table,
+    progress_bar,
+    quant_error_table,
+    summary_table,
+)
 from openinfer_jax.converters.naming import PATTERNS
 from openinfer_jax.converters.plan import OUTPUT_DTYPES, parse_sizevar
 from openinfer_jax.converters.write import check_destination, write_plan
@@ -54,6 +59,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--sizevar", action="append", default=[], metavar="NAME=VALUE",
         help="add or replace a sizevar (repeatable), e.g. a batch size: --sizevar B=2",
     )  # fmt: skip
+    parser.add_argument(
+        "--quantize", action="append", default=[], metavar="SCHEME[:GLOB]",
+        help="block-quantize floating tensors of 2+ axes: q8_0, q4_0 or q4_1 (repeatable; "
+        "with :GLOB only matching source/destination names)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--block", type=int, default=32, metavar="N",
+        help="elements per quantization block along the last axis (default 32)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--keep", action="append", default=[], metavar="DTYPE:GLOB",
+        help="keep matching tensors unquantized in DTYPE (f32, f16, bf16), e.g. 'f32:tok_emb.*'",
+    )  # fmt: skip
     parser.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     parser.add_argument("--force", action="store_true", help="replace an existing output file")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or summary")
@@ -66,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         format=args.format, dtype=args.dtype, rename=args.rename, pattern=args.pattern,
         include=args.include, exclude=args.exclude,
         sizevars=dict(parse_sizevar(text) for text in args.sizevar),
+        quantize=args.quantize, block_size=args.block, keep=args.keep,
     )  # fmt: skip
     if args.dry_run:
         plan = plan_conversion(args.src, **options)
@@ -90,6 +109,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         plan.checkpoint.close()
     console.print(summary_table(report))
+    errors = quant_error_table(report)
+    if errors is not None:
+        console.print(errors)
     for note in report.notes:
         console.print(f"note: {note}")
     return 0

@@ -19,7 +19,10 @@ from rich.table import Table
 from openinfer_jax.converters.plan import ConversionPlan, PlannedTensor
 from openinfer_jax.converters.write import ConversionReport, ProgressHook
 
-__all__ = ["plan_table", "progress_bar", "summary_table"]
+__all__ = ["plan_table", "progress_bar", "quant_error_table", "summary_table"]
+
+# The error table lists the tensors with the largest relative error first, at most this many.
+ERROR_ROWS = 16
 
 
 def _mib(nbytes: int) -> str:
@@ -36,7 +39,7 @@ def plan_table(plan: ConversionPlan) -> Table:
         arrow = "T" if t.transpose else ""
         shape = "[" + ", ".join(map(str, t.shape)) + "]"
         table.add_row(
-            t.source.name, arrow, t.name, t.source.stored_as, t.dtype.short, shape, f"{t.nbytes:,}"
+            t.source.name, arrow, t.name, t.source.stored_as, t.kind, shape, f"{t.nbytes:,}"
         )
     table.caption = (
         f"{len(plan.tensors)} tensors, {_mib(plan.nbytes)}; {len(plan.sizevars)} sizevars, "
@@ -65,6 +68,34 @@ def summary_table(report: ConversionReport) -> Table:
     )
     for what, value in rows:
         table.add_row(what, value)
+    return table
+
+
+def quant_error_table(report: ConversionReport) -> Table | None:
+    """Per-tensor quantization error (max |error|, rms error, rms error / rms value), worst first.
+
+    None when the conversion quantized nothing itself (packed GGUF tensors are exact).
+    """
+    errors = report.quant_errors
+    if not errors:
+        return None
+    table = Table(title="quantization error (vs the source floats)")
+    for column, justify in (("tensor", "left"), ("max |err|", "right"), ("rms err", "right"),
+                            ("rms err / rms", "right")):  # fmt: skip
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    ranked = sorted(errors.items(), key=lambda item: -item[1].relative_rms)
+    for name, err in ranked[:ERROR_ROWS]:
+        table.add_row(name, f"{err.max_abs:.3g}", f"{err.rms:.3g}", f"{err.relative_rms:.2%}")
+    mean = sum(e.relative_rms for e in errors.values()) / len(errors)
+    worst = max(e.max_abs for e in errors.values())
+    table.caption = (
+        f"{len(errors)} tensors quantized; mean rms err / rms {mean:.2%}, largest |err| {worst:.3g}"
+        + (
+            f"; {len(errors) - ERROR_ROWS} more in ConversionReport.quant_errors"
+            if len(errors) > ERROR_ROWS
+            else ""
+        )
+    )
     return table
 
 

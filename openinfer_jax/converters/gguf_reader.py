@@ -1,7 +1,10 @@
 """Read GGUF files (llama.cpp's format) through the `gguf` package.
 
-Tensors are dequantized one at a time by `gguf.quants.dequantize` (to f32), plain types
-are taken as they are. GGUF lists dims fastest-first; the reader's arrays are already in
+Q8_0, Q4_0 and Q4_1 tensors are offered packed (`SourceTensor.load_block`: GGUF's
+interleaved blocks split into the `.oinf` codes/scales/offsets planes, docs/oinf.md §5.1,
+no dequantization) and dequantized; every other quantized type (the K-quants, Q5_x, the
+IQ types...) is dequantized one tensor at a time by `gguf.quants.dequantize` (to f32).
+Plain types are taken as they are. GGUF lists dims fastest-first; the reader's arrays are already in
 NumPy (row-major) order, so shapes here are ``reversed(tensor.shape)``. llama.cpp's
 converter permutes the rows of attn_q/attn_k for its rotary layout; for the llama family
 that permutation is undone so that weights and names match the Hugging Face model.
@@ -27,8 +30,16 @@ from openinfer_jax.converters.extras import import_extra
 from openinfer_jax.converters.hf_config import check_shapes
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import ConversionError
+from openinfer_jax.oinf.blockquant import BlockLayout, BlockScheme
+from openinfer_jax.oinf.quantized import QuantizedTensor
 
-__all__ = ["PERMUTED_ARCHITECTURES", "SIZEVAR_MAP", "open_gguf", "unpermute_rows"]
+__all__ = [
+    "PERMUTED_ARCHITECTURES",
+    "SIZEVAR_MAP",
+    "open_gguf",
+    "split_gguf_blocks",
+    "unpermute_rows",
+]
 
 # GGUF key (after "<arch>.") -> Hugging Face sizevar name.
 SIZEVAR_MAP: dict[str, str] = {
@@ -197,6 +208,41 @@ def _dequantize_in_chunks(data: np.ndarray, qtype: Any, shape: tuple[int, ...]) 
     return out.reshape(shape)
 
 
+# GGML block types `.oinf` stores as they are -> (scheme, bytes of the f16 fields before the codes).
+_BLOCKED: dict[str, tuple[BlockScheme, int]] = {
+    "Q8_0": (BlockScheme.Q8_0, 2),
+    "Q4_0": (BlockScheme.Q4_0, 2),
+    "Q4_1": (BlockScheme.Q4_1, 4),
+}
+
+
+def split_gguf_blocks(
+    data: np.ndarray, scheme: BlockScheme, shape: tuple[int, ...]
+) -> QuantizedTensor:
+    """GGUF's interleaved 32-element blocks -> the `.oinf` planes (docs/oinf.md §5.1).
+
+    A GGUF block is ``f16 d; [f16 m;] codes``; 4-bit codes hold element ``j`` in the low and
+    ``j + 16`` in the high nibble of byte ``j``, Q4_0 codes are stored plus 8. The `.oinf`
+    codes are consecutive nibble pairs (and two's complement for q4_0), scales a plane.
+    """
+    head = _BLOCKED[scheme.value.upper()][1]
+    lead, k = shape[:-1], shape[-1]
+    blocks = np.ascontiguousarray(data).reshape(
+        *lead, k // 32, head + (32 if scheme is BlockScheme.Q8_0 else 16)
+    )
+    scales = blocks[..., 0:2].copy().view(np.float16)[..., 0]
+    offsets = blocks[..., 2:4].copy().view(np.float16)[..., 0] if head == 4 else None
+    codes = blocks[..., head:]
+    if scheme is BlockScheme.Q8_0:
+        quants = codes.reshape(*lead, k).copy()
+    else:
+        if scheme is BlockScheme.Q4_0:
+            codes = codes ^ np.uint8(0x88)  # stored q + 8 -> two's complement nibbles of q
+        ordered = np.concatenate([codes & 0xF, codes >> 4], axis=-1)  # elements 0..31 of each block
+        quants = (ordered[..., 0::2] | (ordered[..., 1::2] << 4)).reshape(*lead, k // 2)
+    return QuantizedTensor(BlockLayout(scheme, 32), shape, quants, scales, offsets)
+
+
 def _source_tensor(path: Path, tensor: Any, permute_heads: dict[str, int]) -> SourceTensor:
     import gguf
 
@@ -220,6 +266,22 @@ def _source_tensor(path: Path, tensor: Any, permute_heads: dict[str, int]) -> So
         else None
     )
 
+    blocked = _BLOCKED.get(qtype.name)
+    load_block = None
+    if blocked is not None:
+        scheme = blocked[0]
+
+        def load_block() -> QuantizedTensor:
+            packed = split_gguf_blocks(tensor.data, scheme, shape)
+            if n_head is None:
+                return packed
+            # llama Q/K rows: the permutation moves whole rows, and blocks run along a row
+            planes = [
+                unpermute_rows(p, n_head) if p is not None else None
+                for p in (packed.quants, packed.scales, packed.offsets)
+            ]
+            return QuantizedTensor(packed.layout, shape, *planes)  # type: ignore[arg-type]
+
     def load() -> np.ndarray:
         data = tensor.data
         if dtype is DType.BF16:
@@ -236,4 +298,5 @@ def _source_tensor(path: Path, tensor: Any, permute_heads: dict[str, int]) -> So
     return SourceTensor(
         name=tensor.name, dtype=dtype, shape=shape, load=load, origin=path.name,
         stored_as=qtype.name, stored_nbytes=int(tensor.n_bytes),
+        block=BlockLayout(blocked[0], 32) if blocked else None, load_block=load_block,
     )  # fmt: skip

@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from openinfer_jax.converters.plan import ConversionPlan, PlannedTensor
+from openinfer_jax.converters.quantization import QuantError
 from openinfer_jax.core.errors import ConversionError, OinfFormatError
-from openinfer_jax.oinf import OinfWriter
+from openinfer_jax.oinf import OinfWriter, QuantizedTensor
 
 __all__ = ["ConversionReport", "ProgressHook", "check_destination", "write_plan"]
 
@@ -39,6 +40,7 @@ class ConversionReport:
     seconds: float
     dtype_counts: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    quant_errors: dict[str, QuantError] = field(default_factory=dict)
 
     @property
     def mb_per_s(self) -> float:
@@ -80,10 +82,17 @@ def write_plan(
     check_destination(output, force=force)
     start = time.perf_counter()
     progress = {"bytes": 0, "tensors": 0}
+    errors: dict[str, QuantError] = {}
 
-    def loader_for(tensor: PlannedTensor) -> Callable[[], np.ndarray]:
-        def load() -> np.ndarray:
-            array = tensor.load()
+    def loader_for(tensor: PlannedTensor) -> Callable[[], np.ndarray | QuantizedTensor]:
+        def load() -> np.ndarray | QuantizedTensor:
+            array: np.ndarray | QuantizedTensor
+            if tensor.layout is not None:
+                array, error = tensor.load_quantized()
+                if error is not None:
+                    errors[tensor.name] = error
+            else:
+                array = tensor.load()
             progress["bytes"] += tensor.nbytes
             progress["tensors"] += 1
             if on_tensor is not None:
@@ -100,17 +109,18 @@ def write_plan(
                 writer.add_metadata(key, meta)
             for tensor in plan.tensors:
                 writer.add_tensor(
-                    tensor.name, dtype=tensor.dtype, shape=tensor.shape, loader=loader_for(tensor)
-                )
+                    tensor.name, dtype=tensor.dtype, shape=tensor.shape, loader=loader_for(tensor),
+                    block=tensor.layout,
+                )  # fmt: skip
     except OinfFormatError as err:
         raise ConversionError(f"writing {output}: {err}") from None
     counts: dict[str, int] = {}
     for tensor in plan.tensors:
-        counts[tensor.dtype.short] = counts.get(tensor.dtype.short, 0) + 1
+        counts[tensor.kind] = counts.get(tensor.kind, 0) + 1
     return ConversionReport(
         source=plan.checkpoint.path, output=output, format=plan.checkpoint.format,
         tensors=len(plan.tensors), sizevars=dict(plan.sizevars), metadata_keys=len(plan.metadata),
         source_bytes=sum(t.source.stored_nbytes for t in plan.tensors), tensor_bytes=plan.nbytes,
         file_bytes=output.stat().st_size, seconds=time.perf_counter() - start,
-        dtype_counts=counts, notes=list(plan.notes),
+        dtype_counts=counts, notes=list(plan.notes), quant_errors=errors,
     )  # fmt: skip

@@ -235,7 +235,13 @@ def test_smollm2_plan_shapes(smollm_checkpoint: Checkpoint) -> None:
     assert "lm_head.weight" not in shapes  # tied embeddings
     assert plan.sizevars["num_key_value_heads"] == 3 and plan.sizevars["num_hidden_layers"] == 30
     assert plan.metadata["rope_theta"] == (100000.0, DType.F32)
-    assert all(t.dtype is DType.F32 for t in plan.tensors)
+    # Q4_1/Q8_0 stay packed by default, f32 norms stay f32; --dtype f32 dequantizes
+    kinds = {t.name: t.kind for t in plan.tensors}
+    assert kinds["tok_emb.weight"] == "q8_0" and kinds["q.weight.29"] == "q4_1"
+    assert kinds["norm.weight"] == "f32"
+    assert sorted(set(kinds.values())) == ["f32", "q4_1", "q8_0"]
+    plan = build_plan(smollm_checkpoint, pattern="llama", dtype="f32")
+    assert all(t.dtype is DType.F32 and t.layout is None for t in plan.tensors)
 
 
 def test_smollm2_weights_match_independent_dequantization(

@@ -19,7 +19,7 @@ REFERENCES = ROOT / "tests" / "fixtures" / "references"
 def test_dsl_decoder_greedy_tokens_and_logits(smollm_gguf: Path, tmp_path: Path) -> None:
     example = load_example("smollm2/decoder.py")
     out = tmp_path / "smollm2.oinf"
-    convert(smollm_gguf, out, pattern="llama")
+    convert(smollm_gguf, out, pattern="llama", dtype="f32")
     ref = np.load(REFERENCES / "smollm2.npz")
     steps = 3  # the example runs all 32 steps x 3 prompts; a few steps keep the suite short
     decoder = example.Decoder(out)

@@ -43,6 +43,7 @@ def test_smollm2_decode_in_emitted_c(tmp_path: Path) -> None:
         Path(CHECKPOINT.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf",
         model,
         pattern="llama",
+        dtype="f32",
         force=True,
     )
     with ModelLoader.open(model) as m:
