@@ -19,19 +19,31 @@ from openinfer_jax.core.errors import OpenInferError
 
 __all__ = ["build_parser", "main", "package_version"]
 
-# Command modules, in the order their commands appear in --help.
-_COMMAND_MODULES = ("oinf", "inspect", "graph", "ops", "convert", "run", "emit")
+# Each command and the module that registers it, in the order they appear in --help. Only the
+# module of the command being run is imported, so `openinfer verify`/`inspect` never import
+# JAX (the simulator and the op library do).
+_COMMANDS = {
+    "verify": "oinf",
+    "inspect": "inspect",
+    "show": "graph",
+    "ops": "ops",
+    "convert": "convert",
+    "run": "run",
+    "emit": "emit",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every available subcommand registered."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser with the subcommand `command` registered (every one when None or
+    not a known command, so `--help` and a mistyped command list them all)."""
     parser = argparse.ArgumentParser(
         prog="openinfer",
         description="OpenInfer-JAX: .oinf model packages, graph DSL, simulator, code generation.",
     )
     parser.add_argument("--version", action="version", version=f"openinfer-jax {package_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in _COMMAND_MODULES:
+    wanted = [_COMMANDS[command]] if command in _COMMANDS else list(_COMMANDS.values())
+    for name in wanted:
         module_name = f"{__name__}.{name}"
         if importlib.util.find_spec(module_name) is None:
             continue
@@ -53,8 +65,10 @@ def package_version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit code (0 ok, 1 error or failed check)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    command = next((word for word in words if not word.startswith("-")), None)
+    parser = build_parser(command)
+    args = parser.parse_args(words)
     try:
         return int(args.handler(args) or 0)
     except OpenInferError as err:

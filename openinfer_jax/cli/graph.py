@@ -16,33 +16,12 @@ from pathlib import Path
 from openinfer_jax.core.errors import BackendError, DslSyntaxError
 from openinfer_jax.ir import Graph, format_graph, from_json_text, to_json_text
 from openinfer_jax.ir.dot import to_dot
-from openinfer_jax.trace import parse
+from openinfer_jax.trace import load_graph
 
-__all__ = ["FORMATS", "load_graph", "register", "render_graph"]
+__all__ = ["FORMATS", "register", "render_graph"]
 
 FORMATS = ("text", "json", "dot", "svg")
 _DOT_TIMEOUT_S = 120
-
-
-def load_graph(path: str | Path) -> Graph:
-    """Read a graph from a ``graph{}`` text file or a graph JSON file.
-
-    Raises:
-        DslSyntaxError: the file cannot be read, is not UTF-8, or is not a valid program
-            or graph JSON document (the message names the file and the place).
-    """
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8-sig")  # a leading BOM is not part of the program
-    except OSError as err:
-        raise DslSyntaxError(f"{p}: cannot read the graph file: {err.strerror or err}") from None
-    except UnicodeDecodeError as err:
-        raise DslSyntaxError(
-            f"{p}: byte {err.start} is not UTF-8; expected a UTF-8 text file"
-        ) from None
-    if p.suffix.lower() == ".json" or text.lstrip().startswith("{"):
-        return from_json_text(text, filename=str(p))
-    return parse(text, filename=str(p))
 
 
 def _svg(dot_text: str) -> str:

@@ -22,6 +22,7 @@ from openinfer_jax.emit.vk_kernels import device_features, matmul_tiles
 from openinfer_jax.emit.vk_program import VkOptions, runtime_shaped
 from openinfer_jax.emit.vk_variants import max_variants, prefix_counts, shape_variants
 from openinfer_jax.ir.nodes import Graph
+from openinfer_jax.trace.load import load_graph
 
 __all__ = ["TARGETS", "Synthesizer"]
 
@@ -44,14 +45,6 @@ def _load_model(model: Any) -> tuple[Any, bytes | None, bool]:
         except OSError as err:
             raise SynthesisError(f"cannot open model {path.name}: {err.strerror}") from None
     return model, None, False
-
-
-def _load_graph(graph: Any) -> Graph:
-    if isinstance(graph, Graph):
-        return graph
-    from openinfer_jax.sim.simulator import load_graph
-
-    return load_graph(graph)
 
 
 class Synthesizer:
@@ -119,12 +112,13 @@ class Synthesizer:
                 a graph that does not validate against the model, a device memory limit the
                 program exceeds, naming the node or variable and the limit; in strict mode
                 an op node the Vulkan target would run on the host.
+            DslSyntaxError: the graph file cannot be read, or its text does not parse.
         """
         if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
             raise SynthesisError(f"program name {name!r} must be a C identifier")
         loader, _raw, opened = _load_model(model)
         try:
-            g = _load_graph(graph)
+            g = load_graph(graph)
             try:
                 from openinfer_jax.ir import validate
 

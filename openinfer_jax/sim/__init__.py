@@ -13,7 +13,7 @@ from openinfer_jax.sim.events import (
 )
 from openinfer_jax.sim.executor import Executor, StepEvent
 from openinfer_jax.sim.sharding import AUTO, ShardedPlacement, device_mesh, sharding_scope
-from openinfer_jax.sim.simulator import Simulator, load_graph
+from openinfer_jax.sim.simulator import Simulator
 
 __all__ = [
     "AUTO",
@@ -23,7 +23,6 @@ __all__ = [
     "StepEvent",
     "TraceEvent",
     "device_mesh",
-    "load_graph",
     "sharding_scope",
     "trace_to_chrome",
     "write_chrome_trace",

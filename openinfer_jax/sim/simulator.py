@@ -45,37 +45,12 @@ from openinfer_jax.sim.plan import GraphPlan, RegionPlan
 from openinfer_jax.sim.regions import RegionCompiler
 from openinfer_jax.sim.sharding import attach_sharding
 from openinfer_jax.sim.wide import WideRunner
+from openinfer_jax.trace.load import load_graph
 
-__all__ = ["DEVICES", "Simulator", "load_graph"]
+__all__ = ["DEVICES", "Simulator"]
 
 # Device names accepted by `Simulator(device=...)`.
 DEVICES = ("cpu", "gpu", "vulkan", "numpy")
-
-
-def load_graph(graph: Graph | str | os.PathLike[str]) -> Graph:
-    """A Graph from a Graph, `graph{}` text, or a path to a `.graph`/`.oi` text or `.json` file.
-
-    Raises:
-        DslSyntaxError: text that does not parse. SimulationError: an unreadable path.
-    """
-    if isinstance(graph, Graph):
-        return graph
-    from openinfer_jax import trace
-
-    if isinstance(graph, str) and ("{" in graph or "\n" in graph):
-        return trace.parse(graph)
-    path = Path(graph)
-    if not path.is_file():
-        raise SimulationError(
-            f"graph file {path} does not exist (pass a Graph, graph{{}} text or a path)"
-        )
-    if path.suffix == ".json":
-        import json
-
-        from openinfer_jax import ir
-
-        return ir.from_json(json.loads(path.read_text()))  # type: ignore[attr-defined, no-any-return]
-    return trace.parse_file(path)
 
 
 def _load_model(model: Any) -> Any:

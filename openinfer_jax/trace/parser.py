@@ -68,7 +68,7 @@ from openinfer_jax.trace.lexer import (
     tokenize,
 )
 
-__all__ = ["ATTRIBUTES", "DSL_DTYPES", "MAX_LOOP_DEPTH", "NODE_KEYWORDS", "parse", "parse_file"]
+__all__ = ["ATTRIBUTES", "DSL_DTYPES", "MAX_LOOP_DEPTH", "NODE_KEYWORDS", "parse"]
 
 # Dtype spellings of the DSL: the short name of every type a tensor may have.
 DSL_DTYPES: dict[str, DType] = {d.short: d for d in DType if d.is_tensor_type}
@@ -921,22 +921,3 @@ def parse(text: str, filename: str | None = None) -> Graph:
     if not isinstance(text, str):
         raise DslSyntaxError(f"parse() takes the program text as str, got {type(text).__name__}")
     return _Parser(SourceText(text, filename)).parse_program()
-
-
-def parse_file(path: str | Path) -> Graph:
-    """Parse the `graph{}` program in the file at `path` (UTF-8).
-
-    Raises:
-        DslSyntaxError: a syntax error (located as ``path:line:col``), or the file cannot be
-            read or is not UTF-8 text.
-    """
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8-sig")  # a leading BOM is not part of the program
-    except OSError as err:
-        raise DslSyntaxError(f"{p}: cannot read the graph file: {err.strerror or err}") from None
-    except UnicodeDecodeError as err:
-        raise DslSyntaxError(
-            f"{p}: byte {err.start} is not UTF-8; expected a UTF-8 text file"
-        ) from None
-    return parse(text, filename=str(p))

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from openinfer_jax.core.errors import SynthesisError
+from openinfer_jax.core.errors import DslSyntaxError, SynthesisError
 from openinfer_jax.emit import Plan, Synthesizer
 from openinfer_jax.emit.memory import MemoryPlan
 from openinfer_jax.oinf import write_oinf
@@ -118,6 +118,14 @@ def test_graph_that_does_not_validate(tmp_path: Path) -> None:
         Synthesizer("c").synthesize(
             case.model, "graph { dynamic { x: f32[Q]; } block entry { return; } }"
         )
+
+
+def test_missing_graph_file_is_a_dsl_error(tmp_path: Path) -> None:
+    # The emitter loads graphs through trace.load_graph like the simulator; before, a missing
+    # file came out of the simulator's loader as a SimulationError.
+    case = CASES["minimal"](tmp_path)
+    with pytest.raises(DslSyntaxError, match=r"missing\.graph: cannot read the graph file"):
+        Synthesizer("c").synthesize(case.model, tmp_path / "missing.graph")
 
 
 def test_unknown_output_and_bad_name(tmp_path: Path) -> None:

@@ -209,7 +209,7 @@ def test_model_building_ops_on_the_gpu_match_simulator(tmp_path: Path) -> None:
     import numpy as np
 
     from openinfer_jax.oinf import write_oinf
-    from openinfer_jax.sim.simulator import load_graph
+    from openinfer_jax.trace import load_graph
     from tests.emit.test_parity_nn import GRAPH, NORM_GRAPH
 
     rng = np.random.default_rng(0)

@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from openinfer_jax.core.errors import GraphValidationError, OpenInferError, SimulationError
+from openinfer_jax.core.errors import (
+    DslSyntaxError,
+    GraphValidationError,
+    OpenInferError,
+    SimulationError,
+)
 from openinfer_jax.sim import Simulator
 
 GRAPH = """
@@ -148,7 +153,8 @@ def test_loop_bound_must_be_integer_scalar(make_model, bound_decl, bound_value, 
 def test_unknown_device_and_missing_graph_file(make_model) -> None:
     with pytest.raises(OpenInferError, match="unknown device"):
         Simulator(None, GRAPH, device="tpu9")
-    with pytest.raises(SimulationError, match="does not exist"):
+    # One loader for every consumer (trace.load_graph): an unreadable file is a DslSyntaxError.
+    with pytest.raises(DslSyntaxError, match="cannot read the graph file"):
         Simulator(None, "no/such/file.graph")
 
 
