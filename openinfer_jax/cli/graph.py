@@ -13,8 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from openinfer_jax.core.errors import BackendError, DslSyntaxError
-from openinfer_jax.ir import Graph, format_graph, from_json_text, to_json_text
+from openinfer_jax.core.errors import BackendError
+from openinfer_jax.ir import Graph, format_graph, to_json_text
 from openinfer_jax.ir.dot import to_dot
 from openinfer_jax.trace import load_graph
 

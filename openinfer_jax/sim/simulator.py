@@ -10,7 +10,6 @@ import importlib
 import importlib.util
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import jax

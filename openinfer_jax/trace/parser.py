@@ -20,7 +20,6 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import DslSyntaxError
