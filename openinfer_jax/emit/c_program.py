@@ -23,7 +23,14 @@ from openinfer_jax.emit.analysis import Analysis
 from openinfer_jax.emit.c_driver import driver_file, weights_file
 from openinfer_jax.emit.c_lower import Lowered, lower
 from openinfer_jax.emit.c_prefix import overlay_buffers
-from openinfer_jax.emit.c_source import SourceInput, fetchable, in_place, source_file, undo_vars
+from openinfer_jax.emit.c_source import (
+    SourceInput,
+    fetchable,
+    in_place,
+    source_file,
+    typed_setters,
+    undo_vars,
+)
 from openinfer_jax.emit.c_stmt import RenderContext
 from openinfer_jax.emit.c_types import ctype
 from openinfer_jax.emit.lifetimes import Lifetimes, lifetimes
@@ -166,6 +173,14 @@ def _header(an: Analysis, name: str, outputs: tuple[str, ...], embedded: bool) -
         "void oi_free(void);",
         "/* A short text for an error code (oi_last_error() has the details). */",
         "const char *oi_error_string(int code);",
+        "/* Between steps: every persistent variable back to its initial value, every cache table",
+        " * emptied (as after oi_init, without reloading the model). */",
+        "int oi_reset(void);",
+        "/* Between steps: set persistent variable `name` to `bytes` of `data` (its whole declared",
+        " * value, elements as in oi_insert_*), or a cache table with one index to bytes / entry",
+        " * bytes entries. OI_ERR_ARGUMENT: unknown name; OI_ERR_SHAPE: a size that does not fit;",
+        " * OI_ERR_CACHE_FULL: more entries than the table's capacity. */",
+        "int oi_set_persistent(const char *name, const void *data, size_t bytes);",
         "",
     ]
     for vname in sorted(n for n, v in an.vars.items() if v.kind == "dynamic"):
@@ -174,6 +189,18 @@ def _header(an: Analysis, name: str, outputs: tuple[str, ...], embedded: bool) -
         lines.append(f"/* {vname}: {info.dtype.short}{list(info.shape)} */")
         lines.append(
             f"int oi_insert_{vname}(const {ct.storage} *data, int ndim, const int64_t *dims);"
+        )
+    setters = typed_setters(an)
+    if setters:
+        lines.append("")
+        lines.append(
+            "/* Set a persistent variable (its declared dims) or a cache table ([counts per index...,"
+        )
+        lines.append(" * entry dims]: a prefill) between steps, checked like an insert. */")
+    for pname in setters:
+        dtype = an.tables[pname].dtype if pname in an.tables else an.vars[pname].dtype
+        lines.append(
+            f"int oi_set_persistent_{pname}(const {ctype(dtype).storage} *data, int ndim, const int64_t *dims);"
         )
     lines.append("")
     lines.append(

@@ -4,11 +4,13 @@ The last stage of C generation (`openinfer_jax.emit.c_program` runs the stages).
 input is decided before: the statements (`c_lower`), which assigns are dead (`lifetimes`)
 and every buffer's offset (`memory`). Each section of the file has one function here: the
 preamble (memory-plan comment, arena, error helper), the state declarations, the per-variable
-initializers, `oi_bind`, `oi_init`, `oi_free`, `oi_insert_*`, `oi_fetch_*` and `oi_step`.
+initializers, `oi_bind`, `oi_init`, `oi_free`, `oi_insert_*`, `oi_fetch_*`, `oi_reset`,
+`oi_set_persistent*` and `oi_step`.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -22,7 +24,16 @@ from openinfer_jax.emit.c_types import ctype
 from openinfer_jax.emit.memory import MemoryPlan
 from openinfer_jax.emit.vk_program import ALIGN as VK_ALIGN
 
-__all__ = ["SourceInput", "dynamic_inputs", "fetchable", "in_place", "source_file", "undo_vars"]
+__all__ = [
+    "SourceInput",
+    "dynamic_inputs",
+    "fetchable",
+    "in_place",
+    "persistent_names",
+    "source_file",
+    "typed_setters",
+    "undo_vars",
+]
 
 
 @dataclass(frozen=True)
@@ -417,6 +428,149 @@ def _oi_fetch(src: SourceInput, vname: str) -> list[str]:
     ]
 
 
+def persistent_names(an: Analysis) -> list[str]:
+    """Persistent variables and cache tables, in name order (what oi_set_persistent takes)."""
+    return sorted([*undo_vars(an), *an.tables])
+
+
+def _oi_reset(src: SourceInput) -> list[str]:
+    """`oi_reset`: every persistent variable back to its initial value, every table emptied."""
+    an = src.an
+    out = [
+        "int oi_reset(void) {",
+        "    int rc = OI_OK;",
+        '    if (!oi_ready) { oi_set_error("oi_reset before oi_init"); return OI_ERR_STATE; }',
+    ]
+    out += [f'    OI_TRY(oi_init_{vname}(), "reset {vname}");' for vname in undo_vars(an)]
+    for tname in sorted(an.tables):
+        nbytes = src.mem.buffers[f"table:{tname}"].nbytes
+        out.append(f"    memset(TB_{tname}.data, 0, {nbytes});")
+        out.append(f"    memset(TN_{tname}, 0, sizeof TN_{tname});")
+    return [*out, "    return OI_OK;", "    goto fail;", "fail:", "    return rc;", "}", ""]
+
+
+def _set_error(code: str, message: str, *args: str) -> str:
+    """A C statement: set the error message (printf `message` with `args`) and return `code`."""
+    rest = "".join(f", {a}" for a in args)
+    return f'oi_set_error("{message}"{rest}); return {code};'
+
+
+def _set_persistent_case(src: SourceInput, name: str) -> list[str]:
+    """The branch of `oi_set_persistent` for one persistent variable or table."""
+    an = src.an
+    if name in an.vars:
+        info = an.vars[name]
+        nbytes = info.numel * ctype(info.dtype).size
+        what = f"{info.dtype.short}{list(info.shape)}"
+        size = _set_error(
+            "OI_ERR_SHAPE", f"set_persistent {name}: %llu bytes, expected {nbytes} ({what})",
+            "(unsigned long long)bytes",
+        )  # fmt: skip
+        return [
+            f'    if (strcmp(name, "{name}") == 0) {{',
+            f"        if (bytes != {nbytes}) {{ {size} }}",
+            f"        rc = oi_set_shape(&V_{name}, {len(info.shape)}, {dims_name(name)});",
+            f"        if (!rc) memcpy(V_{name}.data, data, {nbytes});",
+            "        return rc;",
+            "    }",
+        ]
+    t = an.tables[name]
+    if t.autod or len(t.caps) != 1:
+        why = (
+            "loading an @auto_dim table is not supported"
+            if t.autod
+            else f"a table with {len(t.caps)} indices takes its counts from dims: use "
+            f"oi_set_persistent_{name}(data, ndim, dims)"
+        )
+        return [
+            f'    if (strcmp(name, "{name}") == 0) {{ '
+            + _set_error("OI_ERR_ARGUMENT", f"set_persistent {name}: {why}")
+            + " }"
+        ]
+    entry = math.prod(t.entry) * ctype(t.dtype).size
+    whole = _set_error(
+        "OI_ERR_SHAPE",
+        f"set_persistent {name}: %llu bytes are not whole entries of {t.dtype.short}"
+        f"{list(t.entry)} ({entry} bytes each)",
+        "(unsigned long long)bytes",
+    )
+    return [
+        f'    if (strcmp(name, "{name}") == 0) {{',
+        f"        const int64_t n = (int64_t)(bytes / {max(entry, 1)});",
+        f"        if (bytes % {max(entry, 1)}) {{ {whole} }}",
+        f"        return oi_table_load(&TB_{name}, data, &n);",
+        "    }",
+    ]
+
+
+def _oi_set_persistent(src: SourceInput) -> list[str]:
+    """`oi_set_persistent(name, data, bytes)`: a persistent variable's whole value, or the
+    entries of a one-index table; the name and the size are checked like an insert."""
+    names = persistent_names(src.an)
+    known = ", ".join(names) or "none"
+    out = [
+        "int oi_set_persistent(const char *name, const void *data, size_t bytes) {",
+        "    int rc = OI_OK;",
+        '    if (!oi_ready) { oi_set_error("oi_set_persistent before oi_init"); return OI_ERR_STATE; }',
+        "    if (!name || (!data && bytes)) { "
+        + _set_error("OI_ERR_ARGUMENT", "oi_set_persistent: NULL argument")
+        + " }",
+    ]
+    for name in names:
+        out += _set_persistent_case(src, name)
+    unknown = _set_error(
+        "OI_ERR_ARGUMENT",
+        f"set_persistent %s: no persistent variable of that name (persistent: {known})",
+        "name",
+    )
+    return [*out, f"    (void)rc; (void)data; {unknown}", "}", ""]
+
+
+def _oi_set_persistent_typed(src: SourceInput, name: str) -> list[str]:
+    """`oi_set_persistent_<name>(data, ndim, dims)`: typed like an insert; for a table the
+    leading dims are the entry counts per index (a prefill)."""
+    an = src.an
+    dtype = an.tables[name].dtype if name in an.tables else an.vars[name].dtype
+    ct = ctype(dtype)
+    out = [
+        f"int oi_set_persistent_{name}(const {ct.storage} *data, int ndim, const int64_t *dims) {{",
+        "    int d;",
+        '    if (!oi_ready) { oi_set_error("oi_set_persistent before oi_init"); return OI_ERR_STATE; }',
+        "    if (!data || (ndim && !dims)) { "
+        + _set_error("OI_ERR_ARGUMENT", "oi_set_persistent: NULL argument")
+        + " }",
+    ]
+    if name in an.vars:
+        info = an.vars[name]
+        nd, dims = len(info.shape), dims_name(name)
+        return [
+            *out,
+            f'    if (ndim != {nd}) {{ oi_set_error("set_persistent {name}: rank %d, expected {nd}", ndim); return OI_ERR_SHAPE; }}',
+            f'    for (d = 0; d < ndim; d++) if (dims[d] != {dims}[d]) {{ oi_set_error("set_persistent {name}: dim %d is %lld, expected %lld", d, (long long)dims[d], (long long){dims}[d]); return OI_ERR_SHAPE; }}',
+            f"    d = oi_set_shape(&V_{name}, {nd}, {dims});",
+            f"    if (!d) memcpy(V_{name}.data, data, {info.numel * ct.size});",
+            "    return d;",
+            "}",
+            "",
+        ]
+    t = an.tables[name]
+    n, nd = len(t.caps), len(t.caps) + len(t.entry)
+    shape = ", ".join([*t.indices, *map(str, t.entry)])
+    return [
+        *out,
+        f'    if (ndim != {nd}) {{ oi_set_error("set_persistent {name}: rank %d, expected {nd} ([{shape}])", ndim); return OI_ERR_SHAPE; }}',
+        f'    for (d = {n}; d < ndim; d++) if (dims[d] != TE_{name}[d - {n}]) {{ oi_set_error("set_persistent {name}: dim %d is %lld, the entry needs %lld", d, (long long)dims[d], (long long)TE_{name}[d - {n}]); return OI_ERR_SHAPE; }}',
+        f"    return oi_table_load(&TB_{name}, data, dims);",
+        "}",
+        "",
+    ]
+
+
+def typed_setters(an: Analysis) -> list[str]:
+    """The persistent names with an `oi_set_persistent_<name>` (every one but @auto_dim tables)."""
+    return [n for n in persistent_names(an) if not (n in an.tables and an.tables[n].autod)]
+
+
 def _oi_step(src: SourceInput) -> list[str]:
     """`oi_step`: check inputs, save what a failure must restore, run the body."""
     an, low = src.an, src.low
@@ -504,5 +658,8 @@ def source_file(src: SourceInput) -> str:
         out += _oi_insert(src, vname)
     for vname in fetchable(an, src.outputs):
         out += _oi_fetch(src, vname)
+    out += _oi_reset(src) + _oi_set_persistent(src)
+    for pname in typed_setters(an):
+        out += _oi_set_persistent_typed(src, pname)
     out += _oi_step(src)
     return "\n".join(out)

@@ -241,7 +241,13 @@ class Executor:
         Raises:
             SimulationError: not persistent, or a dtype/shape that does not fit.
         """
-        decl = self._persistent_decl(name)
+        decl = self._decls.get(name)
+        if decl is None or decl.kind is not MemoryKind.PERSISTENT:
+            known = sorted(d.name for d in self.graph.vars if d.kind is MemoryKind.PERSISTENT)
+            raise SimulationError(
+                f"set_persistent {name!r}: no persistent variable of that name (persistent: "
+                f"{', '.join(known) or 'none'})"
+            )
         arr = np.asarray(value)
         if arr.dtype != np.dtype(decl.dtype.numpy):
             raise SimulationError(
@@ -258,6 +264,21 @@ class Executor:
         self.persistent.values[name] = (
             arr if not want else jax.device_put(arr, self.sim.placement(name, self.device))
         )
+
+    def reset(self) -> None:
+        """Put all persistent state back to its initial value, between steps: every persistent
+        variable to its start value (model tensor, `@init`, metadata scalar or zeros) and every
+        cache table emptied (counts 0), as in a new executor. Inserted inputs, the trace and
+        the stats are kept. Like `set_persistent`, not part of a step, so not undone."""
+        store = self.persistent
+        store.undo.clear()
+        for decl in self.graph.vars:
+            if decl.kind is not MemoryKind.PERSISTENT:
+                continue
+            if decl.name in store.tables:
+                self._init_persistent(decl)  # a new, empty table
+            else:
+                store.values[decl.name] = store.initial[decl.name]
 
     def step(self) -> TraceEvent | None:
         """Run one step to completion; returns the last trace event (None if not tracing).

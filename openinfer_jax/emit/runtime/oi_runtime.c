@@ -639,6 +639,44 @@ int oi_table_write(oi_table *t, const oi_sel *sel, int nsel, const oi_tensor *sr
     return table_block(t, start, size, (unsigned char *)src->data, 1);
 }
 
+int oi_table_load(oi_table *t, const void *data, const int64_t *counts) {
+    int64_t entry = 1, total = 1, slots = 1, k, idx[OI_MAX_DIMS];
+    size_t row;
+    int a;
+    if (t->autod) {
+        oi_set_error("cache table %s: loading an @auto_dim table is not supported", t->name);
+        return OI_ERR_ARGUMENT;
+    }
+    for (a = 0; a < t->n_idx; a++) {
+        if (counts[a] < 0) {
+            oi_set_error("cache table %s: negative count %lld for index %d", t->name, (long long)counts[a], a);
+            return OI_ERR_ARGUMENT;
+        }
+        if (counts[a] > t->caps[a]) {
+            oi_set_error("cache table %s: %lld entries along index %d exceed its capacity %lld", t->name,
+                         (long long)counts[a], a, (long long)t->caps[a]);
+            return OI_ERR_CACHE_FULL;
+        }
+        total *= counts[a];
+        slots *= t->caps[a];
+        idx[a] = 0;
+    }
+    for (a = 0; a < t->entry_nd; a++) entry *= t->entry[a];
+    row = (size_t)entry * t->elem;
+    memset(t->data, 0, (size_t)slots * row);
+    for (k = 0; k < total; k++) {
+        int64_t slot = 0;
+        for (a = 0; a < t->n_idx; a++) slot = slot * t->caps[a] + idx[a];
+        memcpy((unsigned char *)t->data + (size_t)slot * row, (const unsigned char *)data + (size_t)k * row, row);
+        for (a = t->n_idx - 1; a >= 0; a--) { /* the next index in row-major order */
+            if (++idx[a] < counts[a]) break;
+            idx[a] = 0;
+        }
+    }
+    for (a = 0; a < t->n_idx; a++) t->counts[a] = counts[a];
+    return OI_OK;
+}
+
 int oi_table_reset(oi_table *t, const oi_sel *sel, int nsel) {
     int64_t start[OI_MAX_DIMS], size[OI_MAX_DIMS];
     int kept[OI_MAX_DIMS], a, rc;

@@ -158,6 +158,12 @@ typedef struct {
     int64_t lo, hi;
 } oi_sel;
 
+/* Between steps (oi_set_persistent): the table holds `counts[a]` entries per table axis,
+   copied from `data` laid out [counts..., entry]; the rest of its storage is zero. Not
+   journaled. OI_ERR_CACHE_FULL when a count exceeds the axis' capacity, OI_ERR_ARGUMENT for
+   a negative count or an @auto_dim table (the simulator cannot load those either). */
+int oi_table_load(oi_table *t, const void *data, const int64_t *counts);
+
 int oi_table_read(oi_table *t, const oi_sel *sel, int nsel, oi_tensor *dst);
 int oi_table_write(oi_table *t, const oi_sel *sel, int nsel, const oi_tensor *src);
 int oi_table_reset(oi_table *t, const oi_sel *sel, int nsel);

@@ -13,9 +13,22 @@ int oi_step(void);
 void oi_free(void);
 /* A short text for an error code (oi_last_error() has the details). */
 const char *oi_error_string(int code);
+/* Between steps: every persistent variable back to its initial value, every cache table
+ * emptied (as after oi_init, without reloading the model). */
+int oi_reset(void);
+/* Between steps: set persistent variable `name` to `bytes` of `data` (its whole declared
+ * value, elements as in oi_insert_*), or a cache table with one index to bytes / entry
+ * bytes entries. OI_ERR_ARGUMENT: unknown name; OI_ERR_SHAPE: a size that does not fit;
+ * OI_ERR_CACHE_FULL: more entries than the table's capacity. */
+int oi_set_persistent(const char *name, const void *data, size_t bytes);
 
 /* x: f32[5] */
 int oi_insert_x(const float *data, int ndim, const int64_t *dims);
+
+/* Set a persistent variable (its declared dims) or a cache table ([counts per index...,
+ * entry dims]: a prefill) between steps, checked like an insert. */
+int oi_set_persistent_A(const float *data, int ndim, const int64_t *dims);
+int oi_set_persistent_count(const int32_t *data, int ndim, const int64_t *dims);
 
 /* Fetch after a step: `capacity` elements at `out`; `dims` receives up to OI_MAX_DIMS sizes. */
 #define OI_BOUND_A 80

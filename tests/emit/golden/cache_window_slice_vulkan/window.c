@@ -493,6 +493,56 @@ int oi_fetch_zero(int32_t *out, int64_t capacity, int *ndim, int64_t *dims) {
     return OI_OK;
 }
 
+int oi_reset(void) {
+    int rc = OI_OK;
+    if (!oi_ready) { oi_set_error("oi_reset before oi_init"); return OI_ERR_STATE; }
+    OI_TRY(oi_init_count(), "reset count");
+    memset(TB_A.data, 0, 320);
+    memset(TN_A, 0, sizeof TN_A);
+    return OI_OK;
+    goto fail;
+fail:
+    return rc;
+}
+
+int oi_set_persistent(const char *name, const void *data, size_t bytes) {
+    int rc = OI_OK;
+    if (!oi_ready) { oi_set_error("oi_set_persistent before oi_init"); return OI_ERR_STATE; }
+    if (!name || (!data && bytes)) { oi_set_error("oi_set_persistent: NULL argument"); return OI_ERR_ARGUMENT; }
+    if (strcmp(name, "A") == 0) {
+        const int64_t n = (int64_t)(bytes / 20);
+        if (bytes % 20) { oi_set_error("set_persistent A: %llu bytes are not whole entries of f32[5] (20 bytes each)", (unsigned long long)bytes); return OI_ERR_SHAPE; }
+        return oi_table_load(&TB_A, data, &n);
+    }
+    if (strcmp(name, "count") == 0) {
+        if (bytes != 4) { oi_set_error("set_persistent count: %llu bytes, expected 4 (i32[])", (unsigned long long)bytes); return OI_ERR_SHAPE; }
+        rc = oi_set_shape(&V_count, 0, D_count);
+        if (!rc) memcpy(V_count.data, data, 4);
+        return rc;
+    }
+    (void)rc; (void)data; oi_set_error("set_persistent %s: no persistent variable of that name (persistent: A, count)", name); return OI_ERR_ARGUMENT;
+}
+
+int oi_set_persistent_A(const float *data, int ndim, const int64_t *dims) {
+    int d;
+    if (!oi_ready) { oi_set_error("oi_set_persistent before oi_init"); return OI_ERR_STATE; }
+    if (!data || (ndim && !dims)) { oi_set_error("oi_set_persistent: NULL argument"); return OI_ERR_ARGUMENT; }
+    if (ndim != 2) { oi_set_error("set_persistent A: rank %d, expected 2 ([t, 5])", ndim); return OI_ERR_SHAPE; }
+    for (d = 1; d < ndim; d++) if (dims[d] != TE_A[d - 1]) { oi_set_error("set_persistent A: dim %d is %lld, the entry needs %lld", d, (long long)dims[d], (long long)TE_A[d - 1]); return OI_ERR_SHAPE; }
+    return oi_table_load(&TB_A, data, dims);
+}
+
+int oi_set_persistent_count(const int32_t *data, int ndim, const int64_t *dims) {
+    int d;
+    if (!oi_ready) { oi_set_error("oi_set_persistent before oi_init"); return OI_ERR_STATE; }
+    if (!data || (ndim && !dims)) { oi_set_error("oi_set_persistent: NULL argument"); return OI_ERR_ARGUMENT; }
+    if (ndim != 0) { oi_set_error("set_persistent count: rank %d, expected 0", ndim); return OI_ERR_SHAPE; }
+    for (d = 0; d < ndim; d++) if (dims[d] != D_count[d]) { oi_set_error("set_persistent count: dim %d is %lld, expected %lld", d, (long long)dims[d], (long long)D_count[d]); return OI_ERR_SHAPE; }
+    d = oi_set_shape(&V_count, 0, D_count);
+    if (!d) memcpy(V_count.data, data, 4);
+    return d;
+}
+
 int oi_step(void) {
     int rc = OI_OK;
     if (!oi_ready) { oi_set_error("oi_step before oi_init"); return OI_ERR_STATE; }

@@ -205,6 +205,22 @@ int oi_fetch_y(float *out, int64_t capacity, int *ndim, int64_t *dims) {
     return OI_OK;
 }
 
+int oi_reset(void) {
+    int rc = OI_OK;
+    if (!oi_ready) { oi_set_error("oi_reset before oi_init"); return OI_ERR_STATE; }
+    return OI_OK;
+    goto fail;
+fail:
+    return rc;
+}
+
+int oi_set_persistent(const char *name, const void *data, size_t bytes) {
+    int rc = OI_OK;
+    if (!oi_ready) { oi_set_error("oi_set_persistent before oi_init"); return OI_ERR_STATE; }
+    if (!name || (!data && bytes)) { oi_set_error("oi_set_persistent: NULL argument"); return OI_ERR_ARGUMENT; }
+    (void)rc; (void)data; oi_set_error("set_persistent %s: no persistent variable of that name (persistent: none)", name); return OI_ERR_ARGUMENT;
+}
+
 int oi_step(void) {
     int rc = OI_OK;
     if (!oi_ready) { oi_set_error("oi_step before oi_init"); return OI_ERR_STATE; }

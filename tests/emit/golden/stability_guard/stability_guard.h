@@ -13,6 +13,14 @@ int oi_step(void);
 void oi_free(void);
 /* A short text for an error code (oi_last_error() has the details). */
 const char *oi_error_string(int code);
+/* Between steps: every persistent variable back to its initial value, every cache table
+ * emptied (as after oi_init, without reloading the model). */
+int oi_reset(void);
+/* Between steps: set persistent variable `name` to `bytes` of `data` (its whole declared
+ * value, elements as in oi_insert_*), or a cache table with one index to bytes / entry
+ * bytes entries. OI_ERR_ARGUMENT: unknown name; OI_ERR_SHAPE: a size that does not fit;
+ * OI_ERR_CACHE_FULL: more entries than the table's capacity. */
+int oi_set_persistent(const char *name, const void *data, size_t bytes);
 
 /* x: f32[6] */
 int oi_insert_x(const float *data, int ndim, const int64_t *dims);
