@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import SynthesisError
 from openinfer_jax.emit.analysis import OpInfo
+from openinfer_jax.emit.c_dense import dense_kernel, dense_pack_bytes, runtime_headers
+from openinfer_jax.emit.c_options import DenseOptions
 from openinfer_jax.emit.c_types import CType, ctype
 
 __all__ = [
@@ -40,11 +42,13 @@ __all__ = [
 
 @dataclass(frozen=True)
 class KernelRequest:
-    """What a kernel is generated for: the op info and the place (for error messages)."""
+    """What a kernel is generated for: the op info, the place (for error messages) and the
+    device's dense-kernel options (f32 linear/matmul run on the runtime's GEMM)."""
 
     name: str
     info: OpInfo
     where: str
+    dense: DenseOptions = field(default_factory=DenseOptions)
 
 
 @dataclass(frozen=True)
@@ -443,8 +447,11 @@ def _int_lit(value: int, dtype: DType) -> str:
     return f"UINT64_C({value})"
 
 
-def matmul_pack_bytes(info: OpInfo) -> int:
-    """Bytes of the arena's pack buffer a matmul call needs (0 unless it takes the tiled path)."""
+def matmul_pack_bytes(info: OpInfo, dense: DenseOptions | None = None) -> int:
+    """Bytes of the arena's pack buffer a matmul/linear call needs (0 unless it takes a
+    packed path: the runtime GEMM for f32, the tiled loop for f64)."""
+    if runtime_headers(info):
+        return dense_pack_bytes(info, dense or DenseOptions())
     if info.opdef.name != "matmul" or info.params.get("acc") is not None:
         return 0
     storages = {ctype(d).storage for d in (*info.in_dtypes, info.out_dtype)}
@@ -1525,6 +1532,9 @@ def render_kernel(req: KernelRequest) -> str:
         SynthesisError: the op or one of its dtypes has no C kernel, naming the node.
     """
     op = req.info.opdef.name
+    dense = dense_kernel(req.name, req.info, req.dense)
+    if dense is not None:
+        return dense
     if op in STRUCTURED:
         return _with_runtime_params(req, STRUCTURED[op](req))
     if op in ELEMENTWISE:

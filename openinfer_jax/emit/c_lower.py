@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import SynthesisError
 from openinfer_jax.emit.analysis import Analysis, OpInfo, resolve_dims, walk_nodes
+from openinfer_jax.emit.c_dense import runtime_headers
 from openinfer_jax.emit.c_kernels import (
     ALIAS_SAFE,
     ELEMENTWISE,
@@ -42,6 +43,7 @@ from openinfer_jax.emit.c_kernels import (
     render_kernel,
     runtime_params,
 )
+from openinfer_jax.emit.c_options import DenseOptions
 from openinfer_jax.emit.c_stmt import (
     Access,
     Arm,
@@ -120,10 +122,12 @@ class KernelSet:
     node (`function`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, dense: DenseOptions | None = None) -> None:
         self.names: dict[str, str] = {}  # signature -> function name
         self.code: list[str] = []
-        self.pack_bytes = 0  # the tiled matmul's panel buffer
+        self.pack_bytes = 0  # the GEMM's per-thread panels (the f64 matmul's panel of B)
+        self.dense = dense or DenseOptions()  # threads and blocking of the f32 GEMM/GEMV
+        self.headers: set[str] = set()  # runtime kernel headers <name>.c includes
 
     def __len__(self) -> int:
         return len(self.names)
@@ -143,8 +147,9 @@ class KernelSet:
         if fn is None:
             first = info.in_dtypes[0].short if info.in_dtypes else "x"
             fn = f"k{len(self.names)}_{info.opdef.name}_{first}"
-            self.code.append(render_kernel(KernelRequest(fn, info, where)))
-            self.pack_bytes = max(self.pack_bytes, matmul_pack_bytes(info))
+            self.code.append(render_kernel(KernelRequest(fn, info, where, self.dense)))
+            self.pack_bytes = max(self.pack_bytes, matmul_pack_bytes(info, self.dense))
+            self.headers.update(runtime_headers(info))
             self.names[key] = fn
         return fn
 
@@ -179,12 +184,14 @@ class Lowered:
 class _Lowering:
     """One lowering run: positions, accesses, labels, temporaries."""
 
-    def __init__(self, an: Analysis, target: str, vk: VkOptions | None) -> None:
+    def __init__(
+        self, an: Analysis, target: str, vk: VkOptions | None, dense: DenseOptions | None
+    ) -> None:
         self.an = an
         self.target = target
         # The Vulkan target's placement, dispatches and syncs (None for the C target).
         self.vk = VkState(an, vk or VkOptions({})) if target == "vulkan" else None
-        self.kernels = KernelSet()
+        self.kernels = KernelSet(dense)
         self.prefix_slots: list[tuple[str, int]] = []
         self.pos = 0
         self.pending: list[Access] = []  # accesses of the statement being built
@@ -700,13 +707,19 @@ def _yield_bits(an: Analysis) -> dict[str, int]:
     return {v: k for k, v in enumerate(names)}
 
 
-def lower(an: Analysis, target: str = "c", vk: VkOptions | None = None) -> Lowered:
-    """Lower the step of `an` (entry, with branch targets and consumers inlined).
+def lower(
+    an: Analysis,
+    target: str = "c",
+    vk: VkOptions | None = None,
+    dense: DenseOptions | None = None,
+) -> Lowered:
+    """Lower the step of `an` (entry, with branch targets and consumers inlined); `dense`
+    sets the threads and blocking of the f32 GEMM/GEMV kernels.
 
     Raises:
         SynthesisError: a node the C target cannot express, naming the node and the limit.
     """
-    low = _Lowering(an, target, vk)
+    low = _Lowering(an, target, vk, dense)
     body: list[Stmt] = []
     low.nodes(an.entry.nodes, an.entry.name, Scope(end_label="step_end"), body, 1)
     for blk in an.consumers:

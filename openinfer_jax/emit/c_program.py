@@ -22,6 +22,7 @@ from openinfer_jax.core.errors import SynthesisError
 from openinfer_jax.emit.analysis import Analysis
 from openinfer_jax.emit.c_driver import driver_file, weights_file
 from openinfer_jax.emit.c_lower import Lowered, lower
+from openinfer_jax.emit.c_options import DenseOptions
 from openinfer_jax.emit.c_prefix import overlay_buffers
 from openinfer_jax.emit.c_source import (
     SourceInput,
@@ -52,6 +53,7 @@ class CProgram:
     kernels: int
     outputs: tuple[str, ...]
     vulkan: VkReport | None = None
+    runtime_headers: tuple[str, ...] = ()  # kernel headers <name>.c includes
 
 
 def _c_ident_check(names: list[str]) -> None:
@@ -68,17 +70,19 @@ def generate_c(
     device: str,
     target: str = "c",
     vk: VkOptions | None = None,
+    dense: DenseOptions | None = None,
 ) -> CProgram:
     """Generate the C program for `an` (see the module docstring); `target` ``"vulkan"`` runs
     the op nodes that have GPU kernels as Vulkan dispatches (`openinfer_jax.emit.vk_program`,
-    options `vk`) and the rest on the host.
+    options `vk`) and the rest on the host. `dense` sets the threads and blocking of the f32
+    GEMM/GEMV kernels (`openinfer_jax.emit.c_dense`).
 
     Raises:
         SynthesisError: a node the C target cannot express, naming the node and the limit
             (with ``vk.strict``: any op node that would run on the host).
     """
     _c_ident_check(sorted(an.vars) + sorted(an.tables) + sorted(an.prefixes))
-    low = lower(an, target, vk)
+    low = lower(an, target, vk, dense)
     life = lifetimes(low.body)
     if low.vk is not None:  # a live assign zeroes arena memory on the host: a sync first
         low.vk.syncs += len(life.assigns) - len(life.dead_assigns)
@@ -104,7 +108,8 @@ def generate_c(
     if embed is not None:
         files[f"{name}_weights.c"] = weights_file(name, embed)
     report = low.vk.report() if low.vk is not None else None
-    return CProgram(files, mem, len(low.kernels), outputs, report)
+    headers = tuple(sorted(low.kernels.headers))
+    return CProgram(files, mem, len(low.kernels), outputs, report, headers)
 
 
 def _buffers(an: Analysis, low: Lowered, life: Lifetimes, outputs: tuple[str, ...]) -> list[Buffer]:

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from openinfer_jax.core.errors import SynthesisError
+from openinfer_jax.emit.c_dense import dense_preamble
 from openinfer_jax.emit.analysis import Analysis, VarInfo
 from openinfer_jax.emit.c_kernels import c_literal
 from openinfer_jax.emit.c_lower import Lowered, dims_name
@@ -123,6 +124,7 @@ def _preamble(src: SourceInput) -> list[str]:
     if src.vulkan:
         out += ['#include "oi_vulkan.h"', ""]
     out += ["#include <math.h>", "#include <stdio.h>", "#include <string.h>", ""]
+    out += dense_preamble(src.low.kernels.headers, src.low.kernels.dense)
     out.append(f"#define OI_ARENA_BYTES {mem.arena_bytes}")
     if src.vulkan:
         out.append("/* one arena: the host-visible Vulkan storage buffer, mapped at oi_init */")
@@ -349,6 +351,8 @@ def _oi_init(src: SourceInput) -> list[str]:
 def _oi_free(src: SourceInput) -> list[str]:
     """`oi_free` and `oi_error_string`."""
     out = ["void oi_free(void) {", "    if (oi_ready || oi_m.bytes) oi_model_close(&oi_m);"]
+    if src.low.kernels.headers:  # join the kernel threads (nothing in a 1-thread build)
+        out.append("    oi_parallel_shutdown();")
     if src.vulkan:
         out.append("    oi_vk_free();")
     out.append("    oi_ready = 0;")

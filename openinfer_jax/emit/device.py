@@ -1,7 +1,9 @@
 """The device-architecture JSON (seed 002): parsing and validation into a `DeviceArch`.
 
 Keys: ``device``, ``limits``, ``features``, ``memory``, ``preferences`` (all required, with
-the fields of `SCHEMA`), plus the optional ``cache_capacity``: the capacity used for cache
+the fields of `SCHEMA`; the C target also reads the optional ``preferences.threads``,
+``preferences.gemm_block``, ``preferences.gemv_max_rows`` and ``limits.max_threads``, see
+`openinfer_jax.emit.c_options`), plus the optional ``cache_capacity``: the capacity used for cache
 table axes that have no ``@fixed`` size (an int for every axis, or ``{"K": 64}`` /
 ``{"K": {"t": 64}}`` per table or per table axis). Every problem raises `SynthesisError`
 naming the JSON path of the field and what it should hold.
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from openinfer_jax.core.errors import SynthesisError
+from openinfer_jax.emit.c_options import DenseOptions
 
 __all__ = [
     "PACKAGED_ARCH_DIR",
@@ -131,6 +134,14 @@ class DeviceArch:
             return int(entry[axis])
         return None
 
+    @property
+    def dense(self) -> DenseOptions:
+        """Threads and cache blocking of the C target's dense kernels (optional
+        ``preferences.threads`` / ``gemm_block`` / ``gemv_max_rows``, ``limits.max_threads``)."""
+        return DenseOptions.from_preferences(
+            self.raw["preferences"], self.raw["limits"], self.source
+        )
+
     def describe(self) -> str:
         """One line for generated comments: name, type, api (no paths, so output is reproducible)."""
         dev = self.raw["device"]
@@ -190,7 +201,9 @@ def parse_arch(data: Any, source: str = "<dict>") -> DeviceArch:
     cap = data.get("cache_capacity")
     if cap is not None:
         _check_capacity(cap, f"{source}: cache_capacity")
-    return DeviceArch(sections, cap, source)
+    arch = DeviceArch(sections, cap, source)
+    arch.dense  # noqa: B018 - checks the optional thread/blocking keys now, naming the field
+    return arch
 
 
 # Device descriptions shipped in the package, selectable by name (`--arch cortex-a53`).

@@ -22,12 +22,13 @@ import os
 import shutil
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from openinfer_jax.core.errors import SynthesisError
 from openinfer_jax.emit.memory import MemoryPlan
 from openinfer_jax.emit.vk_program import VkReport
+from openinfer_jax.passes import PassReport
 
 __all__ = ["MANIFEST", "Plan"]
 
@@ -40,7 +41,7 @@ class Plan:
     """What `Synthesizer.synthesize` returns: target, program name, files and the memory plan.
 
     `vulkan` (Vulkan target only) says which op nodes run on the GPU and why the others
-    run on the host.
+    run on the host. `passes` says which weight transposes were folded and which nodes fused.
     """
 
     target: str
@@ -50,6 +51,7 @@ class Plan:
     kernels: int
     outputs: tuple[str, ...]
     vulkan: VkReport | None = None
+    passes: PassReport = field(default_factory=PassReport)
 
     @property
     def arena_bytes(self) -> int:
@@ -68,6 +70,7 @@ class Plan:
             f"{self.target} program {self.name!r}: {len(self.files)} files, {self.kernels} kernels"
         ]
         lines.append(f"memory: {self.memory.summary()}")
+        lines += self.passes.lines()
         if self.vulkan is not None:
             lines += self.vulkan.summary()
         return "\n".join(lines)

@@ -1,19 +1,38 @@
-"""The fixed C runtime copied into every emitted program (oi_runtime.h / oi_runtime.c)."""
+"""The fixed C runtime copied into emitted programs: oi_runtime.h / oi_runtime.c always; the
+header-only dense kernels (oi_gemm.h with oi_vec.h and oi_parallel.h) when the program uses
+them, plus oi_pool.h (the POSIX thread pool) only when it was synthesized for more than one
+thread, so a single-threaded program contains no pthread code."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
-__all__ = ["RUNTIME_DIR", "runtime_files", "vulkan_files"]
+__all__ = ["RUNTIME_DIR", "kernel_files", "runtime_files", "vulkan_files"]
 
 RUNTIME_DIR = Path(__file__).with_name("runtime")
+
+# What each kernel header includes from the runtime (besides oi_runtime.h).
+_HEADER_DEPS = {"oi_gemm.h": ("oi_parallel.h", "oi_vec.h")}
 
 
 @cache
 def runtime_files() -> dict[str, str]:
     """File name -> text of the runtime sources, in name order."""
     return {p.name: p.read_text(encoding="utf-8") for p in sorted(RUNTIME_DIR.glob("oi_runtime.*"))}
+
+
+def kernel_files(headers: Iterable[str], threads: int) -> dict[str, str]:
+    """File name -> text of the kernel headers a program includes and what they include
+    (oi_pool.h only when `threads` > 1)."""
+    names = set()
+    for header in headers:
+        names.add(header)
+        names.update(_HEADER_DEPS.get(header, ()))
+    if names and threads > 1:
+        names.add("oi_pool.h")
+    return {n: (RUNTIME_DIR / n).read_text(encoding="utf-8") for n in sorted(names)}
 
 
 @cache

@@ -17,11 +17,12 @@ from openinfer_jax.emit.analysis import Analysis, analyze
 from openinfer_jax.emit.c_program import generate_c
 from openinfer_jax.emit.device import DeviceArch, host_arch, load_arch
 from openinfer_jax.emit.plan import Plan
-from openinfer_jax.emit.runtime_files import runtime_files, vulkan_files
+from openinfer_jax.emit.runtime_files import kernel_files, runtime_files, vulkan_files
 from openinfer_jax.emit.vk_kernels import device_features, matmul_tiles
 from openinfer_jax.emit.vk_program import VkOptions, runtime_shaped
 from openinfer_jax.emit.vk_variants import max_variants, prefix_counts, shape_variants
 from openinfer_jax.ir.nodes import Graph
+from openinfer_jax.passes import optimize
 from openinfer_jax.trace.load import load_graph
 
 __all__ = ["TARGETS", "Synthesizer"]
@@ -102,7 +103,10 @@ class Synthesizer:
         """Check and generate; nothing is written (call `Plan.emit`).
 
         `outputs` names the variables the API can fetch (default: every declared variable
-        and every assigned temporary); buffers outside it are reused by lifetime.
+        and every assigned temporary the passes keep: a temporary folded away, such as the
+        transposed weight of a `matmul` that became `linear`, is not fetchable unless named
+        here); buffers outside it are reused by lifetime. `Plan.passes` lists what the
+        passes (`openinfer_jax.passes`) folded and fused.
         `embed_weights` compiles the model file into the program as a C array.
         `strict` (Vulkan target): every op node must run on the GPU; one that would run on
         the host raises SynthesisError naming it and why.
@@ -127,18 +131,27 @@ class Synthesizer:
                 raise SynthesisError(
                     f"the graph does not validate against the model: {err}"
                 ) from None
+            outputs = None if outputs is None else tuple(outputs)
+            g, passes = optimize(g, loader.sizevars, outputs)
             an = analyze(g, loader, self.arch)
             chosen = _outputs(an, outputs)
             embed = _model_bytes(loader) if embed_weights else None
             vk = self._vk_options(g, loader, an, strict) if self.target == "vulkan" else None
-            program = generate_c(an, name, chosen, embed, self.arch.describe(), self.target, vk)
+            dense = self.arch.dense
+            program = generate_c(
+                an, name, chosen, embed, self.arch.describe(), self.target, vk, dense
+            )
             limit = self.arch.memory("global_bytes")
             if program.memory.arena_bytes > limit:
                 raise SynthesisError(
                     f"the program needs an arena of {program.memory.arena_bytes} bytes; device "
                     f"{self.arch.name!r} has memory.global_bytes={limit}"
                 )
-            files = {**runtime_files(), **program.files}
+            files = {
+                **runtime_files(),
+                **kernel_files(program.runtime_headers, dense.threads),
+                **program.files,
+            }
             if self.target == "vulkan":
                 files.update(vulkan_files())
             return Plan(
@@ -149,6 +162,7 @@ class Synthesizer:
                 program.kernels,
                 program.outputs,
                 program.vulkan,
+                passes,
             )
         finally:
             if opened:

@@ -42,6 +42,8 @@ def build(
     sources = [f"{plan.name}.c", "oi_runtime.c", f"{plan.name}_driver.c"]
     sources += [f for f in plan.files if f.endswith("_weights.c")]
     libs = ["-lm"]
+    if "oi_pool.h" in plan.files:  # synthesized for several threads
+        libs.insert(0, "-pthread")
     if plan.target == "vulkan":
         sources.append("oi_vulkan.c")
         libs.insert(0, "-lvulkan")

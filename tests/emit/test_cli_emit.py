@@ -40,14 +40,17 @@ def test_emit_c_writes_sources(tmp_path: Path, capsys) -> None:
     )
     assert rc == 0
     printed = capsys.readouterr().out
-    assert "memory: arena" in printed and f"wrote 5 files to {out}" in printed
+    assert "memory: arena" in printed and f"wrote 8 files to {out}" in printed
     assert sorted(p.name for p in out.iterdir()) == [
         ".openinfer-emit",
         "mlp.c",
         "mlp.h",
         "mlp_driver.c",
+        "oi_gemm.h",  # the mlp's matmuls run on the header-only GEMM (one thread: no oi_pool.h)
+        "oi_parallel.h",
         "oi_runtime.c",
         "oi_runtime.h",
+        "oi_vec.h",
     ]
     assert "int oi_fetch_y(float *out" in (out / "mlp.h").read_text()
     assert "oi_fetch_h" not in (out / "mlp.h").read_text()

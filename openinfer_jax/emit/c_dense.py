@@ -1,0 +1,187 @@
+"""The C target's dense f32 kernels: linear and matmul on the runtime's GEMM/GEMV.
+
+The arithmetic lives in fixed runtime headers (``emit/runtime/oi_gemm.h``, ``oi_vec.h``,
+``oi_parallel.h``, and ``oi_pool.h`` for threaded builds), included by ``<name>.c``; the
+kernels rendered here only check shapes and fill an ``oi_gemm_f32_args`` block. Which
+headers a program includes, how many threads it may use and its cache blocking come from
+`DenseOptions` (the device JSON's ``preferences``).
+"""
+
+from __future__ import annotations
+
+from openinfer_jax.emit.analysis import OpInfo
+from openinfer_jax.emit.c_options import DenseOptions
+from openinfer_jax.emit.c_types import ctype
+from openinfer_jax.core.dtypes import DType
+
+__all__ = [
+    "dense_kernel",
+    "dense_pack_bytes",
+    "dense_preamble",
+    "runtime_headers",
+]
+
+
+def _is_f32(info: OpInfo) -> bool:
+    return all(d is DType.F32 for d in (*info.in_dtypes, info.out_dtype))
+
+
+def _gemm_kind(info: OpInfo) -> str | None:
+    """``linear`` / ``matmul`` when the op runs on the runtime's f32 GEMM, else None."""
+    name = info.opdef.name
+    if not _is_f32(info):
+        return None
+    if name == "linear":
+        return "linear"
+    if name == "matmul" and info.params.get("acc") is None and all(info.in_shapes):
+        return "matmul"
+    return None
+
+
+def runtime_headers(info: OpInfo) -> tuple[str, ...]:
+    """The runtime headers the kernel of `info` needs (empty for the other kernels)."""
+    return ("oi_gemm.h",) if _gemm_kind(info) else ()
+
+
+def _rows(info: OpInfo) -> int:
+    """The largest row count (M) the op's product can have."""
+    shape = info.in_shapes[0]
+    if info.opdef.name == "linear" or len(shape) < 2:
+        rows = 1
+        for dim in shape[:-1]:
+            rows *= dim
+        return rows
+    return shape[-2]
+
+
+def _takes_gemm(info: OpInfo, options: DenseOptions) -> bool:
+    """Whether the kernel may run the packed GEMM (and so needs the pack buffer)."""
+    kind = _gemm_kind(info)
+    if kind is None:
+        return False
+    rows = _rows(info)
+    if kind == "linear":
+        return rows >= options.gemv_max_rows
+    return rows > 1
+
+
+def dense_pack_bytes(info: OpInfo, options: DenseOptions) -> int:
+    """Bytes of the arena's pack buffer the kernel of `info` needs (0: none)."""
+    if not _takes_gemm(info, options):
+        return 0
+    return 4 * options.pack_floats * options.threads
+
+
+def dense_preamble(headers: set[str], options: DenseOptions) -> list[str]:
+    """The lines of ``<name>.c`` that configure and include the runtime headers."""
+    if not headers:
+        return []
+    lines = [f"#define OI_MAX_THREADS {options.threads}"]
+    if options.kc != 256:
+        lines.append(f"#define OI_KC {options.kc}")
+    if options.nc != 256:
+        lines.append(f"#define OI_NC {options.nc}")
+    if options.gemv_max_rows != 4:
+        lines.append(f"#define OI_GEMV_MAX_ROWS {options.gemv_max_rows}")
+    lines += [f'#include "{h}"' for h in sorted(headers)]
+    return [*lines, ""]
+
+
+def _gemm_call(pack: str, indent: str) -> str:
+    return (
+        f"{indent}g.pack = {pack};\n{indent}g.epilogue = NULL;\n{indent}g.epilogue_ctx = NULL;\n"
+        f"{indent}oi_gemm_f32(&g);"
+    )
+
+
+def _linear(name: str, info: OpInfo, pack: str) -> str:
+    bias = len(info.in_dtypes) > 2
+    args = "".join(f", const oi_tensor *x{k}" for k in range(len(info.in_dtypes)))
+    return f"""static int {name}(oi_tensor *o{args}) {{
+    oi_gemm_f32_args g;
+    int64_t dims[OI_MAX_DIMS];
+    int d, rc;
+    if (x0->ndim < 1 || x1->ndim != 2 || x1->dims[1] != x0->dims[x0->ndim - 1]) {{
+        oi_set_error("linear: x [..., in] and w [out, in] do not fit"); return OI_ERR_SHAPE;
+    }}
+    if (o == x0) {{ oi_set_error("linear: the output must not alias the input"); return OI_ERR_ARGUMENT; }}
+    for (d = 0; d < x0->ndim; d++) dims[d] = x0->dims[d];
+    dims[x0->ndim - 1] = x1->dims[0];
+    rc = oi_set_shape(o, x0->ndim, dims);
+    if (rc) return rc;
+    g.K = x1->dims[1];
+    g.N = x1->dims[0];
+    g.M = g.K ? oi_numel(x0) / g.K : oi_numel(o) / (g.N ? g.N : 1);
+    g.a = (const float *)x0->data;
+    g.lda = g.K;
+    g.b = (const float *)x1->data;
+    g.ldb = g.K;
+    g.b_nk = 1;
+    g.bias = {"(const float *)x2->data" if bias else "NULL"};
+    g.c = (float *)o->data;
+    g.ldc = g.N;
+{_gemm_call(pack, "    ")}
+    return OI_OK;
+}}
+"""
+
+
+def _matmul(name: str, pack: str) -> str:
+    return f"""static int {name}(oi_tensor *o, const oi_tensor *x0, const oi_tensor *x1) {{
+    const float *A = (const float *)x0->data;
+    const float *B = (const float *)x1->data;
+    float *O = (float *)o->data;
+    oi_gemm_f32_args g;
+    oi_tensor ba, bb_, bo;
+    const oi_tensor *bin[2];
+    oi_iter it;
+    int64_t M, K, N, n, t;
+    int rc, d;
+    /* NumPy rules: a 1-D left operand is a row [1, K], a 1-D right operand a column [K, 1];
+       the added axis is dropped from the result */
+    const int av = x0->ndim == 1, bv = x1->ndim == 1;
+    if (x0->ndim < 1 || x1->ndim < 1) {{ oi_set_error("matmul: inputs must have rank >= 1"); return OI_ERR_SHAPE; }}
+    if (o == x0 || o == x1) {{ oi_set_error("matmul: the output must not alias an input"); return OI_ERR_ARGUMENT; }}
+    M = av ? 1 : x0->dims[x0->ndim - 2]; K = x0->dims[x0->ndim - 1]; N = bv ? 1 : x1->dims[x1->ndim - 1];
+    if (x1->dims[bv ? 0 : x1->ndim - 2] != K) {{ oi_set_error("matmul: inner dims %lld and %lld differ", (long long)K, (long long)x1->dims[bv ? 0 : x1->ndim - 2]); return OI_ERR_SHAPE; }}
+    ba.ndim = av ? 0 : x0->ndim - 2; bb_.ndim = bv ? 0 : x1->ndim - 2;
+    for (d = 0; d < ba.ndim; d++) ba.dims[d] = x0->dims[d];
+    for (d = 0; d < bb_.ndim; d++) bb_.dims[d] = x1->dims[d];
+    bo.cap = INT64_MAX; bo.data = 0;
+    bin[0] = &ba; bin[1] = &bb_;
+    rc = oi_iter_init(&it, &bo, 2, bin, 1);
+    if (rc) return rc;
+    {{
+        int64_t dims[OI_MAX_DIMS];
+        int nd = bo.ndim;
+        for (d = 0; d < bo.ndim; d++) dims[d] = bo.dims[d];
+        if (!av) dims[nd++] = M;
+        if (!bv) dims[nd++] = N;
+        rc = oi_set_shape(o, nd, dims);
+        if (rc) return rc;
+    }}
+    g.M = M; g.N = N; g.K = K;
+    g.lda = K; g.ldb = N; g.b_nk = 0; g.bias = NULL; g.ldc = N;
+    n = it.numel;
+    for (t = 0; t < n; t++) {{
+        g.a = A + it.off[0] * M * K;
+        g.b = B + it.off[1] * K * N;
+        g.c = O + t * M * N;
+{_gemm_call(pack, "        ")}
+        oi_iter_next(&it);
+    }}
+    return OI_OK;
+}}
+"""
+
+
+def dense_kernel(name: str, info: OpInfo, options: DenseOptions) -> str | None:
+    """The C function `name` for `info` on the runtime's GEMM, or None when the op is not
+    an f32 linear/matmul (the generic renderers handle it)."""
+    kind = _gemm_kind(info)
+    if kind is None:
+        return None
+    for dtype in info.in_dtypes:
+        ctype(dtype)
+    pack = "(float *)oi_pack" if _takes_gemm(info, options) else "NULL"
+    return _linear(name, info, pack) if kind == "linear" else _matmul(name, pack)

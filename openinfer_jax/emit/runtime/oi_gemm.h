@@ -1,0 +1,329 @@
+/* OpenInfer-JAX emitted runtime: f32 matrix products (GEMM and GEMV).
+ *
+ *     C[i, j] = sum_k A[i, k] * B(k, j)  (+ bias[j]), then an optional epilogue,
+ *
+ * with B given either as W [N, K] (a linear layer's weight: B(k, j) = W[j, k], `b_nk` = 1)
+ * or as B [K, N] (`b_nk` = 0). oi_gemm_f32 picks the kernel by shape:
+ *
+ *  - GEMV for W [N, K] and M < OI_GEMV_MAX_ROWS (a decode step): each output is one dot
+ *    product of an A row with a W row; four W rows at a time, two vectors of partial sums
+ *    each, so the weights stream through once at memory speed. Sum order: lanes, then
+ *    oi_vsum, then the tail of K.
+ *  - GEMM otherwise (BLIS-style): a KC x NC block of B is packed into NR-wide column panels
+ *    (per thread, in `pack`), and an OI_MR x OI_NR register tile of C is accumulated by
+ *    the micro-kernel over the block's K, A read in place. Each C element is one fused
+ *    multiply-add chain over k = 0..K-1 in order (a block continues from the stored partial
+ *    sum), so the result does not depend on the blocking or on how the work is split.
+ *    M = 1 with B [K, N] takes the same chain without packing (GEMV by rows of B).
+ *
+ * Threads (oi_parallel.h) split the output columns (or rows when there are few columns);
+ * never K. Cache blocking: OI_KC x OI_NC floats of B per thread (the device JSON's
+ * preferences can set them); the caller provides OI_GEMM_PACK_FLOATS floats per thread. */
+#ifndef OI_GEMM_H
+#define OI_GEMM_H
+
+#include "oi_parallel.h"
+#include "oi_vec.h"
+
+#define OI_MR 6
+#define OI_NR (2 * OI_VL)
+#ifndef OI_KC
+#define OI_KC 256
+#endif
+#ifndef OI_NC
+#define OI_NC 256
+#endif
+#ifndef OI_GEMV_MAX_ROWS
+#define OI_GEMV_MAX_ROWS 4
+#endif
+/* Per-thread scratch: a packed KC x NC block of B (NC rounded up to whole panels) and one
+ * zero-padded MR x KC block of A for the last rows. */
+#define OI_GEMM_PACK_FLOATS (OI_KC * (OI_NC + 32) + OI_MR * OI_KC)
+
+/* Applied to C[row0 .. row0+rows, col0 .. col0+cols] once those outputs are final
+ * (c points at C[0, 0]); used for fused elementwise epilogues. */
+typedef void (*oi_epilogue_f32)(const void *ctx, float *c, int64_t ldc, int64_t row0, int64_t rows,
+                                int64_t col0, int64_t cols);
+
+typedef struct {
+    int64_t M, N, K;
+    const float *a;
+    int64_t lda;
+    const float *b;
+    int64_t ldb;
+    int b_nk;           /* 1: b is W [N, K] (row j is column j of B); 0: b is B [K, N] */
+    const float *bias;  /* [N] or NULL */
+    float *c;
+    int64_t ldc;
+    float *pack;        /* OI_GEMM_PACK_FLOATS floats per thread (GEMM path only) */
+    oi_epilogue_f32 epilogue;
+    const void *epilogue_ctx;
+} oi_gemm_f32_args;
+
+static inline int64_t oi_min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* ---- GEMV: y[j] = dot(x, W[j, :]) for j in [j0, j1) ---------------------------------- */
+static OI_VEC_FN void oi_gemv_rows_f32(int64_t K, const float *restrict x, const float *restrict w,
+                                       int64_t ldw, const float *restrict bias, float *restrict y,
+                                       int64_t j0, int64_t j1) {
+    int64_t j = j0, k;
+    for (; j + 4 <= j1; j += 4) {
+        const float *w0 = w + j * ldw, *w1 = w0 + ldw, *w2 = w1 + ldw, *w3 = w2 + ldw;
+        oi_vf a0 = oi_vzero(), a1 = oi_vzero(), a2 = oi_vzero(), a3 = oi_vzero();
+        oi_vf b0 = oi_vzero(), b1 = oi_vzero(), b2 = oi_vzero(), b3 = oi_vzero();
+        float t0, t1, t2, t3;
+        for (k = 0; k + 2 * OI_VL <= K; k += 2 * OI_VL) {
+            const oi_vf xa = oi_vload(x + k), xb = oi_vload(x + k + OI_VL);
+            a0 = OI_VFMA(xa, oi_vload(w0 + k), a0);
+            b0 = OI_VFMA(xb, oi_vload(w0 + k + OI_VL), b0);
+            a1 = OI_VFMA(xa, oi_vload(w1 + k), a1);
+            b1 = OI_VFMA(xb, oi_vload(w1 + k + OI_VL), b1);
+            a2 = OI_VFMA(xa, oi_vload(w2 + k), a2);
+            b2 = OI_VFMA(xb, oi_vload(w2 + k + OI_VL), b2);
+            a3 = OI_VFMA(xa, oi_vload(w3 + k), a3);
+            b3 = OI_VFMA(xb, oi_vload(w3 + k + OI_VL), b3);
+        }
+        t0 = oi_vsum(OI_VADD(a0, b0));
+        t1 = oi_vsum(OI_VADD(a1, b1));
+        t2 = oi_vsum(OI_VADD(a2, b2));
+        t3 = oi_vsum(OI_VADD(a3, b3));
+        for (; k < K; k++) {
+            t0 = OI_FMAF(x[k], w0[k], t0);
+            t1 = OI_FMAF(x[k], w1[k], t1);
+            t2 = OI_FMAF(x[k], w2[k], t2);
+            t3 = OI_FMAF(x[k], w3[k], t3);
+        }
+        if (bias) {
+            t0 += bias[j];
+            t1 += bias[j + 1];
+            t2 += bias[j + 2];
+            t3 += bias[j + 3];
+        }
+        y[j] = t0;
+        y[j + 1] = t1;
+        y[j + 2] = t2;
+        y[j + 3] = t3;
+    }
+    for (; j < j1; j++) { /* the same operations for one row */
+        const float *w0 = w + j * ldw;
+        oi_vf a0 = oi_vzero(), b0 = oi_vzero();
+        float t0;
+        for (k = 0; k + 2 * OI_VL <= K; k += 2 * OI_VL) {
+            a0 = OI_VFMA(oi_vload(x + k), oi_vload(w0 + k), a0);
+            b0 = OI_VFMA(oi_vload(x + k + OI_VL), oi_vload(w0 + k + OI_VL), b0);
+        }
+        t0 = oi_vsum(OI_VADD(a0, b0));
+        for (; k < K; k++) t0 = OI_FMAF(x[k], w0[k], t0);
+        if (bias) t0 += bias[j];
+        y[j] = t0;
+    }
+}
+
+/* ---- M = 1 with B [K, N]: y[j] = sum_k x[k] * B[k, j], one chain per j ----------------- */
+static OI_VEC_FN void oi_gemv_cols_f32(int64_t K, const float *restrict x, const float *restrict b,
+                                       int64_t ldb, const float *restrict bias, float *restrict y,
+                                       int64_t j0, int64_t j1) {
+    int64_t j = j0, k;
+    for (; j + 4 * OI_VL <= j1; j += 4 * OI_VL) {
+        oi_vf c0 = oi_vzero(), c1 = oi_vzero(), c2 = oi_vzero(), c3 = oi_vzero();
+        for (k = 0; k < K; k++) {
+            const float *bk = b + k * ldb + j;
+            const oi_vf xv = oi_vsplat(x[k]);
+            c0 = OI_VFMA(xv, oi_vload(bk), c0);
+            c1 = OI_VFMA(xv, oi_vload(bk + OI_VL), c1);
+            c2 = OI_VFMA(xv, oi_vload(bk + 2 * OI_VL), c2);
+            c3 = OI_VFMA(xv, oi_vload(bk + 3 * OI_VL), c3);
+        }
+        if (bias) {
+            c0 = OI_VADD(c0, oi_vload(bias + j));
+            c1 = OI_VADD(c1, oi_vload(bias + j + OI_VL));
+            c2 = OI_VADD(c2, oi_vload(bias + j + 2 * OI_VL));
+            c3 = OI_VADD(c3, oi_vload(bias + j + 3 * OI_VL));
+        }
+        oi_vstore(y + j, c0);
+        oi_vstore(y + j + OI_VL, c1);
+        oi_vstore(y + j + 2 * OI_VL, c2);
+        oi_vstore(y + j + 3 * OI_VL, c3);
+    }
+    for (; j < j1; j++) {
+        float s = 0.0f;
+        for (k = 0; k < K; k++) s = OI_FMAF(x[k], b[k * ldb + j], s);
+        y[j] = bias ? s + bias[j] : s;
+    }
+}
+
+/* ---- GEMM ------------------------------------------------------------------------------ */
+
+/* Pack B(pc .. pc+kc, jc .. jc+nc) as NR-wide panels: panel p holds B(pc+k, jc+p*NR+jj) at
+ * bp[p*kc*NR + k*NR + jj], zero beyond nc. */
+static void oi_gemm_pack_b_f32(const oi_gemm_f32_args *g, int64_t pc, int64_t kc, int64_t jc,
+                               int64_t nc, float *restrict bp) {
+    int64_t p, k, jj;
+    for (p = 0; p * OI_NR < nc; p++) {
+        float *dst = bp + p * kc * OI_NR;
+        const int64_t j = jc + p * OI_NR, nr = oi_min64(OI_NR, nc - p * OI_NR);
+        if (g->b_nk) {
+            for (jj = 0; jj < nr; jj++) {
+                const float *src = g->b + (j + jj) * g->ldb + pc;
+                for (k = 0; k < kc; k++) dst[k * OI_NR + jj] = src[k];
+            }
+        } else {
+            for (k = 0; k < kc; k++) {
+                const float *src = g->b + (pc + k) * g->ldb + j;
+                for (jj = 0; jj < nr; jj++) dst[k * OI_NR + jj] = src[jj];
+            }
+        }
+        for (jj = nr; jj < OI_NR; jj++)
+            for (k = 0; k < kc; k++) dst[k * OI_NR + jj] = 0.0f;
+    }
+}
+
+#define OI_MK_LOAD(r)                                          \
+    if (load) {                                                \
+        r##0 = oi_vload(c + (r##_ROW) * ldc);                  \
+        r##1 = oi_vload(c + (r##_ROW) * ldc + OI_VL);          \
+    } else {                                                   \
+        r##0 = oi_vzero();                                     \
+        r##1 = oi_vzero();                                     \
+    }
+#define OI_MK_STEP(r)                                          \
+    {                                                          \
+        const oi_vf av = oi_vsplat(a[(r##_ROW) * lda + k]);    \
+        r##0 = OI_VFMA(av, b0, r##0);                          \
+        r##1 = OI_VFMA(av, b1, r##1);                          \
+    }
+#define OI_MK_STORE(r)                                         \
+    if (bias) {                                                \
+        r##0 = OI_VADD(r##0, bias0);                           \
+        r##1 = OI_VADD(r##1, bias1);                           \
+    }                                                          \
+    oi_vstore(c + (r##_ROW) * ldc, r##0);                      \
+    oi_vstore(c + (r##_ROW) * ldc + OI_VL, r##1);
+#define ra_ROW 0
+#define rb_ROW 1
+#define rc_ROW 2
+#define rd_ROW 3
+#define re_ROW 4
+#define rf_ROW 5
+
+/* C tile [OI_MR x OI_NR] (+)= A[0..MR, 0..kc] * panel; `load` continues from C's values,
+ * `bias` (OI_NR floats) is added at the end. */
+static OI_VEC_FN void oi_gemm_micro_f32(int64_t kc, const float *restrict a, int64_t lda,
+                                        const float *restrict bp, float *restrict c, int64_t ldc,
+                                        int load, const float *restrict bias) {
+    oi_vf ra0, ra1, rb0, rb1, rc0, rc1, rd0, rd1, re0, re1, rf0, rf1;
+    int64_t k;
+    OI_MK_LOAD(ra) OI_MK_LOAD(rb) OI_MK_LOAD(rc) OI_MK_LOAD(rd) OI_MK_LOAD(re) OI_MK_LOAD(rf)
+    for (k = 0; k < kc; k++) {
+        const oi_vf b0 = oi_vload(bp + k * OI_NR), b1 = oi_vload(bp + k * OI_NR + OI_VL);
+        OI_MK_STEP(ra) OI_MK_STEP(rb) OI_MK_STEP(rc) OI_MK_STEP(rd) OI_MK_STEP(re) OI_MK_STEP(rf)
+    }
+    {
+        const oi_vf bias0 = bias ? oi_vload(bias) : oi_vzero();
+        const oi_vf bias1 = bias ? oi_vload(bias + OI_VL) : oi_vzero();
+        OI_MK_STORE(ra) OI_MK_STORE(rb) OI_MK_STORE(rc) OI_MK_STORE(rd) OI_MK_STORE(re) OI_MK_STORE(rf)
+    }
+}
+
+/* A tile at the edge of C (mr < MR rows or nr < NR columns): through a full local tile. */
+static void oi_gemm_edge_f32(int64_t kc, const float *a, int64_t lda, const float *bp, float *c,
+                             int64_t ldc, int64_t mr, int64_t nr, int load, const float *bias) {
+    float tile[OI_MR * OI_NR], pad[OI_NR];
+    int64_t r, jj;
+    for (r = 0; r < OI_MR; r++)
+        for (jj = 0; jj < OI_NR; jj++) tile[r * OI_NR + jj] = (load && r < mr && jj < nr) ? c[r * ldc + jj] : 0.0f;
+    if (bias)
+        for (jj = 0; jj < OI_NR; jj++) pad[jj] = jj < nr ? bias[jj] : 0.0f;
+    oi_gemm_micro_f32(kc, a, lda, bp, tile, OI_NR, load, bias ? pad : NULL);
+    for (r = 0; r < mr; r++)
+        for (jj = 0; jj < nr; jj++) c[r * ldc + jj] = tile[r * OI_NR + jj];
+}
+
+/* C[i0 .. i1, j0 .. j1] of the product; `pack` is this thread's scratch. */
+static void oi_gemm_block_f32(const oi_gemm_f32_args *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                              float *pack) {
+    float *bp = pack, *ap = pack + OI_KC * (OI_NC + 32);
+    int64_t jc, pc, ic, jr, r, k;
+    for (jc = j0; jc < j1; jc += OI_NC) {
+        const int64_t nc = oi_min64(OI_NC, j1 - jc);
+        for (pc = 0; pc < g->K; pc += OI_KC) {
+            const int64_t kc = oi_min64(OI_KC, g->K - pc);
+            const int last = pc + kc == g->K, load = pc > 0;
+            oi_gemm_pack_b_f32(g, pc, kc, jc, nc, bp);
+            for (ic = i0; ic < i1; ic += OI_MR) {
+                const int64_t mr = oi_min64(OI_MR, i1 - ic);
+                const float *a = g->a + ic * g->lda + pc;
+                int64_t la = g->lda;
+                if (mr < OI_MR) { /* zero rows below the last row of A */
+                    for (r = 0; r < OI_MR; r++)
+                        for (k = 0; k < kc; k++) ap[r * kc + k] = r < mr ? a[r * g->lda + k] : 0.0f;
+                    a = ap;
+                    la = kc;
+                }
+                for (jr = 0; jr < nc; jr += OI_NR) {
+                    const int64_t nr = oi_min64(OI_NR, nc - jr);
+                    float *c = g->c + ic * g->ldc + jc + jr;
+                    const float *bias = last && g->bias ? g->bias + jc + jr : NULL;
+                    if (mr == OI_MR && nr == OI_NR)
+                        oi_gemm_micro_f32(kc, a, la, bp + jr * kc, c, g->ldc, load, bias);
+                    else
+                        oi_gemm_edge_f32(kc, a, la, bp + jr * kc, c, g->ldc, mr, nr, load, bias);
+                }
+                if (last && g->epilogue) g->epilogue(g->epilogue_ctx, g->c, g->ldc, ic, mr, jc, nc);
+            }
+        }
+    }
+    if (g->K == 0) { /* an empty sum: bias (or zero), then the epilogue */
+        for (ic = i0; ic < i1; ic++)
+            for (jc = j0; jc < j1; jc++) g->c[ic * g->ldc + jc] = g->bias ? g->bias[jc] : 0.0f;
+        if (g->epilogue && i1 > i0) g->epilogue(g->epilogue_ctx, g->c, g->ldc, i0, i1 - i0, j0, j1 - j0);
+    }
+}
+
+/* Tasks: units are NR-wide column panels (split_rows 0) or MR-high row blocks (1). */
+typedef struct {
+    const oi_gemm_f32_args *g;
+    int split_rows;
+} oi_gemm_task_f32;
+
+static void oi_gemm_run_f32(void *ctx, int64_t begin, int64_t end, int slot) {
+    const oi_gemm_task_f32 *t = (const oi_gemm_task_f32 *)ctx;
+    const oi_gemm_f32_args *g = t->g;
+    float *pack = g->pack + (int64_t)slot * OI_GEMM_PACK_FLOATS;
+    if (t->split_rows)
+        oi_gemm_block_f32(g, begin * OI_MR, oi_min64(end * OI_MR, g->M), 0, g->N, pack);
+    else
+        oi_gemm_block_f32(g, 0, g->M, begin * OI_NR, oi_min64(end * OI_NR, g->N), pack);
+}
+
+/* GEMV tasks: units are groups of 4 outputs; every row of A in turn. */
+static void oi_gemv_run_f32(void *ctx, int64_t begin, int64_t end, int slot) {
+    const oi_gemm_f32_args *g = (const oi_gemm_f32_args *)ctx;
+    const int64_t j0 = begin * 4, j1 = oi_min64(end * 4, g->N);
+    int64_t i;
+    (void)slot;
+    for (i = 0; i < g->M; i++) {
+        if (g->b_nk)
+            oi_gemv_rows_f32(g->K, g->a + i * g->lda, g->b, g->ldb, g->bias, g->c + i * g->ldc, j0, j1);
+        else
+            oi_gemv_cols_f32(g->K, g->a + i * g->lda, g->b, g->ldb, g->bias, g->c + i * g->ldc, j0, j1);
+    }
+    if (g->epilogue && g->M > 0) g->epilogue(g->epilogue_ctx, g->c, g->ldc, 0, g->M, j0, j1 - j0);
+}
+
+/* The product described by `g` (see the top of this file), split over the threads. */
+static inline void oi_gemm_f32(const oi_gemm_f32_args *g) {
+    const double work = (double)g->M * (double)g->N * (double)(g->K ? g->K : 1);
+    if (g->M <= 0 || g->N <= 0) return;
+    if ((g->b_nk && g->M < OI_GEMV_MAX_ROWS) || (!g->b_nk && g->M == 1)) {
+        oi_parallel_work((g->N + 3) / 4, work, oi_gemv_run_f32, (void *)g);
+    } else {
+        oi_gemm_task_f32 t;
+        const int64_t panels = (g->N + OI_NR - 1) / OI_NR, blocks = (g->M + OI_MR - 1) / OI_MR;
+        t.g = g;
+        t.split_rows = panels < 2 * oi_parallel_threads() && blocks > panels;
+        oi_parallel_work(t.split_rows ? blocks : panels, work, oi_gemm_run_f32, &t);
+    }
+}
+
+#endif /* OI_GEMM_H */

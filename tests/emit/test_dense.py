@@ -1,0 +1,129 @@
+"""The runtime's f32 GEMM/GEMV (emit/runtime/oi_gemm.h) behind linear and matmul, against
+the simulator: every kernel path (GEMV by rows of W, GEMV by rows of B, packed GEMM with
+edge tiles, K and N blocking made small by the device JSON, batched and broadcast matmul,
+1-D operands, a right operand broadcast over the batch, bias), built single-threaded and with the thread pool, where 1 and 2 threads
+must give bit-identical outputs; the device JSON's thread and blocking keys are checked."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from openinfer_jax.emit import Synthesizer
+from openinfer_jax.errors import SynthesisError
+from openinfer_jax.oinf import write_oinf
+from tests.emit.cases import test_arch
+from tests.emit.harness import CC, build, parity, run_driver
+
+pytestmark = pytest.mark.skipif(shutil.which(CC) is None, reason="no C compiler")
+
+# Rows 1..3 take GEMV, 4+ the packed GEMM; 37 columns leave an edge panel, K = 70 spans
+# three K blocks of 32 and N = 150 three column blocks of 64 with the small blocking below.
+GRAPH = """
+graph {
+  dynamic {
+    x1: f32[1, 70]; x3: f32[3, 70]; x9: f32[9, 70]; x2: f32[2, 7, 70]; xv: f32[70];
+    bb: f32[2, 70, 37]; bm: f32[70, 150];
+  }
+  constant { w: f32[37, 70]; wb: f32[37]; wide: f32[150, 70]; }
+  volatile {
+    l1: f32[1, 37]; l3: f32[3, 37]; l9: f32[9, 37]; l2: f32[2, 7, 37]; lw: f32[9, 150];
+    m1: f32[1, 150]; m9: f32[9, 150]; mb: f32[2, 7, 37]; mv: f32[150]; ms: f32[2, 7, 150];
+  }
+  block entry {
+    op linear(x1, w, wb) >> l1;
+    op linear(x3, w) >> l3;
+    op linear(x9, w, wb) >> l9;
+    op linear(x2, w, wb) >> l2;
+    op linear(x9, wide) >> lw;
+    op matmul(x1, bm) >> m1;
+    op matmul(x9, bm) >> m9;
+    op matmul(x2, bb) >> mb;
+    op matmul(xv, bm) >> mv;
+    op matmul(x2, bm) >> ms;
+    return;
+  }
+}
+"""
+OUTPUTS = ["l1", "l3", "l9", "l2", "lw", "m1", "m9", "mb", "mv", "ms"]
+
+
+def _model(tmp: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
+    rng = np.random.default_rng(5)
+
+    def f32(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    model = tmp / "m.oinf"
+    write_oinf(model, sizevars={}, metadata={},
+               tensors={"w": f32(37, 70), "wb": f32(37), "wide": f32(150, 70)})  # fmt: skip
+    shapes = {"x1": (1, 70), "x3": (3, 70), "x9": (9, 70), "x2": (2, 7, 70), "xv": (70,),
+              "bb": (2, 70, 37), "bm": (70, 150)}  # fmt: skip
+    steps = [{name: f32(*shape) for name, shape in shapes.items()} for _ in range(2)]
+    return model, steps
+
+
+def _arch(**prefs: Any) -> dict[str, Any]:
+    arch = test_arch()
+    return {**arch, "preferences": {**arch["preferences"], **prefs}}
+
+
+SMALL_BLOCKS = {"gemm_block": {"kc": 32, "nc": 64}}
+
+
+def test_gemm_paths_match_simulator(tmp_path: Path) -> None:
+    model, steps = _model(tmp_path)
+    result = parity(tmp_path, model, GRAPH, steps, outputs=OUTPUTS, arch=_arch(**SMALL_BLOCKS))
+    assert result["compared"] == 2 * len(OUTPUTS)
+    files = result["plan"].files
+    assert "oi_gemm.h" in files and "oi_pool.h" not in files
+    assert "pthread_" not in "".join(files.values())  # threads: 1 emits no thread code
+    assert "#define OI_KC 32" in files["prog.c"] and "#define OI_NC 64" in files["prog.c"]
+
+
+def test_one_and_two_threads_are_bit_identical(tmp_path: Path, monkeypatch) -> None:
+    model, steps = _model(tmp_path)
+    arch = _arch(threads=2, **SMALL_BLOCKS)
+    result = parity(tmp_path, model, GRAPH, steps, outputs=OUTPUTS, arch=arch)
+    assert "oi_pool.h" in result["plan"].files
+    outs = {}
+    for threads in ("1", "2"):
+        monkeypatch.setenv("OI_THREADS", threads)
+        # the products here are small: split them anyway (OI_PARALLEL_MIN_WORK=0)
+        exe = build(
+            result["plan"],
+            tmp_path / f"t{threads}",
+            flags=["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-DOI_PARALLEL_MIN_WORK=0"],
+        )
+        run = run_driver(exe, model, steps, tmp_path / f"run{threads}")
+        assert run.returncode == 0, run.stderr
+        outs[threads] = {
+            p.name: p.read_bytes() for p in sorted((tmp_path / f"run{threads}" / "out").iterdir())
+        }
+    assert outs["1"] == outs["2"] and len(outs["1"]) == 2 * len(OUTPUTS)
+
+
+@pytest.mark.parametrize(
+    ("prefs", "limits", "message"),
+    [
+        (
+            {"threads": 8},
+            {"max_threads": 4},
+            "preferences.threads is 8 but limits.max_threads is 4",
+        ),
+        ({"threads": 65}, {}, "the C runtime supports at most 64"),
+        ({"threads": 0}, {}, "preferences.threads must be an int >= 1"),
+        ({"gemm_block": {"kc": 64, "nc": 100}}, {}, "gemm_block.nc must be a multiple of 32"),
+        ({"gemm_block": {"mc": 4}}, {}, "preferences.gemm_block must be"),
+        ({"gemv_max_rows": True}, {}, "preferences.gemv_max_rows must be an int >= 1"),
+    ],
+)
+def test_device_json_thread_and_block_errors(prefs: Any, limits: Any, message: str) -> None:
+    arch = _arch(**prefs)
+    arch["limits"] = {**arch["limits"], **limits}
+    with pytest.raises(SynthesisError, match=message):
+        Synthesizer(arch)
