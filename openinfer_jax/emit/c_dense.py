@@ -9,10 +9,10 @@ headers a program includes, how many threads it may use and its cache blocking c
 
 from __future__ import annotations
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.emit.analysis import OpInfo
 from openinfer_jax.emit.c_options import DenseOptions
 from openinfer_jax.emit.c_types import ctype
-from openinfer_jax.core.dtypes import DType
 
 __all__ = [
     "dense_kernel",

@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 
 from openinfer_jax.core.errors import SynthesisError
-from openinfer_jax.emit.c_dense import dense_preamble
 from openinfer_jax.emit.analysis import Analysis, VarInfo
+from openinfer_jax.emit.c_dense import dense_preamble
 from openinfer_jax.emit.c_kernels import c_literal
 from openinfer_jax.emit.c_lower import Lowered, dims_name
 from openinfer_jax.emit.c_prefix import overlay_resets, prefix_functions

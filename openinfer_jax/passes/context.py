@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir.nodes import Assign, Dim, Graph, MemoryKind, Node, VarRef
 from openinfer_jax.ir.printer import format_node
-from openinfer_jax.core.dtypes import DType
 from openinfer_jax.passes.dataflow import all_nodes, written_names
 
 __all__ = ["PassContext", "node_text"]

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from openinfer_jax.ir.nodes import Assign, Block, Graph, Loop, Node, Op, Return, VarRef
 from openinfer_jax.core.dtypes import DType
+from openinfer_jax.ir.nodes import Assign, Block, Graph, Loop, Node, Op, Return, VarRef
 from openinfer_jax.passes.context import PassContext, node_text
 from openinfer_jax.passes.dataflow import Frame, access, all_nodes, dead_after
 
