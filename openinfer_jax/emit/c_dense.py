@@ -1,8 +1,9 @@
-"""The C target's dense f32 kernels: linear and matmul on the runtime's GEMM/GEMV.
+"""The C target's dense f32 kernels: linear and matmul on the runtime's GEMM/GEMV, attention.
 
-The arithmetic lives in fixed runtime headers (``emit/runtime/oi_gemm.h``, ``oi_vec.h``,
-``oi_parallel.h``, and ``oi_pool.h`` for threaded builds), included by ``<name>.c``; the
-kernels rendered here only check shapes and fill an ``oi_gemm_f32_args`` block. Which
+The arithmetic lives in fixed runtime headers (``emit/runtime/oi_gemm.h``,
+``oi_attention.h``, ``oi_vec.h``, ``oi_parallel.h``, and ``oi_pool.h`` for threaded builds),
+included by ``<name>.c``; the kernels rendered here only check shapes and fill an argument
+block (``oi_gemm_f32_args``, ``oi_attention_f32_args``). Which
 headers a program includes, how many threads it may use and its cache blocking come from
 `DenseOptions` (the device JSON's ``preferences``).
 """
@@ -26,9 +27,27 @@ def _is_f32(info: OpInfo) -> bool:
     return all(d is DType.F32 for d in (*info.in_dtypes, info.out_dtype))
 
 
+# Runtime constants mirrored from oi_attention.h (the tiled path's query block).
+_ATTN_TILE_ROWS = 24
+
+
+def _attention_fits(info: OpInfo) -> bool:
+    """f32 q/k/v/out, an f32 or bool mask (or none), a literal scale."""
+    dtypes = info.in_dtypes
+    if not all(d is DType.F32 for d in (*dtypes[:3], info.out_dtype)):
+        return False
+    if len(dtypes) > 3 and dtypes[3] not in (DType.F32, DType.BOOL):
+        return False
+    scale = info.params.get("scale")
+    return scale is None or (isinstance(scale, (int, float)) and not isinstance(scale, bool))
+
+
 def _gemm_kind(info: OpInfo) -> str | None:
-    """``linear`` / ``matmul`` when the op runs on the runtime's f32 GEMM, else None."""
+    """``linear`` / ``matmul`` / ``attention`` when the op runs on the runtime's f32
+    kernels, else None."""
     name = info.opdef.name
+    if name == "attention" and _attention_fits(info):
+        return "attention"
     if not _is_f32(info):
         return None
     if name == "linear":
@@ -40,7 +59,10 @@ def _gemm_kind(info: OpInfo) -> str | None:
 
 def runtime_headers(info: OpInfo) -> tuple[str, ...]:
     """The runtime headers the kernel of `info` needs (empty for the other kernels)."""
-    return ("oi_gemm.h",) if _gemm_kind(info) else ()
+    kind = _gemm_kind(info)
+    if kind is None:
+        return ()
+    return ("oi_attention.h",) if kind == "attention" else ("oi_gemm.h",)
 
 
 def _rows(info: OpInfo) -> int:
@@ -59,6 +81,8 @@ def _takes_gemm(info: OpInfo, options: DenseOptions) -> bool:
     kind = _gemm_kind(info)
     if kind is None:
         return False
+    if kind == "attention":
+        return True
     rows = _rows(info)
     if kind == "linear":
         return rows >= options.gemv_max_rows
@@ -69,7 +93,11 @@ def dense_pack_bytes(info: OpInfo, options: DenseOptions) -> int:
     """Bytes of the arena's pack buffer the kernel of `info` needs (0: none)."""
     if not _takes_gemm(info, options):
         return 0
-    return 4 * options.pack_floats * options.threads
+    per_thread = options.pack_floats
+    if _gemm_kind(info) == "attention":  # + the scores of a query block and their sums
+        keys = info.in_shapes[1][-2]
+        per_thread += _ATTN_TILE_ROWS * keys + _ATTN_TILE_ROWS
+    return 4 * per_thread * options.threads
 
 
 def dense_preamble(headers: set[str], options: DenseOptions) -> list[str]:
@@ -175,13 +203,84 @@ def _matmul(name: str, pack: str) -> str:
 """
 
 
+def _attention(name: str, info: OpInfo) -> str:
+    masked = len(info.in_dtypes) > 3
+    scale = info.params.get("scale")
+    scale_c = "1.0f / sqrtf((float)a.D)" if scale is None else f"(float){float(scale)!r}"
+    mask_arg = ", const oi_tensor *x3" if masked else ""
+    if masked:
+        field = "mask_b" if info.in_dtypes[3] is DType.BOOL else "mask_f"
+        storage = "uint8_t" if info.in_dtypes[3] is DType.BOOL else "float"
+        mask_setup = """    int64_t mstride[OI_MAX_DIMS], ms = 1;
+    if (x3->ndim > nd) { oi_set_error("attention: mask rank exceeds the scores' rank"); return OI_ERR_SHAPE; }
+    for (d = nd - 1; d >= 0; d--) {
+        const int ad = d - (nd - x3->ndim);
+        const int64_t dim = ad >= 0 ? x3->dims[ad] : 1;
+        const int64_t want = d == nd - 1 ? a.Sk : (d == nd - 2 ? a.Sq : x0->dims[d]);
+        if (dim != 1 && dim != want) { oi_set_error("attention: the mask does not broadcast to the scores"); return OI_ERR_SHAPE; }
+        mstride[d] = dim == 1 ? 0 : ms;
+        ms *= dim;
+    }
+    a.m_h = mstride[nd - 3]; a.m_i = mstride[nd - 2]; a.m_j = mstride[nd - 1];
+"""
+        mask_batch = f"""        {{
+            int64_t moff = 0, rem = bb;
+            for (d = nd - 4; d >= 0; d--) {{ moff += (rem % x0->dims[d]) * mstride[d]; rem /= x0->dims[d]; }}
+            a.{field} = (const {storage} *)x3->data + moff;
+        }}
+"""
+    else:
+        mask_setup = "    a.m_h = a.m_i = a.m_j = 0;\n"
+        mask_batch = ""
+    return f"""static int {name}(oi_tensor *o, const oi_tensor *x0, const oi_tensor *x1, const oi_tensor *x2{mask_arg}) {{
+    oi_attention_f32_args a;
+    const int nd = x0->ndim;
+    int64_t B = 1, dims[OI_MAX_DIMS], bb;
+    int d, rc;
+    memset(&a, 0, sizeof a);
+    if (nd < 3 || x1->ndim != nd || x2->ndim != nd) {{ oi_set_error("attention: q, k, v need the same rank >= 3"); return OI_ERR_SHAPE; }}
+    a.Hq = x0->dims[nd - 3]; a.Sq = x0->dims[nd - 2]; a.D = x0->dims[nd - 1];
+    a.Hk = x1->dims[nd - 3]; a.Sk = x1->dims[nd - 2]; a.Dv = x2->dims[nd - 1];
+    for (d = 0; d < nd - 3; d++) {{
+        if (x1->dims[d] != x0->dims[d] || x2->dims[d] != x0->dims[d]) {{ oi_set_error("attention: batch dims differ"); return OI_ERR_SHAPE; }}
+        B *= x0->dims[d];
+    }}
+    if (x1->dims[nd - 1] != a.D || x2->dims[nd - 3] != a.Hk || x2->dims[nd - 2] != a.Sk || a.Hk == 0 || a.Hq % a.Hk) {{
+        oi_set_error("attention: q, k, v shapes do not fit"); return OI_ERR_SHAPE;
+    }}
+    if (o == x0 || o == x1 || o == x2) {{ oi_set_error("attention: the output must not alias an input"); return OI_ERR_ARGUMENT; }}
+{mask_setup}    for (d = 0; d < nd; d++) dims[d] = x0->dims[d];
+    dims[nd - 1] = a.Dv;
+    rc = oi_set_shape(o, nd, dims);
+    if (rc) return rc;
+    a.q_h = a.Sq * a.D; a.q_i = a.D;
+    a.k_h = a.Sk * a.D; a.k_j = a.D;
+    a.v_h = a.Sk * a.Dv; a.v_j = a.Dv;
+    a.o_h = a.Sq * a.Dv; a.o_i = a.Dv;
+    a.scale = {scale_c};
+    a.causal = {int(bool(info.params.get("causal", False)))};
+    a.scratch = (float *)oi_pack;
+    for (bb = 0; bb < B; bb++) {{
+        a.q = (const float *)x0->data + bb * a.Hq * a.q_h;
+        a.k = (const float *)x1->data + bb * a.Hk * a.k_h;
+        a.v = (const float *)x2->data + bb * a.Hk * a.v_h;
+        a.o = (float *)o->data + bb * a.Hq * a.o_h;
+{mask_batch}        oi_attention_f32(&a);
+    }}
+    return OI_OK;
+}}
+"""
+
+
 def dense_kernel(name: str, info: OpInfo, options: DenseOptions) -> str | None:
-    """The C function `name` for `info` on the runtime's GEMM, or None when the op is not
-    an f32 linear/matmul (the generic renderers handle it)."""
+    """The C function `name` for `info` on the runtime's kernels, or None when the op is
+    not an f32 linear/matmul/attention (the generic renderers handle it)."""
     kind = _gemm_kind(info)
     if kind is None:
         return None
     for dtype in info.in_dtypes:
         ctype(dtype)
+    if kind == "attention":
+        return _attention(name, info)
     pack = "(float *)oi_pack" if _takes_gemm(info, options) else "NULL"
     return _linear(name, info, pack) if kind == "linear" else _matmul(name, pack)

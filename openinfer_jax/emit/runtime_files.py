@@ -14,7 +14,10 @@ __all__ = ["RUNTIME_DIR", "kernel_files", "runtime_files", "vulkan_files"]
 RUNTIME_DIR = Path(__file__).with_name("runtime")
 
 # What each kernel header includes from the runtime (besides oi_runtime.h).
-_HEADER_DEPS = {"oi_gemm.h": ("oi_parallel.h", "oi_vec.h")}
+_HEADER_DEPS = {
+    "oi_gemm.h": ("oi_parallel.h", "oi_vec.h"),
+    "oi_attention.h": ("oi_gemm.h", "oi_parallel.h", "oi_vec.h"),
+}
 
 
 @cache

@@ -1,8 +1,11 @@
-"""The runtime's f32 GEMM/GEMV (emit/runtime/oi_gemm.h) behind linear and matmul, against
-the simulator: every kernel path (GEMV by rows of W, GEMV by rows of B, packed GEMM with
-edge tiles, K and N blocking made small by the device JSON, batched and broadcast matmul,
-1-D operands, a right operand broadcast over the batch, bias), built single-threaded and with the thread pool, where 1 and 2 threads
-must give bit-identical outputs; the device JSON's thread and blocking keys are checked."""
+"""The runtime's f32 kernels against the simulator: GEMM/GEMV (emit/runtime/oi_gemm.h)
+behind linear and matmul (GEMV by rows of W, GEMV by rows of B, packed GEMM with edge tiles,
+K and N blocking made small by the device JSON, batched matmul, 1-D operands, a right
+operand broadcast over the batch, bias) and attention (oi_attention.h: the decode path's
+online softmax over several key blocks with grouped-query heads, the tiled path with query
+blocks, float and bool masks, causal, a row that sees no key), built single-threaded and
+with the thread pool, where 1 and 2 threads must give bit-identical outputs; the device
+JSON's thread and blocking keys are checked."""
 
 from __future__ import annotations
 
@@ -67,6 +70,63 @@ def _model(tmp: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
     return model, steps
 
 
+ATTENTION = """
+graph {
+  dynamic {
+    q1: f32[1, 6, 1, 16]; k1: f32[1, 2, 150, 16]; v1: f32[1, 2, 150, 16]; mf: f32[150];
+    q3: f32[6, 3, 16];
+    q: f32[2, 4, 30, 8]; k: f32[2, 2, 40, 8]; v: f32[2, 2, 40, 12]; mb: bool[2, 1, 30, 40];
+  }
+  volatile {
+    d1: f32[1, 6, 1, 16]; d2: f32[6, 3, 16]; d3: f32[6, 3, 16];
+    t1: f32[2, 4, 30, 12]; t2: f32[2, 4, 30, 12]; t3: f32[2, 4, 30, 12];
+  }
+  block entry {
+    assign k3: f32[2, 150, 16];
+    assign v3: f32[2, 150, 16];
+    op reshape(k1, shape=[2, 150, 16]) >> k3;
+    op reshape(v1, shape=[2, 150, 16]) >> v3;
+    op attention(q1, k1, v1, mf, scale=0.3) >> d1;
+    op attention(q3, k3, v3, causal=true) >> d2;
+    op attention(q3, k3, v3) >> d3;
+    op attention(q, k, v, mb) >> t1;
+    op attention(q, k, v, causal=true) >> t2;
+    op attention(q, k, v, mb, causal=true) >> t3;
+    return;
+  }
+}
+"""
+ATTENTION_OUTPUTS = ["d1", "d2", "d3", "t1", "t2", "t3"]
+
+
+def _attention_model(tmp: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
+    rng = np.random.default_rng(8)
+
+    def f32(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    model = tmp / "m.oinf"
+    write_oinf(model, sizevars={}, metadata={}, tensors={})
+    mask = np.where(rng.random(150) < 0.2, -1e9, 0.0).astype(np.float32)
+    hidden = rng.random((2, 1, 30, 40)) < 0.7
+    hidden[1, 0, 4, :] = False  # a query that sees no key: zeros
+    steps = [
+        {
+            "q1": f32(1, 6, 1, 16),
+            "k1": f32(1, 2, 150, 16),
+            "v1": f32(1, 2, 150, 16),
+            "mf": mask,
+            "q3": f32(6, 3, 16),
+            "q": f32(2, 4, 30, 8),
+            "k": f32(2, 2, 40, 8),
+            "v": f32(2, 2, 40, 12),
+            "mb": hidden,
+        }
+        for _ in range(2)
+    ]
+    return model, steps
+
+
 def _arch(**prefs: Any) -> dict[str, Any]:
     arch = test_arch()
     return {**arch, "preferences": {**arch["preferences"], **prefs}}
@@ -85,26 +145,35 @@ def test_gemm_paths_match_simulator(tmp_path: Path) -> None:
     assert "#define OI_KC 32" in files["prog.c"] and "#define OI_NC 64" in files["prog.c"]
 
 
-def test_one_and_two_threads_are_bit_identical(tmp_path: Path, monkeypatch) -> None:
-    model, steps = _model(tmp_path)
+@pytest.mark.parametrize("which", ["gemm", "attention"])
+def test_one_and_two_threads_are_bit_identical(tmp_path: Path, monkeypatch, which: str) -> None:
+    if which == "gemm":
+        (model, steps), graph, outputs = _model(tmp_path), GRAPH, OUTPUTS
+    else:
+        (model, steps), graph, outputs = _attention_model(tmp_path), ATTENTION, ATTENTION_OUTPUTS
     arch = _arch(threads=2, **SMALL_BLOCKS)
-    result = parity(tmp_path, model, GRAPH, steps, outputs=OUTPUTS, arch=arch)
+    result = parity(tmp_path, model, graph, steps, outputs=outputs, arch=arch)
     assert "oi_pool.h" in result["plan"].files
     outs = {}
     for threads in ("1", "2"):
         monkeypatch.setenv("OI_THREADS", threads)
         # the products here are small: split them anyway (OI_PARALLEL_MIN_WORK=0)
-        exe = build(
-            result["plan"],
-            tmp_path / f"t{threads}",
-            flags=["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-DOI_PARALLEL_MIN_WORK=0"],
-        )
+        flags = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-DOI_PARALLEL_MIN_WORK=0"]
+        exe = build(result["plan"], tmp_path / f"t{threads}", flags=flags)
         run = run_driver(exe, model, steps, tmp_path / f"run{threads}")
         assert run.returncode == 0, run.stderr
         outs[threads] = {
             p.name: p.read_bytes() for p in sorted((tmp_path / f"run{threads}" / "out").iterdir())
         }
-    assert outs["1"] == outs["2"] and len(outs["1"]) == 2 * len(OUTPUTS)
+    assert outs["1"] == outs["2"] and len(outs["1"]) == 2 * len(outputs)
+
+
+def test_attention_paths_match_simulator(tmp_path: Path) -> None:
+    model, steps = _attention_model(tmp_path)
+    outputs = ATTENTION_OUTPUTS
+    result = parity(tmp_path, model, ATTENTION, steps, outputs=outputs, arch=_arch())
+    assert result["compared"] == 2 * len(outputs)
+    assert "oi_attention.h" in result["plan"].files
 
 
 @pytest.mark.parametrize(

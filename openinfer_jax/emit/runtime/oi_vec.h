@@ -102,6 +102,65 @@ static inline oi_vf oi_vmul(oi_vf a, oi_vf b) {
 #define OI_VMUL(a, b) oi_vmul((a), (b))
 #endif
 
+/* exp(x) for the softmax kernels, lane by lane, without libm (so the loop vectorizes):
+ * x clamped to [-87.3, 88], 2^(x log2 e) = 2^n * exp(r) with n = round(x log2 e) and
+ * r = x - n ln 2 (two-part ln 2), exp(r) by its degree-6 Taylor polynomial on |r| <= ln2/2
+ * (relative error below 2e-7, about two float ulps). NaN stays NaN; callers zero the lanes
+ * of hidden (-inf) scores themselves. */
+#define OI_EXP_HI 88.0f
+#define OI_EXP_LO -87.33654f
+#define OI_EXP_MAGIC 12582912.0f /* 1.5 * 2^23: adding it rounds to an integer */
+#define OI_EXP_POLY(r, one)                                                                   \
+    OI_VFMA(OI_VFMA(OI_VFMA(OI_VFMA(OI_VFMA(OI_VFMA(oi_vsplat(1.0f / 720), r,                 \
+    oi_vsplat(1.0f / 120)), r, oi_vsplat(1.0f / 24)), r, oi_vsplat(1.0f / 6)), r,              \
+    oi_vsplat(0.5f)), r, one), r, one)
+/* The same computation on one float (tails of vector loops, the portable vectors). */
+static inline float oi_exp1(float x) {
+    const float magic = OI_EXP_MAGIC;
+    float t, n, r, p, scale;
+    uint32_t tb, mb, bits;
+    if (x != x) return x;
+    if (x > OI_EXP_HI) x = OI_EXP_HI;
+    if (x < OI_EXP_LO) x = OI_EXP_LO;
+    t = OI_FMAF(x, 1.44269504f, magic);
+    n = t - magic;
+    r = OI_FMAF(n, -0.693145752f, x);
+    r = OI_FMAF(n, -1.42860677e-06f, r);
+    p = OI_FMAF(OI_FMAF(OI_FMAF(OI_FMAF(OI_FMAF(OI_FMAF(1.0f / 720, r, 1.0f / 120), r, 1.0f / 24), r,
+                1.0f / 6), r, 0.5f), r, 1.0f), r, 1.0f);
+    memcpy(&tb, &t, 4);
+    memcpy(&mb, &magic, 4);
+    bits = (tb - mb + 127u) << 23;
+    memcpy(&scale, &bits, 4);
+    return p * scale;
+}
+#if defined(OI_GNU_VECTORS)
+typedef int32_t oi_vi __attribute__((vector_size(OI_VL * 4)));
+static inline oi_vf oi_vselect(oi_vi mask, oi_vf yes, oi_vf no) {
+    return (oi_vf)(((oi_vi)yes & mask) | ((oi_vi)no & ~mask));
+}
+static inline OI_VEC_FN oi_vf oi_vexp(oi_vf x) {
+    const oi_vf one = oi_vsplat(1.0f), magic = oi_vsplat(OI_EXP_MAGIC);
+    oi_vf t, n, r, p;
+    oi_vi bits;
+    x = oi_vselect(x > OI_EXP_HI, oi_vsplat(OI_EXP_HI), x);
+    x = oi_vselect(x < OI_EXP_LO, oi_vsplat(OI_EXP_LO), x);
+    t = OI_VFMA(x, oi_vsplat(1.44269504f), magic);
+    n = t - magic;
+    r = OI_VFMA(n, oi_vsplat(-0.693145752f), x);
+    r = OI_VFMA(n, oi_vsplat(-1.42860677e-06f), r);
+    p = OI_EXP_POLY(r, one);
+    bits = ((oi_vi)t - (oi_vi)magic + 127) << 23;
+    return p * (oi_vf)bits;
+}
+#else
+static inline oi_vf oi_vexp(oi_vf x) {
+    int u;
+    for (u = 0; u < OI_VL; u++) x.v[u] = oi_exp1(x.v[u]);
+    return x;
+}
+#endif
+
 /* Sum of the lanes, pairwise (lane u + lane u + OI_VL/2, ...): a fixed order. */
 static inline float oi_vsum(oi_vf v) {
     float t[OI_VL];
