@@ -16,7 +16,7 @@ from openinfer_jax.oinf import ModelLoader, write_oinf
 from openinfer_jax.passes import optimize
 from openinfer_jax.passes.dataflow import all_nodes
 from openinfer_jax.sim import Simulator
-from openinfer_jax.sim.simulator import load_graph
+from openinfer_jax.trace.load import load_graph
 
 LAYERED = """
 graph {
