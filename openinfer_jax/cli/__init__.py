@@ -28,6 +28,7 @@ _COMMANDS = {
     "show": "graph",
     "ops": "ops",
     "convert": "convert",
+    "import": "onnx_import",
     "run": "run",
     "emit": "emit",
 }
