@@ -102,6 +102,18 @@ def shape_variants(
     return out
 
 
+def _entry_fits(info: Any, decl: Any, an: Any) -> bool:
+    """True if a model tensor can be entry of table `decl`: it exists and has the entry's
+    dtype and shape (a table whose loop starts at 1 may find an unrelated tensor at 0)."""
+    if info is None:
+        return False
+    from openinfer_jax.ir.validate_context import DimResolver
+
+    dims = DimResolver(an.sizevars)
+    shape = tuple(dims.dim(d) for d in decl.dims)
+    return info.dtype is decl.dtype and (None in shape or tuple(info.shape) == shape)
+
+
 def prefix_counts(an: Any, model: Any) -> dict[str, int]:
     """Prefix table -> how many entries (indices 0, 1, ... with a model tensor) the Vulkan
     target preloads into its arena: tables with one index that no node writes."""
@@ -114,7 +126,9 @@ def prefix_counts(an: Any, model: Any) -> dict[str, int]:
         index = decl.table_indices[0]
         pattern = decl.pattern or f"{decl.model_name}.{{{index}}}"
         count = 0
-        while count < MAX_PREFIX_ENTRIES and pattern.replace(f"{{{index}}}", str(count)) in tensors:
+        while count < MAX_PREFIX_ENTRIES and _entry_fits(
+            tensors.get(pattern.replace(f"{{{index}}}", str(count))), decl, an
+        ):
             count += 1
         if count:
             out[name] = count

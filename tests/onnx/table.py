@@ -52,6 +52,7 @@ def render(
     )
     lines.append("")
     target = [t for t in tests if in_inference_set(t)]
+    backends = [b for b in backends if any(b in r for r in results.values())]
     lines.append(
         f"{len(tests)} node tests; {len(target)} are in the standard inference set (default-domain "
         "ops, not training/sequence/string/optional, tensor inputs and outputs). Passing tests "

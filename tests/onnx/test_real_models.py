@@ -70,3 +70,49 @@ def test_streaming_rnn_keeps_state_in_the_runtime(tmp_path: Path, device: str) -
     np.testing.assert_allclose(np.concatenate([o["y"] for o in outs], 1), ref["y"], atol=1e-5)
     for name in ("h_gru", "h_lstm", "c_lstm"):
         np.testing.assert_allclose(outs[-1][f"{name}_out"], ref[name], atol=1e-5)
+
+
+def _feeds(name: str, ref: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    if name == "cnn_depthwise":
+        return [{"images": ref["images"]}]
+    if name == "bert_encoder":
+        return [{k: ref[k] for k in ("input_ids", "attention_mask", "token_type_ids")}]
+    return [{"x": ref["frames"][:, t : t + 1]} for t in range(ref["frames"].shape[1])]
+
+
+_IMPORT = {
+    "cnn_depthwise": {"dims": {"batch": 2}},
+    "bert_encoder": {"dims": {"batch": 2, "seq": 12}},
+    "rnn_stream": {"state": RNN_STATE},
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "target"),
+    [("bert_encoder", "c"), ("rnn_stream", "c"), ("cnn_depthwise", "vulkan")],
+)
+def test_emitted_program_matches_the_simulator(tmp_path: Path, name: str, target: str) -> None:
+    """The imported program as emitted C / emitted Vulkan gives the simulator's outputs
+    (which match onnxruntime, above)."""
+    from tests.emit.harness import parity
+
+    if target == "vulkan":
+        pytest.importorskip("kp")
+    result = import_model(FIXTURES / f"{name}.onnx", **_IMPORT[name])
+    result.write_oinf(tmp_path / "m.oinf")
+    feeds = [
+        {result.built.inputs[k]: v for k, v in f.items()} for f in _feeds(name, _reference(name))
+    ]
+    outputs = list(result.built.outputs.values())
+    summary = parity(
+        tmp_path, tmp_path / "m.oinf", result.graph, feeds, outputs=outputs, arch=target
+    )
+    assert summary["compared"] == len(outputs) * len(feeds)
+
+
+def test_vulkan_device_matches_onnxruntime(tmp_path: Path) -> None:
+    pytest.importorskip("kp")
+    ref = _reference("bert_encoder")
+    result = import_model(FIXTURES / "bert_encoder.onnx", **_IMPORT["bert_encoder"])
+    out = run_imported(result, tmp_path, _feeds("bert_encoder", ref), "vulkan")[0]
+    np.testing.assert_allclose(out["last_hidden_state"], ref["last_hidden_state"], atol=2e-5)
