@@ -158,7 +158,7 @@ _EXPORTS: dict[str, str] = {
 
 # Subpackages reachable as attributes (`openinfer_jax.ir.validate`) without importing them first.
 _SUBPACKAGES = frozenset(
-    {"converters", "core", "emit", "errors", "ir", "oinf", "ops", "sim", "trace", "vk"}
+    {"converters", "core", "emit", "errors", "ir", "oinf", "onnx", "ops", "sim", "trace", "vk"}
 )
 
 __all__ = [

@@ -145,7 +145,7 @@ class ImportResult:
         Raises:
             OnnxImportError: either check fails (names what the validator found).
         """
-        from openinfer_jax.errors import OpenInferError
+        from openinfer_jax.core.errors import OpenInferError
         from openinfer_jax.ir import validate
         from openinfer_jax.oinf import ModelLoader
         from openinfer_jax.trace import parse_file

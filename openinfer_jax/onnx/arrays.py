@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from openinfer_jax.oinf.dtypes import DType, dtype_from_numpy
+from openinfer_jax.core.dtypes import DType, dtype_from_numpy
 
 __all__ = ["array_dtype", "from_tensor_proto", "to_memory"]
 

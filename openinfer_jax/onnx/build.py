@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir.nodes import (
     Assign,
     Block,
@@ -31,7 +32,6 @@ from openinfer_jax.ir.nodes import (
     VarDecl,
     VarRef,
 )
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.onnx.loops import LoopItem
 from openinfer_jax.onnx.naming import Namer, identifier, tensor_name
 from openinfer_jax.onnx.program import Program

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir.nodes import ParamValue
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.onnx.arrays import array_dtype, to_memory
 from openinfer_jax.onnx.errors import NeedsConstantError, OnnxImportError
 from openinfer_jax.onnx.values import Const, Role, Tensor, Value

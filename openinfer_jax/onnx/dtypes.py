@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
 
 __all__ = ["DTYPE_TO_ONNX", "ONNX_TO_DTYPE", "onnx_type_name"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from openinfer_jax.errors import ConversionError
+from openinfer_jax.core.errors import ConversionError
 
 __all__ = ["NeedsConstantError", "OnnxImportError"]
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir.nodes import Dim
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.onnx.arrays import from_tensor_proto, to_memory
 from openinfer_jax.onnx.context import NodeContext
 from openinfer_jax.onnx.dtypes import ONNX_TO_DTYPE, onnx_type_name

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir.nodes import Loop, MemoryKind, Node, VarDecl, VarRef
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.onnx.naming import Namer, identifier, tensor_name
 from openinfer_jax.onnx.program import Program
 from openinfer_jax.onnx.values import TRANSFER, Role, Step, Tensor

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir.nodes import ParamValue
-from openinfer_jax.oinf.dtypes import DType
 from openinfer_jax.onnx.values import TRANSFER, Role, Step, Tensor
 
 __all__ = ["Program", "StatePair", "dedupe_key"]

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir.nodes import Dim, ParamValue
-from openinfer_jax.oinf.dtypes import DType
 
 __all__ = ["TRANSFER", "Const", "Role", "Step", "Tensor", "Value"]
 

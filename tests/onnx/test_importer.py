@@ -43,7 +43,7 @@ def test_program_text_is_readable_and_valid(tmp_path: Path) -> None:
     text = result.text
     # Sizevars stay symbolic in declarations; the weight is referenced by a sanitized name.
     assert "x: f32[batch, 8];" in text
-    assert 'layer_0_W: f32[8, 8] @ref("layer.0_W");' in text
+    assert 'layer_0_W: f32[8, 8] @ref("layer.0.W");' in text
     assert "op matmul(x, layer_0_W) >> layer_0_MatMul;" in text
     assert "op relu(layer_0_MatMul) >> y;" in text
     assert text.count(" op ") == 2  # shape ops folded, Identity/Dropout dropped
@@ -76,7 +76,7 @@ def test_files_written_and_validated(tmp_path: Path) -> None:
     ]  # fmt: skip
     with ModelLoader.open(tmp_path / "out" / "mlp.oinf") as m:
         assert m.sizevars == {"batch": 2}
-        np.testing.assert_array_equal(np.asarray(m.tensor("layer.0_W")), w)
+        np.testing.assert_array_equal(np.asarray(m.tensor("layer.0.W")), w)
         assert m.metadata["onnx.outputs"] == '{"y": "y"}'
     assert "folded at import: Constant 2" in report.format()
     assert "dropped: Dropout 1, Identity 1" in (tmp_path / "out" / "mlp.report.txt").read_text()

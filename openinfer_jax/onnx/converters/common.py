@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.onnx.context import NodeContext
 from openinfer_jax.onnx.values import Const, Tensor, Value
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from openinfer_jax.oinf.dtypes import DType
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.onnx.context import NodeContext
 from openinfer_jax.onnx.converters import converter
 from openinfer_jax.onnx.converters.common import broadcast_all, scalar
