@@ -130,7 +130,7 @@ class SimBench:
 
     def __init__(self, model: Path, prompt_ids: np.ndarray, lean: bool = True) -> None:
         start = time.perf_counter()
-        self.decoder = Decoder(model)
+        self.decoder = Decoder(model, chunk=1)  # the decode-only graph: one token per step
         if not lean:  # the example's graph, every region write returned
             from openinfer_jax.sim import Simulator
 
@@ -148,7 +148,7 @@ class SimBench:
 
     def _step(self, token: int) -> float:
         start = time.perf_counter()
-        self.ex.insert(token=np.asarray([token], np.int32))
+        self.ex.insert(tokens=np.asarray([token], np.int32))
         self.ex.step()
         self.logits = np.asarray(self.ex.fetch("logits"))[0]
         return time.perf_counter() - start

@@ -239,17 +239,9 @@ SMOLLM2_PLAN = {
 
 def smollm2_rows(path: Path, devices: int, steps: int) -> list[dict[str, Any]]:
     """Greedy decode with the SmolLM2 example's graph on 1 and `devices` devices."""
-    sys.path.insert(0, str(HERE.parent / "examples" / "smollm2"))
-    from decoder import graph_text
+    from openinfer_jax.models import build_graph
 
-    from openinfer_jax.oinf import ModelLoader
-
-    with ModelLoader.open(path) as m:
-        text = graph_text(
-            m.size_of("num_attention_heads"), m.size_of("num_key_value_heads"),
-            m.size_of("head_dim"), float(m.metadata["rms_norm_eps"]),
-            float(m.metadata["rope_theta"]),
-        )  # fmt: skip
+    text = build_graph(path, "llama", chunk=1)
     prompt = [1, 504, 3458, 314, 260, 1345]
     rows: list[dict[str, Any]] = []
     base: tuple[list[int], np.ndarray] | None = None
@@ -260,12 +252,12 @@ def smollm2_rows(path: Path, devices: int, steps: int) -> list[dict[str, Any]]:
             sim = Simulator(path, text, mesh=device_mesh(n), sharding=SMOLLM2_PLAN)
         ex = sim.make_executor()
         for token in prompt:
-            ex.insert(token=np.asarray([token], np.int32))
+            ex.insert(tokens=np.asarray([token], np.int32))
             ex.step()
         tokens, times, logits = [], [], ex.fetch("logits")[0]
         for _ in range(steps):
             tokens.append(int(np.argmax(logits)))
-            ex.insert(token=np.asarray([tokens[-1]], np.int32))
+            ex.insert(tokens=np.asarray([tokens[-1]], np.int32))
             start = time.perf_counter()
             ex.step()
             logits = ex.fetch("logits")[0]

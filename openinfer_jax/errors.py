@@ -6,25 +6,31 @@ from there (tests/test_layering.py checks it), users may import them from here o
 """
 
 from openinfer_jax.core.errors import (
+    ArchitectureError,
     BackendError,
     ConversionError,
     DslSyntaxError,
+    GenerationError,
     GraphValidationError,
     OinfFormatError,
     OpenInferError,
     ShardingError,
     SimulationError,
     SynthesisError,
+    TokenizerError,
 )
 
 __all__ = [
+    "ArchitectureError",
     "BackendError",
     "ConversionError",
     "DslSyntaxError",
+    "GenerationError",
     "GraphValidationError",
     "OinfFormatError",
     "OpenInferError",
     "ShardingError",
     "SimulationError",
     "SynthesisError",
+    "TokenizerError",
 ]

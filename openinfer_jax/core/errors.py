@@ -7,15 +7,18 @@ Each subclass names the layer that found the problem. Messages name the place
 from __future__ import annotations
 
 __all__ = [
+    "ArchitectureError",
     "BackendError",
     "ConversionError",
     "DslSyntaxError",
+    "GenerationError",
     "GraphValidationError",
     "OinfFormatError",
     "OpenInferError",
     "ShardingError",
     "SimulationError",
     "SynthesisError",
+    "TokenizerError",
 ]
 
 
@@ -80,3 +83,16 @@ class ConversionError(OpenInferError):
 
 class ShardingError(OpenInferError):
     """A sharding plan does not fit the mesh or the graph's variables."""
+
+
+class ArchitectureError(OpenInferError):
+    """A model does not fit a graph builder of `openinfer_jax.models` (a missing or mismatched
+    tensor or sizevar, named in the message)."""
+
+
+class TokenizerError(OpenInferError):
+    """No tokenizer can be built from a model's metadata or a tokenizer file."""
+
+
+class GenerationError(OpenInferError):
+    """Text generation cannot run as asked (a prompt longer than the cache, bad sampling settings)."""

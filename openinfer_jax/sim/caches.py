@@ -326,12 +326,14 @@ class TableCache:
             )
 
     def _plan(
-        self, sel: tuple[Index, ...]
+        self, sel: tuple[Index, ...], *, grow: bool = False
     ) -> tuple[list[int], list[int], list[bool], dict[str, int]]:
         """Storage starts/sizes for a selection, which dims are kept, and the new counts.
 
         A scalar index on any axis grows that axis' count (reads too: reading entry n of a
-        table of n entries creates it, zero-filled). Slices never grow.
+        table of n entries creates it, zero-filled). With `grow` (a write), a slice of a table
+        axis with an explicit non-negative end grows the count to that end: a range write
+        appends several entries at once (a prefill's keys). Read slices never grow.
         """
         if sel and len(sel) != len(self.indices):
             raise SimulationError(
@@ -350,6 +352,9 @@ class TableCache:
                     )
                 self._check_cap(axis, pos + 1)
                 counts[axis] = max(counts[axis], pos + 1)
+            elif grow and axis in self.table_axes and idx.end is not None and idx.end >= 0:
+                self._check_cap(axis, idx.end)
+                counts[axis] = max(counts[axis], idx.end)
         starts: list[int] = []
         sizes: list[int] = []
         kept: list[bool] = []
@@ -391,7 +396,7 @@ class TableCache:
             raise SimulationError(
                 f"cache table {self.name!r}: slice {sl.start if sl.start is not None else ''}.."
                 f"{sl.end if sl.end is not None else ''} of {axis!r} is out of range for "
-                f"{n} entries (resolved to {lo}..{hi}); slices never grow a table"
+                f"{n} entries (resolved to {lo}..{hi}); only a write with an explicit end grows a table"
             )
         return lo, hi
 
@@ -454,7 +459,7 @@ class TableCache:
         self, sel: tuple[Index, ...], undo: list[Callable[[], None]]
     ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
         """Grow counts/capacity for a write (undoable); (starts, block sizes, value shape)."""
-        starts, sizes, kept, counts = self._plan(sel)
+        starts, sizes, kept, counts = self._plan(sel, grow=True)
         if counts != self.counts:
             self._set_counts(counts, undo)
         want = tuple(s for s, k in zip(sizes, kept) if k)
@@ -462,7 +467,7 @@ class TableCache:
 
     def write(self, sel: tuple[Index, ...], value: Any, undo: list[Callable[[], None]]) -> None:
         """Write `value` (shape of the same selection's read) into the table, in place."""
-        _starts, sizes, kept, _counts = self._plan(sel)
+        _starts, sizes, kept, _counts = self._plan(sel, grow=True)
         want = tuple(s for s, k in zip(sizes, kept) if k)
         shape = tuple(int(d) for d in value.shape)
         if shape != want:
@@ -485,11 +490,15 @@ class TableCache:
     def _beyond_counts(self, sel: tuple[Index, ...]) -> bool:
         """Whether the whole selected block lies beyond the current counts (never written).
 
-        True when some table axis gets a non-negative scalar index at or past its count:
-        every element of the block then has that coordinate, so all of it is zero.
+        True when some table axis gets a non-negative scalar index, or a slice starting, at or
+        past its count: every element of the block then has such a coordinate, so all of it
+        is zero.
         """
         for axis, idx in zip(self.indices, sel):
-            if axis in self.table_axes and isinstance(idx, int) and idx >= self.counts[axis]:
+            if axis not in self.table_axes:
+                continue
+            first = idx if isinstance(idx, int) else idx.start
+            if first is not None and first >= self.counts[axis]:
                 return True
         return False
 

@@ -211,7 +211,9 @@ def coerce_input(name: str, value: Any, dtype: DType, shape: tuple[int, ...]) ->
         if dtype is DType.T1 and arr.size and np.any(arr == 0):
             raise SimulationError(f"insert {name!r}: t1 values must be -1 or +1")
         arr = arr.astype(want)
-    return np.ascontiguousarray(arr)
+    # Not np.ascontiguousarray: it turns a 0-d scalar into shape (1,), and every op on an
+    # inserted scalar then produced [1] where the declaration says [].
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")
 
 
 def scalar_of(value: Value, what: str) -> int | float | bool:

