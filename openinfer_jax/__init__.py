@@ -24,15 +24,18 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the same names, for type checkers and editors
     from openinfer_jax.core.dtypes import DType
     from openinfer_jax.core.errors import (
+        ArchitectureError,
         BackendError,
         ConversionError,
         DslSyntaxError,
+        GenerationError,
         GraphValidationError,
         OinfFormatError,
         OpenInferError,
         ShardingError,
         SimulationError,
         SynthesisError,
+        TokenizerError,
     )
     from openinfer_jax.emit import (
         DeviceArch,
@@ -42,6 +45,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         VkReport,
         load_arch,
     )
+    from openinfer_jax.generate import Generator, SamplingConfig
     from openinfer_jax.ir import (
         Graph,
         check,
@@ -53,6 +57,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         to_json_text,
         validate,
     )
+    from openinfer_jax.models import build_graph
     from openinfer_jax.oinf import (
         Bitset,
         ModelLoader,
@@ -100,7 +105,13 @@ __version__ = "0.1.0"
 # TYPE_CHECKING imports above and `__all__`).
 _EXPORTS: dict[str, str] = {
     "DType": "openinfer_jax.core.dtypes",
+    "ArchitectureError": "openinfer_jax.core.errors",
     "BackendError": "openinfer_jax.core.errors",
+    "GenerationError": "openinfer_jax.core.errors",
+    "TokenizerError": "openinfer_jax.core.errors",
+    "Generator": "openinfer_jax.generate",
+    "SamplingConfig": "openinfer_jax.generate",
+    "build_graph": "openinfer_jax.models",
     "ConversionError": "openinfer_jax.core.errors",
     "DslSyntaxError": "openinfer_jax.core.errors",
     "GraphValidationError": "openinfer_jax.core.errors",
@@ -158,10 +169,25 @@ _EXPORTS: dict[str, str] = {
 
 # Subpackages reachable as attributes (`openinfer_jax.ir.validate`) without importing them first.
 _SUBPACKAGES = frozenset(
-    {"converters", "core", "emit", "errors", "ir", "oinf", "onnx", "ops", "sim", "trace", "vk"}
+    {
+        "converters",
+        "core",
+        "emit",
+        "errors",
+        "generate",
+        "ir",
+        "models",
+        "oinf",
+        "onnx",
+        "ops",
+        "sim",
+        "trace",
+        "vk",
+    }
 )
 
 __all__ = [
+    "ArchitectureError",
     "BackendError",
     "Bitset",
     "ConversionError",
@@ -170,6 +196,8 @@ __all__ = [
     "DeviceTensor",
     "DslSyntaxError",
     "Executor",
+    "GenerationError",
+    "Generator",
     "Graph",
     "GraphBuilder",
     "GraphValidationError",
@@ -186,6 +214,7 @@ __all__ = [
     "QuantParams",
     "QuantScale",
     "QuantZeroPoint",
+    "SamplingConfig",
     "ShardingError",
     "SimulationError",
     "Simulator",
@@ -194,11 +223,13 @@ __all__ = [
     "Synthesizer",
     "TensorInfo",
     "TensorSpec",
+    "TokenizerError",
     "TraceEvent",
     "UnknownNameError",
     "VkReport",
     "VulkanBackend",
     "__version__",
+    "build_graph",
     "check",
     "device_mesh",
     "format_graph",

@@ -31,6 +31,7 @@ _COMMANDS = {
     "import": "onnx_import",
     "run": "run",
     "emit": "emit",
+    "generate": "generate",
 }
 
 

@@ -1,7 +1,12 @@
 """`openinfer emit`: synthesize C (or Vulkan) sources for a graph and its model.
 
-    openinfer emit c|vulkan --model M.oinf --graph G.graph [--arch A.json] -o DIR
-                  [--name NAME] [--output VAR ...] [--embed-weights] [--force]
+    openinfer emit c|vulkan --model M.oinf (--graph G.graph | --arch llama|bert [--chunk N ...])
+                  [--arch DEVICE] -o DIR [--name NAME] [--output VAR ...] [--embed-weights]
+                  [--force]
+
+`--arch` names a model architecture (llama, bert: the graph is built from the model, no
+graph file needed) or a device (cortex-a53, ada-mock, or a device JSON file); give it twice
+for both.
 
 Every check runs before anything is written. A new output directory appears atomically; one
 that emit wrote before is updated (its manifest says which files are emit's); a non-empty
@@ -14,6 +19,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from openinfer_jax.cli import model_graph
+from openinfer_jax.core.errors import SynthesisError
 from openinfer_jax.emit import TARGETS, Synthesizer
 
 __all__ = ["emit_command", "register"]
@@ -28,9 +35,10 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("target", choices=sorted(TARGETS), help="what to emit")
     parser.add_argument("--model", required=True, help="the .oinf model")
-    parser.add_argument("--graph", required=True, help="graph{} text file (or .json graph)")
-    parser.add_argument(
-        "--arch", metavar="A.json", help="device-architecture JSON (default: a generic host)"
+    model_graph.add_arguments(
+        parser,
+        arch_help="a model architecture (llama, bert) to build the graph from the model, and/or a "
+        "device: cortex-a53, ada-mock or a device JSON file (default: a generic host); repeatable",
     )
     parser.add_argument(
         "-o", "--out", required=True, metavar="DIR",
@@ -59,14 +67,17 @@ def register(subparsers: Any) -> None:
 
 def emit_command(args: argparse.Namespace) -> int:
     """Synthesize and write; prints the plan summary. Errors are SynthesisError (exit 1)."""
+    model_arch, devices = model_graph.split_arch(args.arch)
+    if len(devices) > 1:
+        raise SynthesisError(f"--arch names two devices: {', '.join(devices)}; give one")
     synth = (
-        Synthesizer.from_arch(args.arch).with_target(args.target)
-        if args.arch
+        Synthesizer.from_arch(devices[0]).with_target(args.target)
+        if devices
         else Synthesizer(args.target)
     )
     plan = synth.synthesize(
         args.model,
-        args.graph,
+        model_graph.program(args, args.model, model_arch),
         name=args.name,
         outputs=args.output,
         embed_weights=args.embed_weights,

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from openinfer_jax.core.errors import BackendError
+from openinfer_jax.core.errors import ArchitectureError, BackendError, DslSyntaxError
 from openinfer_jax.ir import Graph, format_graph, to_json_text
 from openinfer_jax.ir.dot import to_dot
 from openinfer_jax.trace import load_graph
@@ -63,8 +63,23 @@ def render_graph(graph: Graph, fmt: str, title: str = "graph") -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
-    graph = load_graph(args.graph)
-    out = render_graph(graph, args.format, title=Path(args.graph).stem)
+    if args.model or args.arch:
+        from openinfer_jax.cli import model_graph
+
+        if not args.model:
+            raise ArchitectureError("--arch builds the graph from a model: give --model M.oinf")
+        arch = args.arch[-1] if args.arch else None
+        if args.graph is not None:
+            raise ArchitectureError("give a graph file or --model/--arch, not both")
+        args.save_graph = None
+        graph = model_graph.program(args, args.model, arch)
+        title = f"{Path(args.model).stem}-{arch}"
+    elif args.graph is None:
+        raise DslSyntaxError("give a graph file, or --model M.oinf --arch NAME")
+    else:
+        graph = load_graph(args.graph)
+        title = Path(args.graph).stem
+    out = render_graph(graph, args.format, title=title)
     if args.output is None:
         sys.stdout.write(out)
         return 0
@@ -85,7 +100,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description="Print a graph{} program or graph JSON file as canonical text or JSON, "
         "or render its control-flow graph as Graphviz DOT or SVG.",
     )
-    parser.add_argument("graph", metavar="GRAPH", help="a .graph text file or a graph .json file")
+    parser.add_argument(
+        "graph", metavar="GRAPH", nargs="?", help="a .graph text file or a graph .json file"
+    )
+    parser.add_argument("--model", metavar="M.oinf", help="with --arch: the model to build for")
+    parser.add_argument(
+        "--arch", action="append", default=[], metavar="NAME",
+        help="show the graph this architecture (llama, bert) builds for --model",
+    )  # fmt: skip
+    for flag in ("--chunk", "--context", "--batch", "--seq"):
+        parser.add_argument(flag, type=int, metavar="N", help="builder option (see openinfer run)")
     parser.add_argument(
         "--format", "-f", choices=FORMATS, default="text", help="output format (default: text)"
     )

@@ -32,7 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser, *, arch_help: str) -> None:
     for flag, help_text in _OPTIONS:
         parser.add_argument(flag, type=int, metavar="N", help=help_text)
     parser.add_argument(
-        "--save-graph", metavar="FILE", help="with --arch: also write the built graph as graph{} text"
+        "--save-graph",
+        metavar="FILE",
+        help="with --arch: also write the built graph as graph{} text",
     )
 
 
@@ -57,7 +59,9 @@ def program(args: argparse.Namespace, model: str | Path, arch: str | None) -> An
         raise ArchitectureError("give --graph FILE or --arch NAME, not both")
     if args.graph:
         if args.save_graph:
-            raise ArchitectureError("--save-graph writes a graph built by --arch; drop it with --graph")
+            raise ArchitectureError(
+                "--save-graph writes a graph built by --arch; drop it with --graph"
+            )
         return Path(args.graph)
     if not arch:
         from openinfer_jax.models import architecture_names

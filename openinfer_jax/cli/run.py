@@ -91,7 +91,9 @@ def _load(spec: str, stream: bool) -> tuple[str, np.ndarray | list[np.ndarray]]:
     return name, (list(loaded) if stream else loaded)
 
 
-def _parse_inputs(specs: list[str], stream: bool) -> tuple[dict[str, np.ndarray], dict[str, list[np.ndarray]]]:
+def _parse_inputs(
+    specs: list[str], stream: bool
+) -> tuple[dict[str, np.ndarray], dict[str, list[np.ndarray]]]:
     """(inputs inserted every step, streams: one value per step).
 
     Raises:

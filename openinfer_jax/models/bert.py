@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir import Graph
 from openinfer_jax.models.config import metadata_float, require_tensors, sizevar
 from openinfer_jax.oinf import ModelLoader
-from openinfer_jax.core.dtypes import DType
 from openinfer_jax.trace import GraphBuilder
 
 __all__ = ["BERT_LAYER_TENSORS", "BertConfig", "bert_encoder", "bert_inputs"]

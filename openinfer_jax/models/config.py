@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import ArchitectureError
 from openinfer_jax.oinf import ModelLoader
-from openinfer_jax.core.dtypes import DType
 
 __all__ = ["metadata_float", "require_tensors", "sizevar"]
 

@@ -26,10 +26,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir import Graph
 from openinfer_jax.models.config import metadata_float, require_tensors, sizevar
 from openinfer_jax.oinf import ModelLoader
-from openinfer_jax.core.dtypes import DType
 from openinfer_jax.trace import GraphBuilder
 
 __all__ = [

@@ -91,4 +91,13 @@ def build_graph(
         raise ArchitectureError(
             f"--arch {name} takes the options {', '.join(spec.options)}, not {', '.join(unknown)}"
         )
-    return spec.build(model, **given)
+    try:
+        return spec.build(model, **given)
+    except ArchitectureError as err:
+        detected = detect_architecture(model)
+        if detected is None or detected == name:
+            raise
+        raise ArchitectureError(
+            f"{err} (the model's model_type={model.metadata.get('model_type')!r} suggests "
+            f"--arch {detected})"
+        ) from None

@@ -38,6 +38,7 @@ from openinfer_jax.ir.nodes import (
     VarDecl,
     VarRef,
 )
+from openinfer_jax.sim.compile_cache import enable_compile_cache
 from openinfer_jax.sim.events import env_trace_level
 from openinfer_jax.sim.executor import Executor
 from openinfer_jax.sim.plan import GraphPlan, RegionPlan
@@ -89,6 +90,10 @@ class Simulator:
         validate: run `openinfer_jax.ir.validate(graph, model)` first.
         mesh: a `jax.sharding.Mesh` to run sharded over its devices (docs/sharding.md).
         sharding: the plan: variable names or patterns -> `PartitionSpec` (default replicate).
+        compile_cache: JAX's persistent compilation cache (`sim/compile_cache.py`): None
+            follows ``OPENINFER_COMPILE_CACHE`` (default on, in the user's cache directory),
+            False turns it off, a path picks the directory. A cache directory the user
+            configured in JAX is used as it is.
 
     Raises:
         GraphValidationError: the graph breaks a rule. BackendError: the device is missing.
@@ -106,9 +111,11 @@ class Simulator:
         validate: bool = True,
         mesh: Any = None,
         sharding: Any = None,
+        compile_cache: bool | str | os.PathLike[str] | None = None,
     ) -> None:
         # i64/u64/f64 must be exact; the op library enables x64 too.
         jax.config.update("jax_enable_x64", True)
+        self.compile_cache_dir = enable_compile_cache(compile_cache)
         self.model = _load_model(model)
         self.graph = load_graph(graph)
         self.sizevars: dict[str, int] = dict(self.model.sizevars) if self.model is not None else {}

@@ -43,8 +43,8 @@ _SERIALS = itertools.count()
 _MAX_BATCH = 256  # dispatches per submission before the batch is flushed
 _FEATURE_NAMES = {"shader_int64": "shaderInt64", "shader_float64": "shaderFloat64"}
 _INSTALL_KP = (
-    "install Kompute's Python binding `kp` (see docs/vulkan.md: `make setup` builds it from "
-    "the kp==0.9.0 sdist against pybind11>=2.12)"
+    "install Kompute's Python binding `kp` with `python -m openinfer_jax.vk.build_kp` (it builds "
+    "the kp==0.9.0 sdist against the system Vulkan headers; docs/vulkan.md, Installation)"
 )
 
 

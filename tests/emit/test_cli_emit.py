@@ -149,3 +149,21 @@ def test_python_built_graphs_name_their_file_without_its_folder(tmp_path: Path) 
     plan = Synthesizer("c").synthesize(case.model, case.graph, name="mlp")
     assert "at mlp.py:" in plan.files["mlp.c"]
     assert str(Path(__file__).parents[2]) not in plan.files["mlp.c"]
+
+
+def test_emit_llama_arch_needs_no_graph_file(tmp_path: Path, capsys) -> None:
+    from tests.models.tiny import write_tiny_llama
+
+    model = write_tiny_llama(tmp_path / "llama.oinf")
+    out = tmp_path / "out"
+    code = main(["emit", "c", "--model", str(model), "--arch", "llama", "--chunk", "4",
+                 "--context", "16", "--arch", "cortex-a53", "-o", str(out), "--name", "llm"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    assert (out / "llm.c").is_file() and "oi_insert_tokens" in (out / "llm.h").read_text()
+    assert (
+        main(["emit", "c", "--model", str(model), "--arch", "bert", "-o", str(tmp_path / "b")]) == 1
+    )
+    assert "--arch bert needs the sizevar" in capsys.readouterr().err
+    assert main(["emit", "c", "--model", str(model), "--arch", "cortex-a53", "--arch", "ada-mock",
+                 "--graph", "g", "-o", str(tmp_path / "c")]) == 1  # fmt: skip
+    assert "two devices" in capsys.readouterr().err

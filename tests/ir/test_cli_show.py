@@ -82,3 +82,15 @@ def test_bad_graph_files_exit_1_with_one_located_line(
 def test_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["show", str(tmp_path / "nope.graph")]) == 1
     assert "cannot read the graph file" in capsys.readouterr().err
+
+
+def test_show_builds_the_arch_graph(tmp_path, capsys) -> None:
+    from openinfer_jax.cli import main as cli_main
+    from tests.models.tiny import write_tiny_llama
+
+    model = write_tiny_llama(tmp_path / "llama.oinf")
+    assert cli_main(["show", "--model", str(model), "--arch", "llama", "--chunk", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "tokens: i32[2];" in out and "block prefill {" in out
+    assert cli_main(["show", "--model", str(model), "--arch", "llama", "--seq", "2"]) == 1
+    assert "takes the options chunk, context, not seq" in capsys.readouterr().err

@@ -163,9 +163,7 @@ def test_bert_model_is_not_llama(tmp_path: Path) -> None:
     from tests.models.test_bert import write_tiny_bert
 
     bert = write_tiny_bert(tmp_path / "bert.oinf")
-    with pytest.raises(
-        ArchitectureError, match=r"tensor .norm.weight. is missing"
-    ):
+    with pytest.raises(ArchitectureError, match=r"tensor .norm.weight. is missing"):
         build_graph(bert, "llama")
     with ModelLoader.open(bert) as m:
         assert detect_architecture(m) == "bert"

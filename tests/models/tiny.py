@@ -15,6 +15,38 @@ from openinfer_jax.oinf import write_oinf
 
 LLAMA = {"layers": 2, "hidden": 32, "heads": 4, "kv_heads": 2, "inter": 48, "vocab": 61}
 
+# A 61-token byte-level BPE in GGUF's metadata form (as the converter stores a GGUF
+# tokenizer): 2 control tokens, lowercase letters, space (Ġ), '.', digits, and 21 merges.
+_MERGES = [
+    ("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("e", "r"), ("a", "n"), ("o", "n"),
+    ("r", "e"), ("Ġ", "a"), ("e", "n"), ("a", "t"), ("o", "r"), ("Ġ", "s"), ("e", "s"),
+    ("Ġ", "c"), ("i", "s"), ("e", "d"), ("Ġ", "w"), ("i", "t"), ("a", "r"), ("Ġ", "o"),
+]  # fmt: skip
+TOKENS = ["<eos>", "<|im_start|>", *"abcdefghijklmnopqrstuvwxyz", "Ġ", ".", *"0123456789"]
+TOKENS += ["".join(pair) for pair in _MERGES]
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<eos>' + '\\n'}}{% endfor %}"
+)
+
+
+def tokenizer_metadata() -> dict[str, object]:
+    """The GGUF tokenizer keys of the tiny model (gpt2-style BPE)."""
+    import json
+
+    types = np.ones(len(TOKENS), np.int64)
+    types[:2] = 3  # control tokens
+    return {
+        "tokenizer.ggml.model": "gpt2",
+        "tokenizer.ggml.pre": "default",
+        "tokenizer.ggml.tokens": json.dumps(TOKENS),
+        "tokenizer.ggml.merges": json.dumps([" ".join(m) for m in _MERGES]),
+        "tokenizer.ggml.token_type": types,
+        "tokenizer.ggml.eos_token_id": 0,
+        "tokenizer.ggml.bos_token_id": 1,
+        "tokenizer.ggml.add_bos_token": False,
+    }
+
 
 def write_tiny_llama(path: Path, *, tied: bool = True, seed: int = 0, **overrides: int) -> Path:
     """A 2-layer llama-family model (GQA 4/2 heads of 8) with random weights."""
@@ -48,7 +80,10 @@ def write_tiny_llama(path: Path, *, tied: bool = True, seed: int = 0, **override
             "head_dim": hd, "intermediate_size": c["inter"], "vocab_size": c["vocab"],
             "max_position_embeddings": 256,
         },
-        metadata={"model_type": "llama", "rms_norm_eps": 1e-5, "rope_theta": 10000.0},
+        metadata={
+            "model_type": "llama", "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+            **tokenizer_metadata(),
+        },
         tensors=tensors,
     )  # fmt: skip
 

@@ -169,3 +169,27 @@ def test_random_writes_match_a_dict_model(indices: list[int]) -> None:
     for i, v in model.items():
         want[i] = v
     np.testing.assert_array_equal(t.host_view()[:, 0], want)
+
+
+def test_range_write_appends_several_entries_and_rolls_back() -> None:
+    table = TableCache("K", DType.F32, ("t",), (), (2,), {}, jax.devices("cpu")[0])
+    undo: list = []
+    table.write((Slice(0, 3),), np.arange(6, dtype=np.float32).reshape(3, 2), undo)
+    assert table.size("t") == 3
+    # A slice write that starts inside and ends past the count overwrites and grows.
+    table.write((Slice(2, 20),), np.ones((18, 2), np.float32), undo)
+    assert table.size("t") == 20 and table.capacity["t"] >= 20
+    got = np.asarray(table.read((Slice(0, 3),), undo, bucket=False))
+    np.testing.assert_array_equal(got, [[0, 1], [2, 3], [1, 1]])
+    for restore in reversed(undo):
+        restore()
+    assert table.size("t") == 0
+    with pytest.raises(SimulationError, match="only a write with an explicit end grows a table"):
+        table.read((Slice(0, 1),), [], bucket=False)
+
+
+def test_range_write_past_fixed_capacity_names_the_table() -> None:
+    table = TableCache("K", DType.F32, ("t",), (), (2,), {"t": 4}, jax.devices("cpu")[0])
+    with pytest.raises(SimulationError, match="cache table 'K': index 5 of 't' exceeds fixed size t=4"):
+        table.write((Slice(2, 6),), np.zeros((4, 2), np.float32), [])
+    assert table.size("t") == 0

@@ -60,3 +60,81 @@ def test_run_errors_are_one_line(tmp_path: Path, capsys) -> None:
     assert "expected NAME=FILE.npy" in capsys.readouterr().err
     assert main(["run", "--model", str(tmp_path / "none.oinf"), "--graph", str(graph)]) == 1
     assert "does not exist" in capsys.readouterr().err
+
+
+STREAM_GRAPH = """
+graph {
+  dynamic { x: f32[B]; }
+  volatile { a: f32[B]; }
+  persistent { total: f32[B] @init(0.0); }
+  block entry {
+    assign t: f32[B];
+    assign s: f32[B];
+    cache.read total >> s;
+    op add(x, a) >> t;
+    op add(s, t) >> s;
+    cache.write s >> total;
+    return;
+  }
+}
+"""
+
+
+def test_stream_feeds_one_slice_per_step_and_saves_every_step(tmp_path: Path, capsys) -> None:
+    model, graph, _ = setup_files(tmp_path)
+    graph.write_text(STREAM_GRAPH)
+    chunks = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.save(tmp_path / "chunks.npy", chunks)
+    out = tmp_path / "out.npz"
+    code = main(["run", "--model", str(model), "--graph", str(graph), "--stream",
+                 "--input", f"x={tmp_path / 'chunks.npy'}", "--fetch", "s", "--output", str(out)])  # fmt: skip
+    assert code == 0
+    assert "ran 3 step(s)" in capsys.readouterr().out
+    saved = np.load(out)["s"]
+    a = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(saved, np.cumsum(chunks + a, axis=0))
+
+
+def test_stream_from_npz_whose_shape_changes_is_an_error(tmp_path: Path, capsys) -> None:
+    model, graph, _ = setup_files(tmp_path)
+    graph.write_text(STREAM_GRAPH)
+    np.savez(tmp_path / "s.npz", np.ones(4, np.float32), np.ones(5, np.float32))
+    code = main(["run", "--model", str(model), "--graph", str(graph), "--stream",
+                 "--input", f"x={tmp_path / 's.npz'}"])  # fmt: skip
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "--input x: step 1 of the stream is float32[5] but step 0 was float32[4]" in err
+    assert "Traceback" not in err
+
+
+def test_stream_slice_of_the_wrong_shape_is_an_error(tmp_path: Path, capsys) -> None:
+    model, graph, _ = setup_files(tmp_path)
+    np.save(tmp_path / "c.npy", np.ones((2, 5), np.float32))
+    code = main(["run", "--model", str(model), "--graph", str(graph), "--stream",
+                 "--input", f"x={tmp_path / 'c.npy'}"])  # fmt: skip
+    assert code == 1
+    assert "insert 'x': shape [5] does not match the declaration f32[4]" in capsys.readouterr().err
+
+
+def test_run_llama_arch_without_a_graph_file(tmp_path: Path, capsys) -> None:
+    from tests.models.tiny import llama_reference, write_tiny_llama
+
+    model = write_tiny_llama(tmp_path / "llama.oinf")
+    np.save(tmp_path / "tokens.npy", np.array([[3], [17], [5]], np.int32))
+    saved_graph, out = tmp_path / "decode.graph", tmp_path / "out.npz"
+    code = main(["run", "--model", str(model), "--arch", "llama", "--chunk", "1", "--context", "8",
+                 "--stream", "--input", f"tokens={tmp_path / 'tokens.npy'}", "--fetch", "logits",
+                 "--output", str(out), "--save-graph", str(saved_graph)])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    logits = np.load(out)["logits"][:, 0]
+    np.testing.assert_allclose(logits, llama_reference(model, [3, 17, 5]), atol=2e-5)
+    assert "K(l, t): f32[2, 8] @table @fixed(l=2, t=8);" in saved_graph.read_text()
+
+
+def test_run_needs_a_program_and_a_matching_arch(tmp_path: Path, capsys) -> None:
+    model, _, _ = setup_files(tmp_path)
+    assert main(["run", "--model", str(model)]) == 1
+    assert "give the program: --graph FILE, or --arch NAME (bert, llama)" in capsys.readouterr().err
+    assert main(["run", "--model", str(model), "--arch", "llama"]) == 1
+    err = capsys.readouterr().err
+    assert "--arch llama needs the sizevar 'num_attention_heads'" in err and "Traceback" not in err

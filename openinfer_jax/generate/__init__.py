@@ -1,0 +1,16 @@
+"""Text generation: tokenizers, chat templates, sampling and the `Generator` (docs/generate.md)."""
+
+from openinfer_jax.generate.chat import apply_chat_template
+from openinfer_jax.generate.generator import GenerationResult, Generator
+from openinfer_jax.generate.sampling import Sampler, SamplingConfig
+from openinfer_jax.generate.tokenizer import TextTokenizer, load_tokenizer
+
+__all__ = [
+    "GenerationResult",
+    "Generator",
+    "Sampler",
+    "SamplingConfig",
+    "TextTokenizer",
+    "apply_chat_template",
+    "load_tokenizer",
+]

