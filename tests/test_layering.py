@@ -31,6 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "emit": _MODEL | {"oinf", "trace", "passes", "vk"},
     "onnx": _MODEL | {"oinf", "trace", "passes", "converters"},
     "models": _MODEL | {"oinf", "trace", "passes", "converters", "vk", "sim", "emit"},
+    "generate": _MODEL | {"oinf", "trace", "models", "sim", "emit"},
     "cli": {"*"},
     # Top-level modules: the lazy public facade, `python -m`, and the public errors alias.
     "__init__": {"*"},
