@@ -55,7 +55,9 @@ def build_kp(sdist: Path | None = None, target: Path | None = None) -> None:
     """
     for tool in ("cmake", "patch"):
         if shutil.which(tool) is None:
-            raise RuntimeError(f"building kp needs {tool!r} on PATH (Debian: apt-get install {tool})")
+            raise RuntimeError(
+                f"building kp needs {tool!r} on PATH (Debian: apt-get install {tool})"
+            )
     pip = [sys.executable, "-m", "pip"]
     _run([*pip, "install", "-q", "pybind11>=2.12", "setuptools", "wheel"])
     pybind_dir = subprocess.run(
@@ -85,7 +87,9 @@ def build_kp(sdist: Path | None = None, target: Path | None = None) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``python -m openinfer_jax.vk.build_kp [--sdist FILE] [--target DIR]``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sdist", type=Path, help=f"a kp-{KP_VERSION}.tar.gz to build instead of downloading")
+    parser.add_argument(
+        "--sdist", type=Path, help=f"a kp-{KP_VERSION}.tar.gz to build instead of downloading"
+    )
     parser.add_argument("--target", type=Path, help="install into this directory (pip --target)")
     args = parser.parse_args(argv)
     try:
