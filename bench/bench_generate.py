@@ -42,7 +42,7 @@ def run(model: Path, env: dict[str, str], *args: str) -> dict[str, float]:
     cmd += [
         sys.executable,
         "-m",
-        "openinfer_jax.cli",
+        "openinfer_jax",
         "generate",
         str(model),
         PROMPT,

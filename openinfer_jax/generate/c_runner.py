@@ -1,14 +1,15 @@
 """Generation through the emitted C program: the `llama` graph as C, plus a generate-driver.
 
 The driver (`driver_source`) uses only the program's C API (oi_init, oi_insert_tokens,
-oi_insert_count, oi_step, oi_fetch_logits, oi_free). It takes token ids, not text, in two
+oi_insert_count, oi_step, oi_fetch_logits, oi_reset, oi_free). It takes token ids, not text, in two
 modes:
 
 - ``llm_generate MODEL.oinf --serve``: a step server for `CRunner`. Each request on stdin is
   an int32 ``n`` and ``n`` int32 token ids (1 <= n <= chunk): one step, answered on stdout
   by an int32 status and, when it is 0, the logits (vocab float32); any other status is
-  followed by an int32 length and the error text. ``n = -1`` starts a new sequence (the
-  program is initialized again), ``n = 0`` ends the process.
+  followed by an int32 length and the error text. ``n = -1`` starts a new sequence
+  (``oi_reset``: the cache and ``step`` back to their initial values), ``n = 0`` ends the
+  process.
 - ``llm_generate MODEL.oinf MAX_NEW EOS ID...``: greedy generation on the device itself,
   without Python: prefill, then one generated id per line as soon as it is chosen.
 
@@ -74,14 +75,13 @@ static int argmax(void) {
     return best;
 }
 
-static int serve(const char *model) {
+static int serve(void) {
     int32_t n, ids[CHUNK];
     for (;;) {
         int32_t status;
         if (fread(&n, 4, 1, stdin) != 1 || n == 0) return 0;
         if (n == -1) {
-            oi_free();
-            status = oi_init(model);
+            status = oi_reset(); /* persistent state (step, K/V cache) back to its initial values */
         } else if (n < 1 || n > CHUNK || fread(ids, 4, (size_t)n, stdin) != (size_t)n) {
             oi_set_error("bad request: %d tokens (1..%d)", (int)n, CHUNK);
             status = OI_ERR_ARGUMENT;
@@ -140,7 +140,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "oi_init: %s: %s\n", oi_error_string(rc), oi_last_error());
         return 1;
     }
-    code = strcmp(argv[2], "--serve") == 0 ? serve(argv[1]) : (argc < 5 ? 2 : greedy(argc, argv));
+    code = strcmp(argv[2], "--serve") == 0 ? serve() : (argc < 5 ? 2 : greedy(argc, argv));
     oi_free();
     return code;
 }
