@@ -70,6 +70,12 @@ def require_tensors(
             raise ArchitectureError(
                 f"{_source(model)} does not match --arch {arch}: tensor {name!r} is missing; {hint}"
             )
+        block = getattr(info, "block", None)
+        if block is not None:
+            raise ArchitectureError(
+                f"{_source(model)}: tensor {name!r} is block-quantized ({block.layout.scheme}); "
+                f"--arch {arch} reads float weights: convert with --dtype f32 (or f16, bf16)"
+            )
         if tuple(info.shape) != tuple(shape):
             raise ArchitectureError(
                 f"{_source(model)} does not match --arch {arch}: tensor {name!r} has shape "

@@ -175,3 +175,15 @@ def test_unknown_arch_and_option(tiny: Path) -> None:
     with pytest.raises(ArchitectureError, match="takes the options chunk, context, not seq"):
         build_graph(tiny, "llama", seq=4)
     assert build_graph(tiny).blocks[0].name == "entry"  # detected from model_type
+
+
+def test_block_quantized_weights_name_the_conversion(tiny: Path, tmp_path: Path) -> None:
+    from openinfer_jax.oinf.quantized import quantize
+
+    with ModelLoader.open(tiny) as m:
+        weight = np.asarray(m.tensor("up.weight.0"))
+    bad = _drop(tiny, tmp_path / "q.oinf", "", **{"up.weight.0": quantize(weight, "q8_0", 16)})
+    with pytest.raises(
+        ArchitectureError, match=r"'up.weight.0' is block-quantized \(q8_0\).*--dtype f32"
+    ):
+        build_graph(bad, "llama")
