@@ -22,6 +22,7 @@ import numpy as np
 
 from openinfer_jax.cli import model_graph
 from openinfer_jax.core.errors import SimulationError
+from openinfer_jax.core.limits import DEFAULT_LIMITS
 from openinfer_jax.sim import sharding_cli
 
 __all__ = ["register", "run_command"]
@@ -61,6 +62,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--trace", metavar="OUT.json", help="write the trace as JSON")
     parser.add_argument("--chrome-trace", metavar="OUT.json", help="write a Chrome/Perfetto trace")
     parser.add_argument("--device", default="cpu", help="cpu (default), gpu, vulkan or numpy")
+    parser.add_argument(
+        "--limit",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="raise or lower a resource limit (max_loop_depth, max_unrolled_iterations, "
+        "max_tensor_elements, max_cache_entries; docs/simulator.md, Limits)",
+    )
     sharding_cli.add_arguments(parser)  # --devices/--mesh/--shard (docs/sharding.md)
     parser.set_defaults(handler=run_command)
 
@@ -166,7 +175,10 @@ def run_command(args: argparse.Namespace) -> int:
     fixed, streams = _parse_inputs(args.input, args.stream)
     steps = _steps(args.steps, streams)
     mesh, plan = sharding_cli.mesh_and_plan(args, args.device)
-    sim = Simulator(str(model_path), graph, device=args.device, mesh=mesh, sharding=plan)
+    limits = DEFAULT_LIMITS.with_overrides(args.limit)
+    sim = Simulator(
+        str(model_path), graph, device=args.device, mesh=mesh, sharding=plan, limits=limits
+    )
     if args.trace or args.chrome_trace:
         sim.with_trace().with_timer()
     ex = sim.make_executor()

@@ -11,6 +11,7 @@ The passes, each in its own module:
                    transfers, branches, loops, deps
   validate_tables  prefix tables resolve for every index a loop can reach (model only)
   validate_flow    yield/await rules and branch cycles
+  validate_limits  the resource budget (loop nesting, tensor elements, @fixed sizes)
 
 Without a model, checks that need sizes or tensors are skipped, and sizevars are treated
 as distinct symbolic sizes (so `B` never matches `D`). `infer_var_types` gives the
@@ -21,10 +22,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from openinfer_jax.core.limits import DEFAULT_LIMITS, Limits
 from openinfer_jax.ir.nodes import Graph, SourceLoc
 from openinfer_jax.ir.validate_context import Context, DimResolver, VarInfo
 from openinfer_jax.ir.validate_decls import check_declarations
 from openinfer_jax.ir.validate_flow import check_flow
+from openinfer_jax.ir.validate_limits import check_limits
 from openinfer_jax.ir.validate_nodes import NodeChecker
 from openinfer_jax.ir.validate_report import Issue, ValidationErrors
 from openinfer_jax.ir.validate_tables import check_tables
@@ -52,16 +55,20 @@ def _order(issue: Issue) -> tuple[int, str, int, int]:
     return (1, loc.file or "", loc.line, loc.column)
 
 
-def check(graph: Graph, model: Any = None, *, strict: bool = True) -> list[Issue]:
+def check(
+    graph: Graph, model: Any = None, *, strict: bool = True, limits: Limits | None = None
+) -> list[Issue]:
     """Every rule violation in `graph` (against `model` if given), in source order; [] if valid.
 
     `model` is anything with the ModelLoader surface used here: `sizevars` (name -> int),
     `tensors` (name -> TensorInfo with dtype/shape/has_data), `metadata`, `tensor(name)`.
     With `strict=False` unknown ops are not reported (their nodes are skipped), for tools
-    that run before every op is registered.
+    that run before every op is registered. `limits` is the resource budget
+    (`openinfer_jax.core.limits.DEFAULT_LIMITS` when None).
     """
     ctx = Context(graph=graph, model=model, strict=strict, dims=DimResolver(_sizevars(model)))
     check_declarations(ctx)
+    check_limits(ctx, limits or DEFAULT_LIMITS)
     checker = NodeChecker(ctx, _registry())
     checker.run()
     check_tables(ctx, checker.table_uses)
@@ -72,14 +79,16 @@ def check(graph: Graph, model: Any = None, *, strict: bool = True) -> list[Issue
     return sorted(unique.values(), key=_order)
 
 
-def validate(graph: Graph, model: Any = None, *, strict: bool = True) -> None:
-    """Check `graph` (and its links to `model`, a ModelLoader, if given).
+def validate(
+    graph: Graph, model: Any = None, *, strict: bool = True, limits: Limits | None = None
+) -> None:
+    """Check `graph` (and its links to `model`, a ModelLoader, if given) within `limits`.
 
     Raises:
         GraphValidationError: (a `ValidationErrors`) listing every problem found; its
             `errors` attribute holds them as `Issue`s, the first one's location is `loc`.
     """
-    issues = check(graph, model, strict=strict)
+    issues = check(graph, model, strict=strict, limits=limits)
     if issues:
         raise ValidationErrors(issues)
 

@@ -10,8 +10,8 @@ such uses are checked at run time by the simulator instead.
 
 from __future__ import annotations
 
-import itertools
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from openinfer_jax.ir.nodes import Loop, MemoryKind
@@ -75,7 +75,7 @@ def _bound(
         return value
     if value in loops:
         values = _loop_range(ctx, loops[value], loops, ranges)
-        return None if values is None or len(values) == 0 else max(values)
+        return None if values is None or len(values) == 0 else values[-1]  # O(1), not max()
     return constant_value(ctx, value)
 
 
@@ -111,6 +111,26 @@ def _fill_pattern(pattern: str, values: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(replace, pattern)
 
 
+def _first_combinations(
+    choices: list[range | list[int]], limit: int
+) -> Iterator[tuple[int, ...]]:
+    """The first `limit` index combinations, in `itertools.product` order, built lazily.
+
+    `itertools.product` turns each range into a tuple first: a loop bound of 10**9 (a
+    literal, a sizevar or metadata) would allocate gigabytes before the limit applies.
+    """
+    sizes = [len(c) for c in choices]
+    total = 1
+    for size in sizes:
+        total *= size
+    for number in range(min(total, limit)):
+        combo: list[int] = []
+        for values, size in zip(reversed(choices), reversed(sizes), strict=True):
+            number, digit = divmod(number, size)
+            combo.append(values[digit])
+        yield tuple(reversed(combo))
+
+
 def _check_use(ctx: Context, use: TableUse, tensors: dict[str, Any], checked: set[str]) -> None:
     decl = use.info.decl
     assert decl is not None and decl.pattern is not None
@@ -129,9 +149,7 @@ def _check_use(ctx: Context, use: TableUse, tensors: dict[str, Any], checked: se
         else:
             return  # a runtime index variable
     missing: list[str] = []
-    for count, combo in enumerate(itertools.product(*choices)):
-        if count >= MAX_ENUMERATED:
-            break
+    for combo in _first_combinations(choices, MAX_ENUMERATED):
         mapping = dict(zip(decl.table_indices, (str(v) for v in combo), strict=True))
         name = _fill_pattern(decl.pattern, mapping)
         tensor = tensors.get(name)

@@ -7,7 +7,9 @@ buffer in place (JAX: a jitted `dynamic_update_slice` with the buffer donated, s
 does not copy the whole cache; Vulkan: a device copy). Every mutation during a step
 pushes an undo record (the old entry and counts; for an append past the counts just
 "zero it again"); a failed step replays them backwards, leaving the cache exactly as it
-was (docs/semantics.md, "Atomic steps").
+was (docs/semantics.md, "Atomic steps"). Each of these changes is one transaction under
+`interrupts.atomic`, so a KeyboardInterrupt never lands between donating a buffer and
+keeping its replacement, or between a change and its undo record.
 
 Invariant: storage beyond the current counts is zero. New capacity is zero-filled, a
 reset zeroes, and rollback restores overwritten entries (and re-zeroes appended ones), so
@@ -33,6 +35,8 @@ import numpy as np
 
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import SimulationError
+from openinfer_jax.core.limits import DEFAULT_LIMITS, Limits
+from openinfer_jax.sim.interrupts import atomic
 from openinfer_jax.sim.values import Ragged, bucket_size
 
 __all__ = [
@@ -277,6 +281,8 @@ class TableCache:
         fixed: dict[str, int],
         device: Any,
         storage: TableStorage | None = None,
+        *,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         if dtype.is_packed:
             raise SimulationError(
@@ -294,6 +300,7 @@ class TableCache:
         self.entry_dims = entry_dims
         self.fixed = dict(fixed)
         self.device = device
+        self.limits = limits
         self.table_axes = tuple(i for i in indices if i not in auto_dim)
         self.counts: dict[str, int] = {i: 0 for i in indices}
         self.capacity: dict[str, int] = {i: self.fixed.get(i, INITIAL_CAPACITY) for i in indices}
@@ -323,6 +330,13 @@ class TableCache:
             raise SimulationError(
                 f"cache table {self.name!r}: index {needed - 1} of {axis!r} exceeds fixed size "
                 f"{axis}={cap}; raise @fixed({axis}=...) or reset the table"
+            )
+        limit = self.limits.max_cache_entries
+        if needed > limit:
+            raise SimulationError(
+                f"cache table {self.name!r}: index {needed - 1} of {axis!r} needs {needed:,} "
+                f"entries, above the limit max_cache_entries={limit:,} (Simulator(limits=...), "
+                "`--limit max_cache_entries=...`); a table never grows that far by accident"
             )
 
     def _plan(
@@ -408,7 +422,16 @@ class TableCache:
                 # Doubling keeps appends amortized O(1) and capacities powers of two.
                 new_cap[axis] = max(_power_of_two(n), 2 * new_cap[axis])
         if new_cap != self.capacity:
-            self.buffer = self.storage.grow(self.buffer, self._storage_shape(new_cap))
+            shape = self._storage_shape(new_cap)
+            elements = int(np.prod(shape, dtype=object))
+            if elements > self.limits.max_tensor_elements:
+                raise SimulationError(
+                    f"cache table {self.name!r}: growing to {list(shape)} needs {elements:,} "
+                    f"elements, above the limit max_tensor_elements="
+                    f"{self.limits.max_tensor_elements:,} (Simulator(limits=...), "
+                    "`--limit max_tensor_elements=...`)"
+                )
+            self.buffer = self.storage.grow(self.buffer, shape)
             self.capacity = new_cap
 
     # ---- operations ---------------------------------------------------------------------
@@ -422,7 +445,8 @@ class TableCache:
         """
         starts, sizes, kept, counts = self._plan(sel)
         if counts != self.counts:
-            self._set_counts(counts, undo)
+            with atomic():
+                self._set_counts(counts, undo)
             # Re-plan: negative scalar indices resolve against the grown counts.
             starts, sizes, kept, counts = self._plan(sel)
         out_shape = tuple(s for s, k in zip(sizes, kept) if k)
@@ -461,7 +485,8 @@ class TableCache:
         """Grow counts/capacity for a write (undoable); (starts, block sizes, value shape)."""
         starts, sizes, kept, counts = self._plan(sel, grow=True)
         if counts != self.counts:
-            self._set_counts(counts, undo)
+            with atomic():
+                self._set_counts(counts, undo)
         want = tuple(s for s, k in zip(sizes, kept) if k)
         return tuple(starts), tuple(sizes), want
 
@@ -476,16 +501,19 @@ class TableCache:
                 f"entry shape {list(want)}"
             )
         fresh = self._beyond_counts(sel)
-        starts_t, sizes_t, _want = self.prepare_write(sel, undo)
-        self.buffer, old = self.storage.write(
-            self.buffer, value, starts_t, sizes_t, keep_old=not fresh
-        )
-        if fresh:
-            # An append: the block held zeros (storage invariant), so there is nothing to
-            # copy out; a rollback zeroes it again.
-            self._record_zero_restore(starts_t, sizes_t, undo)
-        else:
-            self.record_restore(old, starts_t, undo)
+        # One transaction: the buffer is donated inside storage.write, so the table must
+        # hold the returned buffer, and the undo record must exist, before a signal lands.
+        with atomic():
+            starts_t, sizes_t, _want = self.prepare_write(sel, undo)
+            self.buffer, old = self.storage.write(
+                self.buffer, value, starts_t, sizes_t, keep_old=not fresh
+            )
+            if fresh:
+                # An append: the block held zeros (storage invariant), so there is nothing to
+                # copy out; a rollback zeroes it again.
+                self._record_zero_restore(starts_t, sizes_t, undo)
+            else:
+                self.record_restore(old, starts_t, undo)
 
     def _beyond_counts(self, sel: tuple[Index, ...]) -> bool:
         """Whether the whole selected block lies beyond the current counts (never written).
@@ -528,6 +556,10 @@ class TableCache:
 
     def reset(self, sel: tuple[Index, ...], undo: list[Callable[[], None]]) -> None:
         """Reset the whole table (no indices: counts to 0) or zero the selected entries."""
+        with atomic():
+            self._reset(sel, undo)
+
+    def _reset(self, sel: tuple[Index, ...], undo: list[Callable[[], None]]) -> None:
         if not sel:
             old_buf, old_counts, old_cap = self.buffer, dict(self.counts), dict(self.capacity)
             # A fresh buffer keeps the old one alive for rollback (no donation here).
@@ -584,11 +616,11 @@ class TableCache:
             a: self.fixed.get(a, max(INITIAL_CAPACITY, _power_of_two(counts[a])))
             for a in self.indices
         }
-        self.buffer = self.storage.load(
+        buffer = self.storage.load(
             np.asarray(array, self.dtype.numpy), self.dtype, self._storage_shape(capacity)
         )
-        self.capacity = capacity
-        self.counts = counts
+        with atomic():
+            self.buffer, self.capacity, self.counts = buffer, capacity, counts
 
     def host_view(self) -> np.ndarray:
         """The whole logical table as a host array (for `fetch`)."""
@@ -620,14 +652,16 @@ class PersistentStore:
 
     def commit(self) -> None:
         """Forget the undo log: the step succeeded."""
-        self.undo.clear()
-        self._end_step()
+        with atomic():
+            self.undo.clear()
+            self._end_step()
 
     def rollback(self) -> None:
-        """Undo every mutation of the failed step, newest first."""
-        while self.undo:
-            self.undo.pop()()
-        self._end_step()
+        """Undo every mutation of the failed step, newest first (signals wait until done)."""
+        with atomic():
+            while self.undo:
+                self.undo.pop()()
+            self._end_step()
 
     def _end_step(self) -> None:
         for table in self.tables.values():

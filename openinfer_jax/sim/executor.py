@@ -45,6 +45,8 @@ from openinfer_jax.ir.nodes import (
 from openinfer_jax.ops import registry
 from openinfer_jax.sim.caches import Index, PersistentStore, Slice, TableCache
 from openinfer_jax.sim.events import TraceEvent, print_event, split_micros
+from openinfer_jax.sim.interrupts import GUARD, atomic, signal_guard
+from openinfer_jax.sim.long_loops import LoopTooLong, fori_body_ok, fori_region
 from openinfer_jax.sim.plan import RegionPlan
 from openinfer_jax.sim.ragged import NeedExact, Rag
 from openinfer_jax.sim.regions import NodeFailure, fill_lengths, static_params
@@ -132,6 +134,7 @@ class Executor:
         self._t0 = time.perf_counter_ns()
         self.persistent = PersistentStore()
         self.region_calls = 0
+        self._fori_cache: dict[tuple[Any, ...], Any] = {}  # long loops as fori_loop (long_loops.py)
         self._yield_state: _YieldState | None = None
         self._current_block = ""
         for decl in self.graph.vars:
@@ -315,21 +318,30 @@ class Executor:
     def _step_events(
         self, fused: bool, force_events: bool = False
     ) -> Generator[TraceEvent, None, None]:
+        # Signals (Ctrl-C) land between state changes, never inside one (interrupts.py), so
+        # an interrupted step rolls back like a failed one.
+        with signal_guard():
+            yield from self._guarded_step_events(fused, force_events)
+
+    def _guarded_step_events(
+        self, fused: bool, force_events: bool
+    ) -> Generator[TraceEvent, None, None]:
         self._check_inputs()
         # The NumPy interpreter and the Vulkan device run node by node.
         fused = fused and not self.sim.eager and self.sim.vulkan is None
         emit = force_events or self.sim.tracing or self.sim.env_trace > 0
-        saved_store = self._store.copy()  # Vulkan: resident entries stay on the device
-        saved_dtypes = dict(self._dtypes)
-        # Dynamic inputs move into the store; volatile values start again from the model.
-        for name, value in self._inserted.items():
-            self._store[name] = jax.device_put(value, self.sim.placement(name, self.device))
-        for decl in self.graph.vars:
-            if decl.kind is MemoryKind.VOLATILE:
-                self._store.pop(decl.name, None)
-        self._indexed.clear()
-        self._yield_state = _YieldState()
-        self._emit = emit
+        with atomic():
+            saved_store = self._store.copy()  # Vulkan: resident entries stay on the device
+            saved_dtypes = dict(self._dtypes)
+            # Dynamic inputs move into the store; volatile values start again from the model.
+            for name, value in self._inserted.items():
+                self._store[name] = jax.device_put(value, self.sim.placement(name, self.device))
+            for decl in self.graph.vars:
+                if decl.kind is MemoryKind.VOLATILE:
+                    self._store.pop(decl.name, None)
+            self._indexed.clear()
+            self._yield_state = _YieldState()
+            self._emit = emit
         ok = False
         try:
             entry = self.sim.entry
@@ -351,17 +363,23 @@ class Executor:
                 f"block {self._current_block}: {type(err).__name__}: {err}"
             ) from err
         finally:
-            if ok:
-                self.persistent.commit()
-                for name in self._inserted:
-                    self._store.pop(name, None)
-                self._inserted.clear()
-                self._steps += 1
-            else:
-                self.persistent.rollback()
-                self._store = saved_store
-                self._dtypes = saved_dtypes
-            self._yield_state = None
+            # Inline, no call before it: a signal can land neither before the commit or
+            # rollback starts nor inside it (interrupts.py); it is delivered after.
+            GUARD.depth += 1
+            try:
+                if ok:
+                    self.persistent.commit()
+                    for name in self._inserted:
+                        self._store.pop(name, None)
+                    self._inserted.clear()
+                    self._steps += 1
+                else:
+                    self.persistent.rollback()
+                    self._store = saved_store
+                    self._dtypes = saved_dtypes
+                self._yield_state = None
+            finally:
+                GUARD.leave()
 
     def _check_inputs(self) -> None:
         missing = [n for n in self.sim.required_inputs if n not in self._inserted]
@@ -392,6 +410,9 @@ class Executor:
                             node, scope, start, params=[str(node.start), str(node.end)]
                         )
                     body = self.plan.items(block, node.body, fused)
+                    if self._loop_as_fori(node, body, hi - lo, fused):
+                        self._run_fori(body[0], scope, hi - lo)
+                        continue
                     for i in range(lo, hi):
                         inner = {**scope, node.index: i}
                         if (yield from self._run_list(block, body, inner, fused)):
@@ -571,6 +592,7 @@ class Executor:
                 VulkanTableStorage(self.sim.vulkan, self._vk_transfers)
                 if self._vk_device_caches
                 else None,
+                limits=self.sim.limits,
             )
             return
         value = self.sim.initial_value(decl, self.device)
@@ -788,6 +810,11 @@ class Executor:
         try:
             prog, compiled, outs = self.sim.wide.run(self, region, scope)
             self.region_calls += 1
+        except LoopTooLong:
+            # Unrolling would exceed Limits.max_unrolled_iterations: the loops stay loops.
+            items = self.plan.items(region.block, region.nodes, True, wide=False)
+            yield from self._run_list(region.block, items, scope, True)
+            return
         except NodeFailure as err:
             raise self._node_error(err.node, err.cause) from err.cause
         except OpenInferError as err:
@@ -923,7 +950,9 @@ class Executor:
                 assert opdef is not None
                 try:
                     tensors = [self._vk_input(r, d, scope) for r, d in zip(node.inputs, dtypes)]
-                    shape = opdef.output_shape([t.shape for t in tensors], params)
+                    # infer, not output_shape alone: it also runs the op's own check on the
+                    # bound params (fill value=1000 into i8), as the XLA and NumPy paths do.
+                    _dtype, shape = opdef.infer(dtypes, [t.shape for t in tensors], params)
                     out = backend.run(node.op, tensors, params, out_dtype, shape)
                 except BackendError as err:
                     warning = f"vulkan: {err}; ran on XLA CPU instead"
@@ -1055,6 +1084,52 @@ class Executor:
             elif isinstance(node, Dep):
                 ev.params = [node.after, node.before]
             yield ev
+
+    def _loop_as_fori(self, loop: Loop, body: list[Any], count: int, fused: bool) -> bool:
+        """Whether a loop runs as one `lax.fori_loop` (long_loops.py): fused JAX runs only,
+        longer than the unroll budget, no per-node trace events, a single pure region."""
+        return (
+            fused
+            and count > self.sim.limits.max_unrolled_iterations
+            and not self._emit
+            and not self.sim.eager
+            and self.sim.vulkan is None
+            and self.sim.sharded is None
+            and len(body) == 1
+            and isinstance(body[0], RegionPlan)
+            and fori_body_ok(body[0])
+        )
+
+    def _run_fori(self, region: RegionPlan, scope: dict[str, int], count: int) -> None:
+        """Run the pure region `count` times as one XLA while loop; store its writes."""
+        try:
+            arrays, rags, _lengths, dtypes = self._region_inputs(region, scope)
+            if any(rags):
+                arrays = [materialize(a) if r is None else a for a, r in zip(arrays, rags)]
+            out_dtypes: list[DType] = []
+            params: list[dict[str, Any]] = []
+            for node in region.nodes:
+                if isinstance(node, Assign):
+                    self._dtypes[node.name] = node.dtype
+                elif isinstance(node, Op):
+                    params_i, out_dtype, _bound = self._op_setup(node, scope)
+                    params.append(params_i)
+                    out_dtypes.append(out_dtype)
+            key = ("fori", region.id, tuple((a.shape, a.dtype) for a in arrays))
+            fn = self._fori_cache.get(key)
+            if fn is None:
+                nodes = self._resolved_assigns(region)
+                fn = fori_region(nodes, dtypes, out_dtypes, params, self.compiler._trace_op)
+                self._fori_cache[key] = fn
+            outs = fn(tuple(materialize(a) for a in arrays), np.int32(count))
+            for ref, value in zip(region.writes, outs):
+                self._write_ref(ref, value, scope)
+        except NodeFailure as err:
+            raise self._node_error(err.node, err.cause) from err.cause
+        except OpenInferError as err:
+            if getattr(err, "located", False):
+                raise
+            raise self._node_error(region.nodes[0], err) from err
 
     def _region_inputs(
         self, region: RegionPlan, scope: dict[str, int]

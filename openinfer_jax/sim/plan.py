@@ -273,15 +273,19 @@ class GraphPlan:
         """The items of a block body."""
         return self.items(block.name, block.nodes, fused)
 
-    def items(self, block: str, nodes: tuple[Node, ...], fused: bool) -> list[Item]:
+    def items(
+        self, block: str, nodes: tuple[Node, ...], fused: bool, wide: bool = True
+    ) -> list[Item]:
         """The items of a node list (cached; identity of the tuple is the key).
 
         Fused regions also take in table cache reads/writes and whole loops whose bodies
         qualify (a *wide* region, run by `WideRunner`), as long as every cache index and
         loop bound they name is known on the host when the region starts, i.e. not
-        written by an earlier node of the same region.
+        written by an earlier node of the same region. `wide=False` keeps this list's
+        effects (and loops) out of regions: the plan of a wide region whose loops turned
+        out too long to unroll (long_loops.py).
         """
-        key = (id(nodes), fused)
+        key = (id(nodes), fused, wide)
         cached = self._items.get(key)
         if cached is not None:
             return cached
@@ -301,7 +305,7 @@ class GraphPlan:
                 written.update(_written_names(node))
                 if not fused:
                     flush()
-            elif fused and self._wide_ok(node, written):
+            elif fused and wide and self._wide_ok(node, written):
                 run.append(node)
                 written.update(_written_names(node))
             else:

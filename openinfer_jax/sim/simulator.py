@@ -23,6 +23,7 @@ from openinfer_jax.core.errors import (
     OpenInferError,
     SimulationError,
 )
+from openinfer_jax.core.limits import DEFAULT_LIMITS, Limits
 from openinfer_jax.ir.nodes import (
     Await,
     Block,
@@ -112,6 +113,7 @@ class Simulator:
         mesh: Any = None,
         sharding: Any = None,
         compile_cache: bool | str | os.PathLike[str] | None = None,
+        limits: Limits | None = None,
     ) -> None:
         # i64/u64/f64 must be exact; the op library enables x64 too.
         jax.config.update("jax_enable_x64", True)
@@ -126,6 +128,9 @@ class Simulator:
         self.tracing = False
         self.timing = False
         self.env_trace = env_trace_level()
+        # The resource budget (openinfer_jax/core/limits.py): validation checks what the program
+        # and model fix, the executor what run time decides (cache indices, loop lengths).
+        self.limits = limits or DEFAULT_LIMITS
         if validate:
             self._validate()
         self._check_structure()
@@ -193,7 +198,7 @@ class Simulator:
         if importlib.util.find_spec("openinfer_jax.ir.validate") is None:
             return
         module = importlib.import_module("openinfer_jax.ir.validate")
-        module.validate(self.graph, self.model)
+        module.validate(self.graph, self.model, limits=self.limits)
 
     def _check_structure(self) -> None:
         names = {d.name for d in self.graph.vars}

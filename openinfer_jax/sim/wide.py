@@ -35,6 +35,8 @@ from openinfer_jax.ir.nodes import (
     VarRef,
 )
 from openinfer_jax.ops import registry
+from openinfer_jax.sim.interrupts import atomic
+from openinfer_jax.sim.long_loops import LoopTooLong, unrolled_iterations
 from openinfer_jax.sim.plan import RegionPlan
 from openinfer_jax.sim.ragged import NeedExact, Rag, apply_op
 from openinfer_jax.sim.regions import NodeFailure, NodeShapes, Slot, plan_layout, slot_value
@@ -122,6 +124,8 @@ class WideRunner:
         self.templates: dict[tuple[Any, ...], WideProgram] = {}
         self._bound_names: dict[int, tuple[str, ...]] = {}
         self._steps_ids: dict[Any, int] = {}
+        # template key -> whether its loops fit Limits.max_unrolled_iterations (long_loops.py)
+        self.unroll_fits: dict[tuple[Any, ...], bool] = {}
         self.compilations = 0
         self.exact_fallbacks = 0
         # Sharding hooks (docs/sharding.md, set by sim/sharding.py): pin a planned
@@ -295,6 +299,13 @@ class WideRunner:
         """Walk (or replay), compile (cached), run; store outputs and undo records."""
         bucket = ex.sim.bucketing
         tkey = self._template_key(ex, region, scope, bucket)
+        fits = self.unroll_fits.get(tkey)
+        if fits is None:
+            budget = ex.sim.limits.max_unrolled_iterations
+            fits = unrolled_iterations(region.nodes, scope, ex._bound, budget) <= budget
+            self.unroll_fits[tkey] = fits
+        if not fits:
+            raise LoopTooLong(region.id)
         template = self.templates.get(tkey)
         prog = self.replay(ex, template, bucket) if template is not None else None
         if prog is None:
@@ -306,20 +317,23 @@ class WideRunner:
             self.templates.pop(tkey, None)
             prog = self.walk(ex, region, scope, False)
             compiled = self._get(ex, region, prog)
-        buffers = tuple(ex.persistent.tables[name].buffer for name in prog.tables)
-        # Undo records first, in their own call: reading a buffer in the same computation
-        # that updates it in place makes XLA copy the whole buffer.
-        starts = prog.packed_starts()
-        olds = compiled.olds(buffers, starts) if compiled.olds is not None else ()
-        inputs, lengths = tuple(prog.inputs), prog.packed_lengths()
-        outs, new_buffers = compiled.fn(inputs, buffers, starts, lengths)
-        undo = ex.persistent.undo
-        for name, buf in zip(prog.tables, new_buffers):
-            ex.persistent.tables[name].buffer = buf
-        for (table_no, slot), old in zip(prog.write_slots(), olds):
-            ex.persistent.tables[prog.tables[table_no]].record_restore(
-                old, np.asarray(prog.starts[slot], np.int32), undo
-            )
+        # One transaction (interrupts.atomic): the call donates the table buffers, so each
+        # table must hold its returned buffer, with the undo records, before a signal lands.
+        with atomic():
+            buffers = tuple(ex.persistent.tables[name].buffer for name in prog.tables)
+            # Undo records first, in their own call: reading a buffer in the same computation
+            # that updates it in place makes XLA copy the whole buffer.
+            starts = prog.packed_starts()
+            olds = compiled.olds(buffers, starts) if compiled.olds is not None else ()
+            inputs, lengths = tuple(prog.inputs), prog.packed_lengths()
+            outs, new_buffers = compiled.fn(inputs, buffers, starts, lengths)
+            undo = ex.persistent.undo
+            for name, buf in zip(prog.tables, new_buffers):
+                ex.persistent.tables[name].buffer = buf
+            for (table_no, slot), old in zip(prog.write_slots(), olds):
+                ex.persistent.tables[prog.tables[table_no]].record_restore(
+                    old, np.asarray(prog.starts[slot], np.int32), undo
+                )
         # Dead writes come back as Zeros/Deferred placeholders (regions.py, plan_layout).
         for k, (key, slot) in enumerate(zip(prog.written, compiled.layout)):
             value = slot_value(

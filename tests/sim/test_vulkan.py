@@ -163,3 +163,20 @@ def test_vulkan_failed_step_rolls_back_like_cpu(make_model) -> None:
         assert ex.steps == 1 and ex.persistent.tables["A"].counts == {"t": 1}
     for got, want in zip(seen["vulkan"], seen["cpu"]):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("device", ["cpu", "numpy", "vulkan"])
+def test_fill_value_out_of_range_raises_on_every_device(make_model, device: str) -> None:
+    """fill(z, value=alpha) into i8 with alpha=1000: the Vulkan device used to write -24."""
+    model = make_model(sizevars={}, tensors={})
+    graph = (
+        "graph { dynamic { alpha: f32; } volatile { z: i8[4]; } "
+        "block entry { op fill(z, value=alpha) >> z; return; } }"
+    )
+    ex = Simulator(model, graph, device=device).make_executor()
+    ex.insert(alpha=np.float32(1000))
+    with pytest.raises(SimulationError, match=r"fill: value=1000.0 is not a i8 value"):
+        ex.step()
+    ex.insert(alpha=np.float32(-7))
+    ex.step()
+    np.testing.assert_array_equal(ex.fetch("z"), np.full(4, -7, np.int8))

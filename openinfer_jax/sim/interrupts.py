@@ -1,0 +1,118 @@
+"""Signals arrive between the executor's state changes, never inside one.
+
+A step changes persistent state in small transactions: a table write donates the table's
+buffer to XLA and keeps the buffer XLA returns, then records how to undo it. A
+KeyboardInterrupt (or any Python signal handler that raises) delivered between those two
+statements would leave the table holding a donated, deleted buffer, or a change without
+its undo record, and the step's rollback could not restore it.
+
+So while a step runs, `signal_guard` replaces the Python handler of each signal that has
+one (SIGINT's `default_int_handler`, a user's SIGALRM/SIGTERM handler, ...) with a
+recorder, and `atomic()` marks the transactions: a signal that arrives inside one is held
+and handed to its original handler as the transaction ends, outside it it goes to the
+original handler at once. Python runs signal handlers only in the main thread, so a step
+run in another thread needs (and gets) no guard.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+__all__ = ["GUARD", "atomic", "signal_guard"]
+
+# Signals whose Python handlers may raise into a step. SIG_DFL/SIG_IGN are left alone: they
+# never run Python code (SIGKILL and a default SIGTERM end the process, no state survives).
+_GUARDED = tuple(
+    getattr(signal, name)
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGALRM", "SIGUSR1", "SIGUSR2")
+    if hasattr(signal, name)
+)
+
+
+class _Guard:
+    """Process-wide state: the handlers replaced, the transaction depth, held signals."""
+
+    def __init__(self) -> None:
+        self.original: dict[int, Callable[[int, FrameType | None], Any]] = {}
+        self.active = False
+        self.depth = 0
+        self.held: list[tuple[Callable[[int, FrameType | None], Any], int, FrameType | None]] = []
+
+    def handler(self, signum: int, frame: FrameType | None) -> None:
+        original = self.original[signum]
+        if self.depth:
+            self.held.append((original, signum, frame))
+            return
+        original(signum, frame)
+
+    def install(self) -> None:
+        """Replace each guarded Python handler by `handler` (idempotent)."""
+        for signum in _GUARDED:
+            current = signal.getsignal(signum)
+            if callable(current) and current != self.handler:
+                self.original[signum] = current
+                signal.signal(signum, self.handler)
+
+    def uninstall(self) -> None:
+        """Put the original handlers back (where nobody replaced ours meanwhile)."""
+        for signum, original in self.original.items():
+            if signal.getsignal(signum) == self.handler:
+                signal.signal(signum, original)
+        self.original = {}
+
+    def leave(self) -> None:
+        """End one transaction; the outermost hands held signals to their handlers."""
+        self.depth -= 1
+        if self.depth == 0 and self.held:
+            held, self.held = self.held, []
+            for original, signum, frame in held:
+                original(signum, frame)
+
+
+#: The guard. A transaction that must start without a single call before it (the end of a
+#: step: CPython runs signal handlers at calls, function entries and loop jumps, never
+#: between two plain attribute stores) writes `GUARD.depth += 1` inline and
+#: `GUARD.leave()` in a `finally`; everything else uses `atomic()`.
+GUARD = _Guard()
+_GUARD = GUARD
+
+
+@contextmanager
+def signal_guard() -> Iterator[None]:
+    """Route Python signal handlers through the guard for the duration (one step).
+
+    Nests (only the outermost installs and restores); outside the main thread it does
+    nothing. Every step starts it afresh, so a transaction count or handler left behind by
+    a signal that landed in this bookkeeping itself cannot outlive the step: a leftover
+    handler passes signals straight through, and the count starts at 0.
+    """
+    if threading.current_thread() is not threading.main_thread() or _GUARD.active:
+        yield
+        return
+    _GUARD.depth, _GUARD.held = 0, []  # no transaction is open between steps
+    _GUARD.install()
+    _GUARD.active = True
+    try:
+        yield
+    finally:
+        _GUARD.active = False
+        _GUARD.uninstall()
+
+
+@contextmanager
+def atomic() -> Iterator[None]:
+    """A transaction on executor state: signals are held until it ends, then delivered.
+
+    Cheap (a counter); nests. A signal held here is handed to its original handler when
+    the outermost transaction ends, so a KeyboardInterrupt surfaces right after it.
+    """
+    _GUARD.depth += 1
+    try:
+        yield
+    finally:
+        _GUARD.leave()
