@@ -324,3 +324,38 @@ def test_in_place_ops_run_on_the_gpu(tmp_path: Path) -> None:
     assert result["compared"] == 2 * len(outputs)
     report = result["plan"].vulkan
     assert report.host == () and report.gpu == 7
+
+
+@needs_vulkan
+def test_prefix_preload_skips_entries_of_another_shape(tmp_path: Path) -> None:
+    """`w.0: f32[2]`, `w.1: f32[4]` and `W(l): f32[4] @pattern("w.{l}")` reading only W[1]:
+    the program is valid, so oi_init must not preload (and reject) w.0."""
+    import numpy as np
+
+    from openinfer_jax.oinf import write_oinf
+
+    model = write_oinf(
+        tmp_path / "m.oinf",
+        tensors={
+            "w.0": np.array([9, 9], np.float32),
+            "w.1": np.array([1, 2, 3, 4], np.float32),
+            "v.0": np.array([1, 1, 1, 1], np.float32),
+            "v.1": np.array([2, 2, 2, 2], np.float32),
+        },
+    )
+    graph = """
+    graph {
+      dynamic { x: f32[4]; }
+      volatile { W(l): f32[4] @pattern("w.{l}"); V(l): f32[4] @pattern("v.{l}"); y: f32[4]; }
+      block entry {
+        op add(x, W[1]) >> y;
+        loop k (i in 0..2) { op add(y, V[i]) >> y; }
+        return;
+      }
+    }
+    """
+    steps = [{"x": np.zeros(4, np.float32)}, {"x": np.ones(4, np.float32)}]
+    result = parity(tmp_path, model, graph, steps, outputs=["y"], arch=_vulkan("c"))
+    assert result["compared"] == 2
+    source = result["plan"].files["prog.c"]
+    assert "preload V" in source and "preload W" not in source
