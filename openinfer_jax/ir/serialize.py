@@ -93,9 +93,18 @@ def _fail(path: str, expected: str, value: Any) -> _Fail:
 
 
 # ---- codecs: (encode(python) -> json, decode(json, path) -> python) --------------------------
+def _encodable(value: str) -> bool:
+    # A lone surrogate ("\ud800") survives json.loads but no encoder can write it back.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _dec_name(value: Any, path: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise _fail(path, "a non-empty string", value)
+    if not isinstance(value, str) or not value or not _encodable(value):
+        raise _fail(path, "a non-empty string of characters", value)
     return value
 
 
@@ -182,8 +191,8 @@ def _dec_float(value: Any, path: str) -> float:
 
 
 def _dec_str(value: Any, path: str) -> str:
-    if not isinstance(value, str):
-        raise _fail(path, "a string", value)
+    if not isinstance(value, str) or not _encodable(value):
+        raise _fail(path, "a string of characters", value)
     return value
 
 
@@ -583,6 +592,9 @@ def from_json_text(text: str, filename: str | None = None) -> Graph:
         raise DslSyntaxError(f"{where}{err.lineno}:{err.colno}: invalid JSON: {err.msg}") from None
     except RecursionError:
         raise DslSyntaxError("graph JSON nested too deeply to read") from None
+    except ValueError as err:  # e.g. an integer of more than 4300 digits (int max_str_digits)
+        where = f"{filename}: " if filename else ""
+        raise DslSyntaxError(f"{where}invalid JSON: {err}") from None
     try:
         return from_json(data)
     except DslSyntaxError as err:

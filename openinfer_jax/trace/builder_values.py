@@ -89,7 +89,7 @@ def to_dim(value: Any, what: str) -> Dim:
         )
     if isinstance(value, str):
         text = value.replace(" ", "")
-        if text.isdigit():
+        if text.isascii() and text.isdigit():  # not "²": str.isdigit takes any Unicode digit
             return int(text)
         if not _DIM.match(text):
             raise builder_error(

@@ -61,6 +61,9 @@ _TOKEN_RE = re.compile(
 
 # A number glued to a following name character (`3D`, `1.5f`) is one malformed literal.
 _NAME_CHAR = re.compile(r"[A-Za-z0-9_]")
+# Every int of the DSL fits in 64 bits (20 digits); a longer literal is an error, not a
+# 5000-digit int (Python refuses to convert more than 4300 digits anyway).
+_MAX_INT_DIGITS = 40
 _WORD = re.compile(r"[A-Za-z0-9_.]*")
 
 
@@ -116,8 +119,15 @@ def syntax_error(source: SourceText, line: int, column: int, message: str) -> Ds
 
 
 def _decode_string(literal: str) -> str:
-    """The value of a string literal; escapes follow JSON (\\n, \\t, \\", \\\\, \\uXXXX)."""
-    return json.loads(literal, strict=False)  # type: ignore[no-any-return]
+    """The value of a string literal; escapes follow JSON (\\n, \\t, \\", \\\\, \\uXXXX).
+
+    Raises:
+        ValueError: a bad escape, or a lone surrogate (`\\ud800`), which no text encoding
+            can write (printing the graph back would fail).
+    """
+    value: str = json.loads(literal, strict=False)
+    value.encode("utf-8")  # UnicodeEncodeError (a ValueError) for a lone surrogate
+    return value
 
 
 def _unexpected_character(source: SourceText, line: int, column: int, ch: str) -> DslSyntaxError:
@@ -184,6 +194,14 @@ def tokenize(source: SourceText) -> list[Token]:
                 )
             if "." in literal or "e" in literal or "E" in literal:
                 append(Token(FLOAT, literal, line, column, float(literal)))
+            elif len(literal) > _MAX_INT_DIGITS:
+                raise syntax_error(
+                    source,
+                    line,
+                    column,
+                    f"integer literal of {len(literal)} digits; expected at most "
+                    f"{_MAX_INT_DIGITS} digits (integers are 64-bit)",
+                )
             else:
                 append(Token(INT, literal, line, column, int(literal)))
         elif group == "line_comment":
@@ -205,7 +223,7 @@ def tokenize(source: SourceText) -> list[Token]:
                     line,
                     start - line_start + 1,
                     'bad escape sequence in string; expected one of \\" \\\\ \\/ \\n \\t \\r '
-                    "\\b \\f or \\uXXXX",
+                    "\\b \\f or \\uXXXX (a character, not half of a surrogate pair)",
                 ) from None
             append(Token(STRING, literal, line, start - line_start + 1, value))
         elif group == "open_string":
