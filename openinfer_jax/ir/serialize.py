@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -102,9 +103,21 @@ def _encodable(value: str) -> bool:
     return True
 
 
+# What the graph{} text can spell (docs/dsl.md, Lexical structure): JSON must not hold a
+# graph that prints to text that does not parse back.
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DOTTED_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
 def _dec_name(value: Any, path: str) -> str:
-    if not isinstance(value, str) or not value or not _encodable(value):
-        raise _fail(path, "a non-empty string of characters", value)
+    if not isinstance(value, str) or not _IDENT.fullmatch(value):
+        raise _fail(path, "a name ([A-Za-z_][A-Za-z0-9_]*)", value)
+    return value
+
+
+def _dec_dotted(value: Any, path: str) -> str:
+    if not isinstance(value, str) or not _DOTTED_IDENT.fullmatch(value):
+        raise _fail(path, "a dotted name like matmul or cache.write", value)
     return value
 
 
@@ -350,6 +363,7 @@ def _dec_body(value: Any, path: str) -> tuple[Node, ...]:
 _Field = tuple[str, Callable[[Any], Any], Callable[[Any, str], Any]]
 _NAME: tuple[Callable[[Any], Any], Callable[[Any, str], Any]] = (_ident, _dec_name)
 _OPT_NAME = (_ident, _dec_opt_name)
+_DOTTED = (_ident, _dec_dotted)
 _OPT_STR = (_ident, lambda v, p: None if v is None else _dec_str(v, p))
 _NAMES = (_enc_tuple, _dec_names)
 _DTYPE = (lambda d: d.short, _dec_dtype)
@@ -369,7 +383,7 @@ def _fields(
 # Node kind (as in the DSL) -> class and fields. The JSON key of a field is its IR name.
 _NODE_FIELDS: dict[str, tuple[type[Node], list[_Field]]] = {
     "assign": (Assign, _fields(("name", _NAME), ("dtype", _DTYPE), ("dims", _DIMS))),
-    "op": (Op, _fields(("op", _NAME), ("inputs", (_enc_varrefs, _dec_varrefs)),
+    "op": (Op, _fields(("op", _DOTTED), ("inputs", (_enc_varrefs, _dec_varrefs)),
                        ("params", (_enc_params, _dec_params)), ("output", _VARREF))),
     "transfer": (Transfer, _fields(("src", _VARREF), ("dst", _VARREF))),
     "cache.read": (CacheRead, _fields(("src", _CACHE), ("dst", _VARREF))),
@@ -383,7 +397,7 @@ _NODE_FIELDS: dict[str, tuple[type[Node], list[_Field]]] = {
     "yield": (Yield, _fields(("vars", _NAMES))),
     "await": (Await, _fields(("vars", _NAMES))),
     "barrier": (Barrier, []),
-    "dep": (Dep, _fields(("after", _NAME), ("before", _NAME))),
+    "dep": (Dep, _fields(("after", _DOTTED), ("before", _DOTTED))),
     "return": (Return, _fields(("value", _OPT_NAME))),
 }  # fmt: skip
 _KIND_OF_CLASS: dict[type[Node], str] = {cls: kind for kind, (cls, _) in _NODE_FIELDS.items()}

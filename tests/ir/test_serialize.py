@@ -129,14 +129,14 @@ BAD_JSON = [
     (["vars", 0, "colour"], "red", "vars[0].colour: unknown key"),
     (["vars", 1, "fixed"], [["l"]], "vars[1].fixed[0]: expected a pair"),
     (["vars", 1, "table"], 1, "vars[1].table: expected true or false"),
-    (["blocks", 0, "nodes", 1, "op"], 5, "blocks[0].nodes[1].op: expected a non-empty string, got an integer 5"),
+    (["blocks", 0, "nodes", 1, "op"], 5, "blocks[0].nodes[1].op: expected a dotted name like matmul or cache.write, got an integer 5"),
     (["blocks", 0, "nodes", 1, "kind"], "opp", "blocks[0].nodes[1].kind: unknown node kind \"opp\""),
     (["blocks", 0, "nodes", 1, "inputs", 0], "x", "blocks[0].nodes[1].inputs[0]: expected an object"),
     (["blocks", 0, "nodes", 1, "params"], [{"name": "a", "value": {"float": "fast"}}],
      "blocks[0].nodes[1].params[0].value.float: expected a number or \"inf\""),
     (["blocks", 0, "nodes", 2, "src", "indices", 0], {"slice": [0]}, "blocks[0].nodes[2].src.indices[0].slice: expected a list [start, end]"),
     (["blocks", 0, "nodes", 2, "src", "indices", 0], {"range": 1}, "blocks[0].nodes[2].src.indices[0]: expected an object {\"index\": i}"),
-    (["blocks", 1, "nodes", 0, "body", 0, "output"], {"name": ""}, "blocks[1].nodes[0].body[0].output.name: expected a non-empty string"),
+    (["blocks", 1, "nodes", 0, "body", 0, "output"], {"name": ""}, "blocks[1].nodes[0].body[0].output.name: expected a name ([A-Za-z_][A-Za-z0-9_]*)"),
     (["blocks", 1, "nodes", 0, "start"], 1.5, "blocks[1].nodes[0].start: expected an integer or a name"),
     (["blocks", 1, "nodes", 1, "loc"], [0, 1], "blocks[1].nodes[1].loc: expected [line, column] with positive integers"),
     (["blocks", 1, "name"], _DELETE, "blocks[1]: missing key \"name\""),
@@ -218,3 +218,16 @@ def test_deeply_nested_loops_in_json_are_a_syntax_error() -> None:
     }
     with pytest.raises(DslSyntaxError, match="nested too deeply"):
         from_json(doc)
+
+
+def test_json_names_must_be_spellable_in_text() -> None:
+    """A block named 'entry*' came through JSON and printed to text that does not parse
+    (found by fuzz/dsl_frontends.py)."""
+    from openinfer_jax.errors import DslSyntaxError
+    from openinfer_jax.ir.serialize import from_json_text, to_json_text
+    from openinfer_jax.trace import parse
+
+    good = to_json_text(parse("graph { volatile { x: f32[2]; } block entry { return; } }"))
+    for bad in ('"entry*"', '"entry\\ud800"', '"1entry"', '""'):
+        with pytest.raises(DslSyntaxError, match="blocks"):
+            from_json_text(good.replace('"entry"', bad))
