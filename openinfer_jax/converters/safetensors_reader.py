@@ -10,7 +10,9 @@ holds string pairs. Tensor bytes are read one tensor at a time when the writer a
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import struct
 from pathlib import Path
 from typing import Any
@@ -66,16 +68,38 @@ def read_header(path: Path) -> tuple[int, dict[str, dict[str, Any]], dict[str, s
         raise ConversionError(f"{path}: cannot read: {err}") from None
     try:
         header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConversionError(f"{path}: header JSON at offset 8 is corrupt: {err}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        # ValueError: bad JSON, or an integer of more than 4300 digits; RecursionError:
+        # arrays nested thousands deep
+        why = "nested too deeply" if isinstance(err, RecursionError) else str(err)
+        raise ConversionError(f"{path}: header JSON at offset 8 is corrupt: {why}") from None
     if not isinstance(header, dict):
         raise ConversionError(f"{path}: header at offset 8 must be a JSON object")
     data_start = 8 + header_size
     file_metadata = header.pop("__metadata__", None) or {}
+    if not isinstance(file_metadata, dict):
+        raise ConversionError(
+            f"{path}: header __metadata__ must be a JSON object of strings, got "
+            f"{type(file_metadata).__name__}"
+        )
     entries: dict[str, dict[str, Any]] = {}
     for name, entry in header.items():
         entries[name] = _check_entry(path, name, entry, data_start, size)
+    _check_no_overlap(path, entries)
     return data_start, entries, {str(k): str(v) for k, v in file_metadata.items()}
+
+
+def _check_no_overlap(path: Path, entries: dict[str, dict[str, Any]]) -> None:
+    """Two tensors' data must not share bytes (the format indexes each byte once)."""
+    spans = sorted(
+        (e["begin"], e["end"], name) for name, e in entries.items() if e["end"] > e["begin"]
+    )
+    for (_, prev_end, prev), (begin, _, name) in itertools.pairwise(spans):
+        if begin < prev_end:
+            raise ConversionError(
+                f"{path}: tensor {name!r} data starts at byte {begin}, inside tensor {prev!r} "
+                f"(which ends at {prev_end}); overlapping data is corrupt"
+            )
 
 
 def _check_entry(path: Path, name: str, entry: Any, data_start: int, size: int) -> dict[str, Any]:
@@ -97,7 +121,7 @@ def _check_entry(path: Path, name: str, entry: Any, data_start: int, size: int) 
     ):
         raise ConversionError(f"{where}: data_offsets {offsets!r} must be two integers")
     begin, end = data_start + offsets[0], data_start + offsets[1]
-    need = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    need = math.prod(shape) * dtype.itemsize  # exact: np.prod would wrap at 2**63
     if offsets[0] < 0 or end - begin != need:
         raise ConversionError(
             f"{where}: data_offsets {offsets} span {end - begin} bytes but {entry['dtype']}{shape} needs {need}"

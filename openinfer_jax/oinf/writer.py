@@ -7,8 +7,10 @@ one at a time (calling its loader only then), written, and dropped. Peak memory 
 therefore about the largest tensor, not the model.
 
 The file appears at its destination only when complete: it is written to a temporary
-file in the same directory, fsynced, then renamed over the destination (`os.replace`).
-Any exception removes the temporary file and leaves the destination as it was.
+`.NAME.PID-RANDOM.tmp` in the same directory, fsynced, then renamed over the destination
+(`os.replace`). Any exception (a full disk
+too: OinfFormatError) removes the temporary and leaves the destination as it was; a
+temporary left by a killed writer is removed by the next write of the same destination.
 
 Layout (byte-compatible with the original encoder, docs/oinf.md §Layout): tables sorted
 by name; in the data section the metadata values, then the tensor data blobs, then the
@@ -21,10 +23,12 @@ a streamed conversion never holds the scales of earlier tensors).
 
 from __future__ import annotations
 
+import glob
 import os
+import re
+import secrets
 import stat
 import struct
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -302,25 +306,28 @@ class OinfWriter:
             return
         self._done = True
         directory = self.path.parent if str(self.path.parent) else Path(".")
+        _remove_stale_temps(directory, self.path.name)
+        tmp = _temp_name(directory, self.path.name)
         try:
-            fd, tmp_name = tempfile.mkstemp(
-                dir=directory, prefix=f".{self.path.name}.", suffix=".tmp"
-            )
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except OSError as err:
             raise OinfFormatError(
                 f"cannot create a file in {directory}: {err.strerror or err}"
             ) from None
-        tmp = Path(tmp_name)
         try:
-            with os.fdopen(fd, "wb") as handle:
+            with os.fdopen(fd, "wb", closefd=False) as handle:
                 self._write(handle)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.chmod(tmp, stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH)
+            os.fchmod(fd, stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH)
             self._publish(tmp)
-        except BaseException:
+        except OSError as err:  # a full disk, `ulimit -f` (EFBIG), an I/O error
+            raise OinfFormatError(
+                f"cannot write {self.path}: {err.strerror or err}; nothing was written"
+            ) from None
+        finally:
+            os.close(fd)
             tmp.unlink(missing_ok=True)
-            raise
 
     def abort(self) -> None:
         """Discard everything declared; nothing is written."""
@@ -353,7 +360,6 @@ class OinfWriter:
             else:
                 # link() fails if the destination appeared meanwhile: no silent overwrite.
                 os.link(tmp, self.path)
-                tmp.unlink()
         except FileExistsError:
             raise OinfFormatError(
                 f"{self.path} exists; pass overwrite=True or choose another path"
@@ -572,3 +578,32 @@ def write_oinf(
             else:
                 writer.add_tensor(name, value)
     return Path(path)
+
+
+# Temporary files are `.NAME.PID-RANDOM.tmp` beside the destination. A `kill -9` can leave
+# one (no handler runs); the next write of the same destination removes the temporaries of
+# processes that no longer run. (O_TMPFILE would leave nothing, but linking it into place
+# through /proc fails on some filesystems, e.g. overlayfs containers.)
+_TEMP = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)-[0-9a-z]+\.tmp")
+
+
+def _temp_name(directory: Path, name: str) -> Path:
+    return directory / f".{name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+
+
+def _remove_stale_temps(directory: Path, name: str) -> None:
+    """Delete temporaries of `name` left by writers that were killed (their pid is gone)."""
+    try:
+        candidates = list(directory.glob(f".{glob.escape(name)}.*.tmp"))
+    except OSError:
+        return
+    for path in candidates:
+        match = _TEMP.fullmatch(path.name)
+        if match is None or match.group("name") != name:
+            continue
+        try:
+            os.kill(int(match.group("pid")), 0)
+        except ProcessLookupError:
+            path.unlink(missing_ok=True)
+        except (OSError, OverflowError, ValueError):
+            continue  # alive under another user, or a pid we cannot check: keep it

@@ -259,3 +259,34 @@ def test_minilm_f16_with_bert_pattern(minilm_dir: Path, tmp_path: Path) -> None:
             for s in ("q", "k", "v", "attn_out", "attn_ln", "ffn_in", "ffn_out", "ffn_ln")
             for p in ("weight", "bias")
         )
+
+
+def _safetensors(path: Path, header: bytes, data: bytes = b"\x00" * 16) -> Path:
+    path.write_bytes(len(header).to_bytes(8, "little") + header + data)
+    return path
+
+
+F32_2 = '"dtype":"F32","shape":[2]'
+
+
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        # two tensors sharing bytes 0..8
+        (
+            '{"a":{' + F32_2 + ',"data_offsets":[0,8]},"b":{' + F32_2 + ',"data_offsets":[4,12]}}',
+            "inside tensor 'a'",
+        ),
+        ('{"__metadata__":["x"],"a":{' + F32_2 + ',"data_offsets":[0,8]}}', "__metadata__"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ('{"a":{"dtype":"F32","shape":[' + "9" * 5000 + '],"data_offsets":[0,8]}}', "digits"),
+        ('{"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}}', "span"),
+    ],
+    ids=["overlap", "metadata-list", "deep-json", "5000-digit-int", "huge-shape"],
+)
+def test_hostile_headers_are_conversion_errors(tmp_path: Path, header: str, message: str) -> None:
+    path = _safetensors(tmp_path / "bad.safetensors", header.encode())
+    out = tmp_path / "out.oinf"
+    with pytest.raises(ConversionError, match=message):
+        convert(path, out)
+    assert not out.exists()

@@ -217,3 +217,74 @@ def test_quant_params_accept_scheme_names() -> None:
         QuantParams("linear", QuantScale.per_tensor(1.0))
     with pytest.raises(OinfFormatError, match="must be a QuantScale"):
         QuantParams("symmetric", 0.5)  # type: ignore[arg-type]
+
+
+def test_killed_writer_leaves_no_temporary(tmp_path: Path) -> None:
+    """kill -9 in the middle of writing leaves no destination; the next write of the same
+    destination removes the hidden `.NAME.PID-RANDOM.tmp` of the killed process."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    dest = tmp_path / "big.oinf"
+    script = (
+        "import time, numpy as np\n"
+        "from openinfer_jax.oinf import OinfWriter\n"
+        f"with OinfWriter({str(dest)!r}) as w:\n"
+        "    def slow():\n"
+        "        print('writing', flush=True); time.sleep(60); return np.zeros(4, np.float32)\n"
+        "    w.add_tensor('a', np.ones(1 << 18, np.float32))\n"
+        "    w.add_tensor('b', dtype=DType.F32, shape=(4,), loader=slow)\n"
+    ).replace("import time, numpy", "from openinfer_jax.oinf import DType\nimport time, numpy")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "writing"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not dest.exists()
+    # and any other temporary of a process that is gone (another user's live one stays)
+    stale = tmp_path / f".big.oinf.{_dead_pid()}-0badf00d.tmp"
+    stale.write_bytes(b"partial")
+    other = tmp_path / ".other.oinf.1-0badf00d.tmp"
+    other.write_bytes(b"not ours")
+    time.sleep(0.01)
+    write_oinf(dest, tensors={"a": np.ones(2, np.float32)})
+    leftovers = sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp"))
+    assert leftovers == [other.name]
+
+
+def _dead_pid() -> int:
+    import os
+
+    pid = 4_000_000
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return pid
+        except OSError:
+            pass
+        pid += 1
+
+
+def test_file_size_limit_is_a_typed_error(tmp_path: Path) -> None:
+    """`ulimit -f` (EFBIG; a full disk is the same path): OinfFormatError, nothing written."""
+    import subprocess
+    import sys
+
+    dest = tmp_path / "big.oinf"
+    script = (
+        "import resource, numpy as np\n"
+        "from openinfer_jax.errors import OinfFormatError\n"
+        "from openinfer_jax.oinf import write_oinf\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, 1 << 16))\n"
+        "try:\n"
+        f"    write_oinf({str(dest)!r}, tensors={{'a': np.ones(1 << 16, np.float32)}})\n"
+        "except OinfFormatError as err:\n"
+        "    print('typed:', err)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("typed: cannot write") and "nothing was written" in out.stdout
+    assert not dest.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
