@@ -26,7 +26,12 @@ lint: setup
 	.venv/bin/ruff check openinfer_jax tests bench examples
 	.venv/bin/ruff format --check openinfer_jax
 
+# Coverage-guided fuzzers (atheris: Python reader, DSL/JSON frontends; libFuzzer+ASan+UBSan:
+# the emitted C loader) for FUZZ_SECONDS each, the Python-vs-C reader differential check, and
+# the hypothesis mutation fuzz with many examples. CI runs a seconds-long smoke of the same.
+FUZZ_SECONDS ?= 60
 fuzz: setup
+	$(PY) fuzz/run.py --seconds $(FUZZ_SECONDS)
 	FUZZ_EXAMPLES=20000 $(PY) -m pytest -q tests/oinf/test_fuzz.py
 
 clean:
