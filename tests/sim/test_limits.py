@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from openinfer_jax.core.limits import DEFAULT_LIMITS, Limits
 from openinfer_jax.errors import GraphValidationError, OpenInferError, SimulationError
 from openinfer_jax.ir.validate import validate
-from openinfer_jax.core.limits import DEFAULT_LIMITS, Limits
 from openinfer_jax.oinf import ModelLoader, write_oinf
 from openinfer_jax.sim import Simulator
 from openinfer_jax.trace import parse
