@@ -111,9 +111,7 @@ def _fill_pattern(pattern: str, values: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(replace, pattern)
 
 
-def _first_combinations(
-    choices: list[range | list[int]], limit: int
-) -> Iterator[tuple[int, ...]]:
+def _first_combinations(choices: list[range | list[int]], limit: int) -> Iterator[tuple[int, ...]]:
     """The first `limit` index combinations, in `itertools.product` order, built lazily.
 
     `itertools.product` turns each range into a tuple first: a loop bound of 10**9 (a
