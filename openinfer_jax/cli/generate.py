@@ -88,6 +88,8 @@ def generate_command(args: argparse.Namespace) -> int:
         f"[{result.prompt_tokens} prompt tokens in {result.prefill_steps} step(s): "
         f"{result.prefill_s:.2f} s, {result.prefill_tokens_per_s:.1f} tok/s | "
         f"{len(result.tokens)} new tokens, decode {result.decode_tokens_per_s:.1f} tok/s | "
+        f"per CPU second: prefill {result.prefill_tokens_per_cpu_s:.1f}, decode "
+        f"{result.decode_tokens_per_cpu_s:.1f} tok/s | "
         f"stop: {result.stop} | load {ready:.2f} s, total {time.perf_counter() - start:.2f} s]",
         file=err,
     )

@@ -253,6 +253,14 @@ class CRunner:
         assert logits is not None
         return logits
 
+    def cpu_seconds(self) -> float:
+        """The child's user + system CPU time (Linux /proc; 0 elsewhere)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def close(self) -> None:
         if self.proc.poll() is None:
             try:

@@ -47,6 +47,13 @@ class StepRunner(Protocol):
     def close(self) -> None:
         """Release what the runner holds."""
 
+    def cpu_seconds(self) -> float:
+        """CPU time spent outside this process so far (a child program), else 0."""
+
+
+def _cpu() -> float:
+    return time.process_time()
+
 
 class SimRunner:
     """Steps through the simulator (device cpu, gpu or vulkan)."""
@@ -76,6 +83,9 @@ class SimRunner:
     def close(self) -> None:
         self.sim.model.close()
 
+    def cpu_seconds(self) -> float:
+        return 0.0  # everything runs in this process
+
 
 @dataclass
 class GenerationResult:
@@ -90,6 +100,8 @@ class GenerationResult:
     decode_s: float
     decode_steps: int
     first_token_s: float
+    prefill_cpu_s: float = 0.0
+    decode_cpu_s: float = 0.0
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -101,6 +113,16 @@ class GenerationResult:
     def decode_tokens_per_s(self) -> float:
         """Generated tokens per second after the first (each one a decode step)."""
         return self.decode_steps / self.decode_s if self.decode_s > 0 else float("inf")
+
+    @property
+    def decode_tokens_per_cpu_s(self) -> float:
+        """Decode steps per CPU second (this process and a C child): steadier on a busy machine."""
+        return self.decode_steps / self.decode_cpu_s if self.decode_cpu_s > 0 else float("inf")
+
+    @property
+    def prefill_tokens_per_cpu_s(self) -> float:
+        """Prompt tokens per CPU second of prefill."""
+        return self.prompt_tokens / self.prefill_cpu_s if self.prefill_cpu_s > 0 else float("inf")
 
 
 class Generator:
@@ -215,9 +237,11 @@ class Generator:
         ids = self.prompt_ids(prompt, chat=chat, system=system)
         self._check_fits(len(ids))
         self.runner.reset()
-        start = time.perf_counter()
+        start, cpu0 = time.perf_counter(), _cpu() + self.runner.cpu_seconds()
         logits, prefill_steps = self._prefill(ids)
         prefill_s = time.perf_counter() - start
+        prefill_cpu = _cpu() + self.runner.cpu_seconds() - cpu0
+        decode_cpu = 0.0
         generated: list[int] = []
         stop, decode_s, decode_steps, first_s = "length", 0.0, 0, 0.0
         position = len(ids)
@@ -235,9 +259,10 @@ class Generator:
             if position >= self.context:
                 stop = "context"
                 break
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), _cpu() + self.runner.cpu_seconds()
             logits = self.runner.step([token])
             decode_s += time.perf_counter() - t0
+            decode_cpu += _cpu() + self.runner.cpu_seconds() - c0
             decode_steps += 1
             position += 1
         yield GenerationResult(
@@ -250,6 +275,8 @@ class Generator:
             decode_s=decode_s,
             decode_steps=decode_steps,
             first_token_s=first_s,
+            prefill_cpu_s=prefill_cpu,
+            decode_cpu_s=decode_cpu,
             notes=list(self.tokenizer.notes),
         )
 

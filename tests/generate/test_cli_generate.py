@@ -41,7 +41,7 @@ def test_generate_streams_text_and_reports_speed(
     captured = capsys.readouterr()
     assert captured.out.strip()  # the text
     assert "prompt tokens in 2 step(s)" in captured.err and "decode" in captured.err
-    assert "stop: length" in captured.err
+    assert "stop: length" in captured.err and "per CPU second: prefill" in captured.err
     assert (
         main(
             [
