@@ -27,7 +27,8 @@ lint: setup
 	.venv/bin/ruff format --check openinfer_jax
 
 # Coverage-guided fuzzers (atheris: Python reader, DSL/JSON frontends; libFuzzer+ASan+UBSan:
-# the emitted C loader) for FUZZ_SECONDS each, the Python-vs-C reader differential check, and
+# the emitted C loader and the generated driver's input reader) for FUZZ_SECONDS each, the
+# Python-vs-C reader differential check, and
 # the hypothesis mutation fuzz with many examples. CI runs a seconds-long smoke of the same.
 FUZZ_SECONDS ?= 60
 fuzz: setup

@@ -4,6 +4,8 @@ Targets:
   oinf_reader    atheris, the Python .oinf reader and verifier (fuzz/oinf_reader.py)
   dsl_frontends  atheris, the graph{} parser and the graph JSON reader (fuzz/dsl_frontends.py)
   oinf_loader    libFuzzer + ASan + UBSan (clang), the emitted C loader (fuzz/oinf_loader.c)
+  driver_input   libFuzzer + ASan + UBSan, the generated driver's input-file reader
+                 (fuzz/driver_input.c over a synthesized program's driver)
   differential   the Python and C readers on every corpus file (seeds and what the fuzzers
                  kept): both accept or both reject, and on the committed bad-file corpus
                  both cite the manifest's rule
@@ -43,7 +45,7 @@ int main(int argc, char **argv) {
     return 0;
 }
 """
-TARGETS = ("oinf_reader", "dsl_frontends", "oinf_loader", "differential")
+TARGETS = ("oinf_reader", "dsl_frontends", "oinf_loader", "driver_input", "differential")
 
 
 def _oinf_seeds(out: Path) -> None:
@@ -151,6 +153,33 @@ def _build_loader(work: Path) -> Path:
     return exe
 
 
+def _build_driver(work: Path) -> tuple[Path, Path]:
+    """Synthesize a one-input program, build its driver's reader as a fuzz target; also
+    write seed input files (a valid one, a truncated one)."""
+    import numpy as np
+
+    from openinfer_jax.emit import Synthesizer
+    from openinfer_jax.oinf import write_oinf
+
+    build = work / "driver"
+    model = write_oinf(work / "driver_model.oinf", tensors={}, overwrite=True)
+    graph = "graph { dynamic { x: f32[4]; } volatile { y: f32[4]; } block entry { op add(x, x) >> y; return; } }"
+    Synthesizer("c").synthesize(model, graph, name="prog").emit(build, force=True)
+    exe = build / "driver_input"
+    flags = ["-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all"]
+    subprocess.run(
+        ["clang", *flags, f"-I{build}", str(ROOT / "fuzz" / "driver_input.c"),
+         str(build / "prog.c"), str(build / "oi_runtime.c"), "-lm", "-o", str(exe)],
+        check=True,
+    )  # fmt: skip
+    seeds = work / "driver_seeds"
+    seeds.mkdir(exist_ok=True)
+    good = np.int32(1).tobytes() + np.int64(4).tobytes() + np.arange(4, dtype=np.float32).tobytes()
+    (seeds / "good").write_bytes(good)
+    (seeds / "truncated").write_bytes(good[:-3])
+    return exe, seeds
+
+
 def _differential(work: Path, corpora: list[Path]) -> dict:
     """Both readers on every file: same verdict; on the manifest's files, its rule."""
     from openinfer_jax.emit.runtime_files import RUNTIME_DIR
@@ -240,6 +269,11 @@ def main(argv: list[str] | None = None) -> int:
             corpus.mkdir(exist_ok=True)
             exe = _build_loader(work)
             results.append(_fuzz([str(exe)], corpus, oinf_seeds, work, target, args.seconds))
+        elif target == "driver_input":
+            corpus = work / "corpus_driver"
+            corpus.mkdir(exist_ok=True)
+            exe, seeds = _build_driver(work)
+            results.append(_fuzz([str(exe)], corpus, seeds, work, target, args.seconds))
         else:
             corpora = [oinf_seeds, work / "corpus_oinf_py", work / "corpus_oinf_c"]
             results.append(_differential(work, corpora))

@@ -31,7 +31,13 @@ def test_fuzz_targets_and_differential_check_find_nothing(tmp_path: Path) -> Non
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     targets = {r["target"]: r for r in summary["results"]}
-    assert set(targets) == {"oinf_reader", "dsl_frontends", "oinf_loader", "differential"}
+    assert set(targets) == {
+        "oinf_reader",
+        "dsl_frontends",
+        "oinf_loader",
+        "driver_input",
+        "differential",
+    }
     for name, r in targets.items():
         assert r["findings"] == [], name
         assert r["executions"] > 0, name
