@@ -106,6 +106,7 @@ def _encodable(value: str) -> bool:
 # What the graph{} text can spell (docs/dsl.md, Lexical structure): JSON must not hold a
 # graph that prints to text that does not parse back.
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DIM = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+)(?:\*(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+))*")
 _DOTTED_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
@@ -156,7 +157,7 @@ def _dec_names(value: Any, path: str) -> tuple[str, ...]:
 def _dec_int_or_name(value: Any, path: str) -> int | str:
     if type(value) is int:
         return value
-    if isinstance(value, str) and value:
+    if isinstance(value, str) and _IDENT.fullmatch(value):
         return value
     raise _fail(path, "an integer or a name", value)
 
@@ -180,10 +181,12 @@ def _enc_dims(dims: tuple[int | str, ...]) -> list[int | str]:
 def _dec_dims(value: Any, path: str) -> tuple[int | str, ...]:
     out: list[int | str] = []
     for i, dim in enumerate(_dec_list(value, path)):
-        if (type(dim) is int and dim >= 0) or (isinstance(dim, str) and dim):
+        if (type(dim) is int and dim >= 0) or (isinstance(dim, str) and _DIM.fullmatch(dim)):
             out.append(dim)
         else:
-            raise _fail(f"{path}[{i}]", "a non-negative integer or a sizevar name", dim)
+            raise _fail(
+                f"{path}[{i}]", "a non-negative integer, a sizevar name or a product like 3*D", dim
+            )
     return tuple(out)
 
 

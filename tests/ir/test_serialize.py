@@ -122,7 +122,7 @@ BAD_JSON = [
     (["vars"], {}, "at vars: expected a list"),
     (["vars", 0, "dtype"], "f33", "vars[0].dtype: expected a dtype name"),
     (["vars", 0, "kind"], "static", "vars[0].kind: expected one of dynamic, volatile"),
-    (["vars", 0, "dims", 0], -1, "vars[0].dims[0]: expected a non-negative integer or a sizevar name"),
+    (["vars", 0, "dims", 0], -1, "vars[0].dims[0]: expected a non-negative integer, a sizevar name or a product like 3*D"),
     (["vars", 0, "init"], 5, "vars[0].init: expected an object with one key"),
     (["vars", 0, "init"], {"str": "x"}, "vars[0].init: unknown value tag \"str\""),
     (["vars", 0, "name"], _DELETE, "vars[0]: missing key \"name\""),
@@ -231,3 +231,9 @@ def test_json_names_must_be_spellable_in_text() -> None:
     for bad in ('"entry*"', '"entry\\ud800"', '"1entry"', '""'):
         with pytest.raises(DslSyntaxError, match="blocks"):
             from_json_text(good.replace('"entry"', bad))
+    # dims too: ["<", "D"] printed as f32[<, D] (found by the fuzzer)
+    dims = to_json_text(parse("graph { volatile { x: f32[B, 3*D]; } block entry { return; } }"))
+    assert from_json_text(dims).vars[0].dims == ("B", "3*D")
+    for bad in ('"<"', '"3*"', '"B D"'):
+        with pytest.raises(DslSyntaxError, match=r"vars\[0\]\.dims\[0\]"):
+            from_json_text(dims.replace('"B"', bad))
