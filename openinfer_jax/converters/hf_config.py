@@ -61,7 +61,8 @@ def read_config(path: Path) -> dict[str, Any]:
     """
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+        # ValueError: bad JSON or an int over 4300 digits; RecursionError: deep nesting
         raise ConversionError(f"{path}: cannot read config.json: {err}") from None
     if not isinstance(data, dict):
         raise ConversionError(
@@ -231,5 +232,6 @@ def attach_hf_files(checkpoint: Checkpoint, directory: Path) -> None:
                 # Re-dumped with ASCII escapes: .oinf strings are ASCII; the JSON stays equal.
                 content = json.loads(path.read_text(encoding="utf-8"))
                 checkpoint.metadata[name] = json.dumps(content, separators=(",", ":"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+                # ValueError: bad JSON or an int over 4300 digits; RecursionError: deep nesting
                 raise ConversionError(f"{path}: cannot read: {err}") from None

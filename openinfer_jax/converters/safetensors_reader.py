@@ -171,7 +171,8 @@ def _shards_from_index(index: Path) -> list[Path]:
     except (
         OSError,
         UnicodeDecodeError,
-        json.JSONDecodeError,
+        ValueError,  # bad JSON, or an int over 4300 digits
+        RecursionError,  # nesting thousands deep
         KeyError,
         TypeError,
         AttributeError,

@@ -290,3 +290,18 @@ def test_hostile_headers_are_conversion_errors(tmp_path: Path, header: str, mess
     with pytest.raises(ConversionError, match=message):
         convert(path, out)
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "config",
+    ["[" * 100_000 + "]" * 100_000, '{"hidden_size": ' + "9" * 5000 + "}"],
+    ids=["deep", "5000-digit-int"],
+)
+def test_hostile_config_json_is_a_conversion_error(
+    tiny_bert_dir: Path, tmp_path: Path, config: str
+) -> None:
+    (tiny_bert_dir / "config.json").write_text(config)
+    out = tmp_path / "out.oinf"
+    with pytest.raises(ConversionError, match="config.json"):
+        convert(tiny_bert_dir / "model.safetensors", out)
+    assert not out.exists()
