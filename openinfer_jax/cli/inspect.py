@@ -200,11 +200,19 @@ def _shape(info: TensorInfo) -> str:
     return "[" + ", ".join(str(d) for d in info.shape) + "]"
 
 
+class _PipeConsole(Console):
+    """A rich console whose closed pipe (`| head`) ends the command quietly with status 0
+    (rich's own handler exits with 1); the CLI's BrokenPipeError handler does the rest."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError
+
+
 def _console() -> Console:
     """A console that never cuts lines when the output is a pipe or a file."""
-    console = Console(highlight=False)
+    console = _PipeConsole(highlight=False)
     if not console.is_terminal:
-        console = Console(highlight=False, width=1 << 16, soft_wrap=True)
+        console = _PipeConsole(highlight=False, width=1 << 16, soft_wrap=True)
     return console
 
 

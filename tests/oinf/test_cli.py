@@ -142,3 +142,23 @@ def test_inspect_stats_of_shapes_numpy_cannot_hold(
     assert main(["inspect", "--stats", str(CORPUS_DIR / "valid" / f"{name}.oinf")]) == 0
     out = capsys.readouterr().out
     assert ("not readable here" in out) == name.startswith("ndarray")
+
+
+def test_inspect_into_a_closed_pipe_exits_0(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = write_oinf(
+        tmp_path / "big.oinf",
+        metadata={"tokens": json.dumps([f"token{i}" for i in range(20000)])},
+        tensors={"w": np.zeros(2, np.float32)},
+    )
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "openinfer_jax", "inspect", "--full", str(path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=root,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline()
+    proc.stdout.close()  # like `| head -1`
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
