@@ -1,9 +1,10 @@
-"""The C target's dense f32 kernels: linear and matmul on the runtime's GEMM/GEMV, attention.
+"""The C target's dense f32 kernels: linear and matmul on the runtime's GEMM/GEMV, attention,
+convolution.
 
 The arithmetic lives in fixed runtime headers (``emit/runtime/oi_gemm.h``,
-``oi_attention.h``, ``oi_vec.h``, ``oi_parallel.h``, and ``oi_pool.h`` for threaded builds),
+``oi_attention.h``, ``oi_conv.h``, ``oi_vec.h``, ``oi_parallel.h``, and ``oi_pool.h`` for threaded builds),
 included by ``<name>.c``; the kernels rendered here only check shapes and fill an argument
-block (``oi_gemm_f32_args``, ``oi_attention_f32_args``). Which
+block (``oi_gemm_f32_args``, ``oi_attention_f32_args``, ``oi_conv_f32_args``). Which
 headers a program includes, how many threads it may use and its cache blocking come from
 `DenseOptions` (the device JSON's ``preferences``).
 """
@@ -50,6 +51,8 @@ def _gemm_kind(info: OpInfo) -> str | None:
         return "attention"
     if not _is_f32(info):
         return None
+    if name in ("conv1d", "conv2d"):
+        return "conv"
     if name == "linear":
         return "linear"
     if name == "matmul" and info.params.get("acc") is None and all(info.in_shapes):
@@ -62,7 +65,7 @@ def runtime_headers(info: OpInfo) -> tuple[str, ...]:
     kind = _gemm_kind(info)
     if kind is None:
         return ()
-    return ("oi_attention.h",) if kind == "attention" else ("oi_gemm.h",)
+    return {"attention": ("oi_attention.h",), "conv": ("oi_conv.h",)}.get(kind, ("oi_gemm.h",))
 
 
 def _rows(info: OpInfo) -> int:
@@ -83,10 +86,41 @@ def _takes_gemm(info: OpInfo, options: DenseOptions) -> bool:
         return False
     if kind == "attention":
         return True
+    if kind == "conv":  # the GEMM's panels, or the depthwise kernel's padded plane
+        return True
     rows = _rows(info)
     if kind == "linear":
         return rows >= options.gemv_max_rows
     return rows > 1
+
+
+def _depthwise(info: OpInfo) -> bool:
+    """One filter per input channel (groups = C = M)."""
+    groups = int(info.params.get("groups", 1) or 1)
+    x, w = info.in_shapes[0], info.in_shapes[1]
+    return groups == x[1] == w[0] and w[1] == 1
+
+
+def _conv_geometry(info: OpInfo) -> tuple[list[int], list[int], list[int], int]:
+    """Strides, pads (top, left, bottom, right), dilations as 2-D, and groups."""
+    spatial = len(info.in_shapes[0]) - 2
+    p = info.params
+    strides = list(p.get("strides") or [1] * spatial)
+    pads = list(p.get("pads") or [0] * (2 * spatial))
+    dil = list(p.get("dilations") or [1] * spatial)
+    if spatial == 1:  # one row: the 2-D kernel with H = KH = 1
+        strides, dil, pads = [1, *strides], [1, *dil], [0, pads[0], 0, pads[1]]
+    return strides, pads, dil, int(p.get("groups", 1) or 1)
+
+
+def _depthwise_floats(info: OpInfo) -> int:
+    """Scratch floats per thread of the depthwise kernel (oi_dw_scratch_floats)."""
+    strides, pads, _dil, _g = _conv_geometry(info)
+    x = info.in_shapes[0]
+    h, w = (x[2], x[3]) if len(x) == 4 else (1, x[2])
+    rows = h + pads[0] + pads[2]
+    width = (w + pads[1] + pads[3] + strides[1] - 1) // strides[1] + 1
+    return strides[1] * rows * width + 2 * 16
 
 
 def dense_pack_bytes(info: OpInfo, options: DenseOptions) -> int:
@@ -94,6 +128,8 @@ def dense_pack_bytes(info: OpInfo, options: DenseOptions) -> int:
     if not _takes_gemm(info, options):
         return 0
     per_thread = options.pack_floats
+    if _gemm_kind(info) == "conv" and _depthwise(info):
+        per_thread = _depthwise_floats(info)
     if _gemm_kind(info) == "attention":  # + the scores of a query block and their sums
         keys = info.in_shapes[1][-2]
         per_thread += _ATTN_TILE_ROWS * keys + _ATTN_TILE_ROWS
@@ -129,6 +165,7 @@ def _linear(name: str, info: OpInfo, pack: str) -> str:
     oi_gemm_f32_args g;
     int64_t dims[OI_MAX_DIMS];
     int d, rc;
+    memset(&g, 0, sizeof g);
     if (x0->ndim < 1 || x1->ndim != 2 || x1->dims[1] != x0->dims[x0->ndim - 1]) {{
         oi_set_error("linear: x [..., in] and w [out, in] do not fit"); return OI_ERR_SHAPE;
     }}
@@ -165,6 +202,7 @@ def _matmul(name: str, pack: str) -> str:
     oi_iter it;
     int64_t M, K, N, n, t;
     int rc, d;
+    memset(&g, 0, sizeof g);
     /* NumPy rules: a 1-D left operand is a row [1, K], a 1-D right operand a column [K, 1];
        the added axis is dropped from the result */
     const int av = x0->ndim == 1, bv = x1->ndim == 1;
@@ -198,6 +236,56 @@ def _matmul(name: str, pack: str) -> str:
 {_gemm_call(pack, "        ")}
         oi_iter_next(&it);
     }}
+    return OI_OK;
+}}
+"""
+
+
+def _conv(name: str, info: OpInfo, pack: str) -> str:
+    spatial = len(info.in_shapes[0]) - 2
+    strides, pads, dil, groups = _conv_geometry(info)
+    pack_floats = _depthwise_floats(info) if _depthwise(info) else 0
+    bias = len(info.in_dtypes) > 2
+    args = "".join(f", const oi_tensor *x{k}" for k in range(len(info.in_dtypes)))
+    op = info.opdef.name
+    h = "x0->dims[2]" if spatial == 2 else "1"
+    kh = "x1->dims[2]" if spatial == 2 else "1"
+    out_dims = "a.geom.OH, a.geom.OW" if spatial == 2 else "a.geom.OW"
+    return f"""static int {name}(oi_tensor *o{args}) {{
+    oi_conv_f32_args a;
+    int64_t dims[4];
+    int rc;
+    memset(&a, 0, sizeof a);
+    if (x0->ndim != {spatial + 2} || x1->ndim != {spatial + 2}) {{ oi_set_error("{op}: input rank %d, expected {spatial + 2}", x0->ndim); return OI_ERR_SHAPE; }}
+    if (o == x0) {{ oi_set_error("{op}: the output must not alias the input"); return OI_ERR_ARGUMENT; }}
+    a.N = x0->dims[0]; a.G = {groups}; a.M = x1->dims[0];
+    if (x0->dims[1] % a.G || a.M % a.G || x1->dims[1] != x0->dims[1] / a.G) {{
+        oi_set_error("{op}: %lld input channels, %lld filters of %lld channels and {groups} groups do not fit",
+                     (long long)x0->dims[1], (long long)a.M, (long long)x1->dims[1]); return OI_ERR_SHAPE;
+    }}
+    a.geom.C = x0->dims[1] / a.G; a.geom.H = {h}; a.geom.W = x0->dims[x0->ndim - 1];
+    a.geom.x_c = a.geom.H * a.geom.W;
+    a.geom.KH = {kh}; a.geom.KW = x1->dims[x1->ndim - 1];
+    a.geom.SH = {strides[0]}; a.geom.SW = {strides[1]}; a.geom.DH = {dil[0]}; a.geom.DW = {dil[1]};
+    a.geom.PH = {pads[0]}; a.geom.PW = {pads[1]};
+    a.geom.OH = (a.geom.H + {pads[0] + pads[2]} - a.geom.DH * (a.geom.KH - 1) - 1) / a.geom.SH + 1;
+    a.geom.OW = (a.geom.W + {pads[1] + pads[3]} - a.geom.DW * (a.geom.KW - 1) - 1) / a.geom.SW + 1;
+    if (a.geom.OH < 0) a.geom.OH = 0;
+    if (a.geom.OW < 0) a.geom.OW = 0;
+    {{
+        const int64_t shape[4] = {{a.N, a.M, {out_dims}}};
+        for (rc = 0; rc < {spatial + 2}; rc++) dims[rc] = shape[rc];
+    }}
+    rc = oi_set_shape(o, {spatial + 2}, dims);
+    if (rc) return rc;
+    a.x = (const float *)x0->data;
+    a.w = (const float *)x1->data;
+    a.bias = {"(const float *)x2->data" if bias else "NULL"};
+    a.y = (float *)o->data;
+    a.pack = {pack};
+    a.pack_floats = {pack_floats};
+    a.pad_h = {pads[2]}; a.pad_w = {pads[3]};
+    oi_conv_f32(&a);
     return OI_OK;
 }}
 """
@@ -283,4 +371,6 @@ def dense_kernel(name: str, info: OpInfo, options: DenseOptions) -> str | None:
     if kind == "attention":
         return _attention(name, info)
     pack = "(float *)oi_pack" if _takes_gemm(info, options) else "NULL"
+    if kind == "conv":
+        return _conv(name, info, pack)
     return _linear(name, info, pack) if kind == "linear" else _matmul(name, pack)

@@ -17,6 +17,7 @@ RUNTIME_DIR = Path(__file__).with_name("runtime")
 _HEADER_DEPS = {
     "oi_gemm.h": ("oi_parallel.h", "oi_vec.h"),
     "oi_attention.h": ("oi_gemm.h", "oi_parallel.h", "oi_vec.h"),
+    "oi_conv.h": ("oi_gemm.h", "oi_parallel.h", "oi_vec.h"),
 }
 
 

@@ -127,6 +127,50 @@ def _attention_model(tmp: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
     return model, steps
 
 
+CONV = """
+graph {
+  dynamic { img: f32[2, 3, 17, 15]; sig: f32[2, 4, 33]; }
+  constant {
+    ws: f32[8, 3, 3, 3]; bs: f32[8]; wd: f32[8, 1, 5, 5]; bd: f32[8]; wp: f32[12, 8, 1, 1];
+    wg: f32[6, 4, 3, 3]; w1: f32[6, 2, 3]; b1: f32[6]; wd3: f32[8, 1, 3, 3];
+  }
+  volatile {
+    c1: f32[2, 8, 9, 8]; c2: f32[2, 8, 5, 4]; c3: f32[2, 12, 5, 4]; c4: f32[2, 6, 5, 2];
+    c5: f32[2, 6, 17]; c6: f32[2, 8, 9, 8]; c7: f32[2, 8, 7, 5];
+  }
+  block entry {
+    op conv2d(img, ws, bs, strides=[2, 2], pads=[1, 1, 1, 1]) >> c1;
+    op conv2d(c1, wd, bd, strides=[2, 2], pads=[2, 2, 2, 2], groups=8) >> c2;
+    op conv2d(c2, wp) >> c3;
+    op conv2d(c2, wg, pads=[1, 0, 1, 2], dilations=[1, 2], groups=2) >> c4;
+    op conv1d(sig, w1, b1, strides=[2], pads=[1, 1], groups=2) >> c5;
+    op conv2d(c1, wd3, pads=[1, 1, 1, 1], groups=8) >> c6;
+    op conv2d(c1, wd3, dilations=[1, 2], pads=[0, 1, 0, 0], groups=8) >> c7;
+    return;
+  }
+}
+"""
+CONV_OUTPUTS = ["c1", "c2", "c3", "c4", "c5", "c6", "c7"]
+
+
+def test_convolutions_match_simulator(tmp_path: Path) -> None:
+    rng = np.random.default_rng(11)
+
+    def f32(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    shapes = {"ws": (8, 3, 3, 3), "bs": (8,), "wd": (8, 1, 5, 5), "bd": (8,),
+              "wp": (12, 8, 1, 1), "wg": (6, 4, 3, 3), "w1": (6, 2, 3), "b1": (6,),
+              "wd3": (8, 1, 3, 3)}  # fmt: skip
+    model = tmp_path / "m.oinf"
+    write_oinf(model, sizevars={}, metadata={}, tensors={k: f32(*v) for k, v in shapes.items()})
+    steps = [{"img": f32(2, 3, 17, 15), "sig": f32(2, 4, 33)} for _ in range(2)]
+    arch = _arch(threads=2, **SMALL_BLOCKS)
+    result = parity(tmp_path, model, CONV, steps, outputs=CONV_OUTPUTS, arch=arch)
+    assert result["compared"] == 2 * len(CONV_OUTPUTS)
+    assert "oi_conv.h" in result["plan"].files
+
+
 def _arch(**prefs: Any) -> dict[str, Any]:
     arch = test_arch()
     return {**arch, "preferences": {**arch["preferences"], **prefs}}

@@ -2,8 +2,11 @@
  *
  *     C[i, j] = sum_k A[i, k] * B(k, j)  (+ bias[j]), then an optional epilogue,
  *
- * with B given either as W [N, K] (a linear layer's weight: B(k, j) = W[j, k], `b_nk` = 1)
- * or as B [K, N] (`b_nk` = 0). oi_gemm_f32 picks the kernel by shape:
+ * with B given either as W [N, K] (a linear layer's weight: B(k, j) = W[j, k], `b_nk` = 1),
+ * as B [K, N] (`b_nk` = 0), or as the im2col matrix of an image (`conv`: B(k, j) is input
+ * pixel k = (channel, ky, kx) under output pixel j, 0 in the padding; nothing is
+ * materialized, the packing reads the image). `bias_m` adds a bias per row instead (a
+ * convolution's output channels). oi_gemm_f32 picks the kernel by shape:
  *
  *  - GEMV for W [N, K] and M < OI_GEMV_MAX_ROWS (a decode step): each output is one dot
  *    product of an A row with a W row; four W rows at a time, two vectors of partial sums
@@ -45,6 +48,15 @@
 typedef void (*oi_epilogue_f32)(const void *ctx, float *c, int64_t ldc, int64_t row0, int64_t rows,
                                 int64_t col0, int64_t cols);
 
+/* The geometry of a convolution seen as a GEMM over its im2col matrix (one image, one
+ * group): input channels C of H x W pixels `x_c` floats apart, kernel KH x KW, strides,
+ * pads before (PH, PW), dilations, output OH x OW. */
+typedef struct {
+    int64_t C, H, W, x_c;
+    int64_t KH, KW, SH, SW, PH, PW, DH, DW;
+    int64_t OH, OW;
+} oi_conv_geom;
+
 typedef struct {
     int64_t M, N, K;
     const float *a;
@@ -53,6 +65,8 @@ typedef struct {
     int64_t ldb;
     int b_nk;           /* 1: b is W [N, K] (row j is column j of B); 0: b is B [K, N] */
     const float *bias;  /* [N] or NULL */
+    const float *bias_m; /* [M] or NULL: added per row */
+    const oi_conv_geom *conv; /* B is the im2col matrix of the image at b (then b_nk, ldb unused) */
     float *c;
     int64_t ldc;
     float *pack;        /* OI_GEMM_PACK_FLOATS floats per thread (GEMM path only) */
@@ -156,13 +170,34 @@ static OI_VEC_FN void oi_gemv_cols_f32(int64_t K, const float *restrict x, const
 
 /* Pack B(pc .. pc+kc, jc .. jc+nc) as NR-wide panels: panel p holds B(pc+k, jc+p*NR+jj) at
  * bp[p*kc*NR + k*NR + jj], zero beyond nc. */
+static void oi_gemm_pack_conv_f32(const oi_conv_geom *cv, const float *x, int64_t pc, int64_t kc,
+                                  int64_t j, int64_t nr, float *restrict dst) {
+    int64_t iy0[OI_NR], ix0[OI_NR], jj, k;
+    const int64_t taps = cv->KH * cv->KW;
+    for (jj = 0; jj < nr; jj++) {
+        iy0[jj] = ((j + jj) / cv->OW) * cv->SH - cv->PH;
+        ix0[jj] = ((j + jj) % cv->OW) * cv->SW - cv->PW;
+    }
+    for (k = 0; k < kc; k++) {
+        const int64_t c = (pc + k) / taps, tap = (pc + k) % taps;
+        const int64_t dy = (tap / cv->KW) * cv->DH, dx = (tap % cv->KW) * cv->DW;
+        const float *plane = x + c * cv->x_c;
+        for (jj = 0; jj < nr; jj++) {
+            const int64_t iy = iy0[jj] + dy, ix = ix0[jj] + dx;
+            dst[k * OI_NR + jj] = (iy >= 0 && iy < cv->H && ix >= 0 && ix < cv->W) ? plane[iy * cv->W + ix] : 0.0f;
+        }
+    }
+}
+
 static void oi_gemm_pack_b_f32(const oi_gemm_f32_args *g, int64_t pc, int64_t kc, int64_t jc,
                                int64_t nc, float *restrict bp) {
     int64_t p, k, jj;
     for (p = 0; p * OI_NR < nc; p++) {
         float *dst = bp + p * kc * OI_NR;
         const int64_t j = jc + p * OI_NR, nr = oi_min64(OI_NR, nc - p * OI_NR);
-        if (g->b_nk) {
+        if (g->conv) {
+            oi_gemm_pack_conv_f32(g->conv, g->b, pc, kc, j, nr, dst);
+        } else if (g->b_nk) {
             for (jj = 0; jj < nr; jj++) {
                 const float *src = g->b + (j + jj) * g->ldb + pc;
                 for (k = 0; k < kc; k++) dst[k * OI_NR + jj] = src[k];
@@ -197,6 +232,10 @@ static void oi_gemm_pack_b_f32(const oi_gemm_f32_args *g, int64_t pc, int64_t kc
         r##0 = OI_VADD(r##0, bias0);                           \
         r##1 = OI_VADD(r##1, bias1);                           \
     }                                                          \
+    if (rbias) {                                               \
+        r##0 = OI_VADD(r##0, oi_vsplat(rbias[r##_ROW]));        \
+        r##1 = OI_VADD(r##1, oi_vsplat(rbias[r##_ROW]));        \
+    }                                                          \
     oi_vstore(c + (r##_ROW) * ldc, r##0);                      \
     oi_vstore(c + (r##_ROW) * ldc + OI_VL, r##1);
 #define ra_ROW 0
@@ -207,10 +246,11 @@ static void oi_gemm_pack_b_f32(const oi_gemm_f32_args *g, int64_t pc, int64_t kc
 #define rf_ROW 5
 
 /* C tile [OI_MR x OI_NR] (+)= A[0..MR, 0..kc] * panel; `load` continues from C's values,
- * `bias` (OI_NR floats) is added at the end. */
+ * `bias` (OI_NR floats, per column) and `rbias` (OI_MR floats, per row) are added at the end. */
 static OI_VEC_FN void oi_gemm_micro_f32(int64_t kc, const float *restrict a, int64_t lda,
                                         const float *restrict bp, float *restrict c, int64_t ldc,
-                                        int load, const float *restrict bias) {
+                                        int load, const float *restrict bias,
+                                        const float *restrict rbias) {
     oi_vf ra0, ra1, rb0, rb1, rc0, rc1, rd0, rd1, re0, re1, rf0, rf1;
     int64_t k;
     OI_MK_LOAD(ra) OI_MK_LOAD(rb) OI_MK_LOAD(rc) OI_MK_LOAD(rd) OI_MK_LOAD(re) OI_MK_LOAD(rf)
@@ -227,14 +267,17 @@ static OI_VEC_FN void oi_gemm_micro_f32(int64_t kc, const float *restrict a, int
 
 /* A tile at the edge of C (mr < MR rows or nr < NR columns): through a full local tile. */
 static void oi_gemm_edge_f32(int64_t kc, const float *a, int64_t lda, const float *bp, float *c,
-                             int64_t ldc, int64_t mr, int64_t nr, int load, const float *bias) {
-    float tile[OI_MR * OI_NR], pad[OI_NR];
+                             int64_t ldc, int64_t mr, int64_t nr, int load, const float *bias,
+                             const float *rbias) {
+    float tile[OI_MR * OI_NR], pad[OI_NR], rpad[OI_MR];
     int64_t r, jj;
+    if (rbias)
+        for (r = 0; r < OI_MR; r++) rpad[r] = r < mr ? rbias[r] : 0.0f;
     for (r = 0; r < OI_MR; r++)
         for (jj = 0; jj < OI_NR; jj++) tile[r * OI_NR + jj] = (load && r < mr && jj < nr) ? c[r * ldc + jj] : 0.0f;
     if (bias)
         for (jj = 0; jj < OI_NR; jj++) pad[jj] = jj < nr ? bias[jj] : 0.0f;
-    oi_gemm_micro_f32(kc, a, lda, bp, tile, OI_NR, load, bias ? pad : NULL);
+    oi_gemm_micro_f32(kc, a, lda, bp, tile, OI_NR, load, bias ? pad : NULL, rbias ? rpad : NULL);
     for (r = 0; r < mr; r++)
         for (jj = 0; jj < nr; jj++) c[r * ldc + jj] = tile[r * OI_NR + jj];
 }
@@ -264,10 +307,11 @@ static void oi_gemm_block_f32(const oi_gemm_f32_args *g, int64_t i0, int64_t i1,
                     const int64_t nr = oi_min64(OI_NR, nc - jr);
                     float *c = g->c + ic * g->ldc + jc + jr;
                     const float *bias = last && g->bias ? g->bias + jc + jr : NULL;
+                    const float *rbias = last && g->bias_m ? g->bias_m + ic : NULL;
                     if (mr == OI_MR && nr == OI_NR)
-                        oi_gemm_micro_f32(kc, a, la, bp + jr * kc, c, g->ldc, load, bias);
+                        oi_gemm_micro_f32(kc, a, la, bp + jr * kc, c, g->ldc, load, bias, rbias);
                     else
-                        oi_gemm_edge_f32(kc, a, la, bp + jr * kc, c, g->ldc, mr, nr, load, bias);
+                        oi_gemm_edge_f32(kc, a, la, bp + jr * kc, c, g->ldc, mr, nr, load, bias, rbias);
                 }
                 if (last && g->epilogue) g->epilogue(g->epilogue_ctx, g->c, g->ldc, ic, mr, jc, nc);
             }
@@ -275,7 +319,8 @@ static void oi_gemm_block_f32(const oi_gemm_f32_args *g, int64_t i0, int64_t i1,
     }
     if (g->K == 0) { /* an empty sum: bias (or zero), then the epilogue */
         for (ic = i0; ic < i1; ic++)
-            for (jc = j0; jc < j1; jc++) g->c[ic * g->ldc + jc] = g->bias ? g->bias[jc] : 0.0f;
+            for (jc = j0; jc < j1; jc++)
+                g->c[ic * g->ldc + jc] = (g->bias ? g->bias[jc] : 0.0f) + (g->bias_m ? g->bias_m[ic] : 0.0f);
         if (g->epilogue && i1 > i0) g->epilogue(g->epilogue_ctx, g->c, g->ldc, i0, i1 - i0, j0, j1 - j0);
     }
 }
@@ -315,7 +360,7 @@ static void oi_gemv_run_f32(void *ctx, int64_t begin, int64_t end, int slot) {
 static inline void oi_gemm_f32(const oi_gemm_f32_args *g) {
     const double work = (double)g->M * (double)g->N * (double)(g->K ? g->K : 1);
     if (g->M <= 0 || g->N <= 0) return;
-    if ((g->b_nk && g->M < OI_GEMV_MAX_ROWS) || (!g->b_nk && g->M == 1)) {
+    if (!g->conv && !g->bias_m && ((g->b_nk && g->M < OI_GEMV_MAX_ROWS) || (!g->b_nk && g->M == 1))) {
         oi_parallel_work((g->N + 3) / 4, work, oi_gemv_run_f32, (void *)g);
     } else {
         oi_gemm_task_f32 t;
