@@ -5,7 +5,7 @@ PY      := .venv/bin/python
 PIP     := .venv/bin/pip
 STAMP   := .venv/.setup-stamp
 
-.PHONY: setup demo test bench lint fuzz clean references docs onnx-conformance
+.PHONY: setup demo test bench lint fuzz clean references docs peers onnx-conformance
 
 setup: $(STAMP)
 
@@ -21,6 +21,12 @@ test: setup
 
 bench: setup
 	$(PY) bench/run_all.py $(BENCH_ARGS)
+
+# build/peervenv: llama.cpp (llama-cpp-python), onnxruntime, torch for bench/bench_edge.py
+# (several minutes the first time: llama.cpp is compiled for this machine). bench_edge runs
+# it itself when the venv is missing.
+peers:
+	bash scripts/setup_peers.sh
 
 lint: setup
 	.venv/bin/ruff check openinfer_jax tests bench examples

@@ -11,17 +11,77 @@ headers a program includes, how many threads it may use and its cache blocking c
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.emit.analysis import OpInfo
 from openinfer_jax.emit.c_options import DenseOptions
 from openinfer_jax.emit.c_types import ctype
 
 __all__ = [
+    "EpilogueCode",
     "dense_kernel",
     "dense_pack_bytes",
     "dense_preamble",
+    "fusion_anchor",
     "runtime_headers",
 ]
+
+
+@dataclass(frozen=True)
+class EpilogueCode:
+    """An elementwise chain fused into a kernel (`openinfer_jax.emit.c_epilogue`): C
+    statements updating ``float v`` per output element, reading ``E0[i]`` .. ``E<extras-1>[i]``
+    (operands of the output's shape); the final value goes to one more output tensor."""
+
+    extras: int
+    lines: tuple[str, ...]
+
+
+def _epilogue_parts(name: str, epi: EpilogueCode | None, hook: str) -> tuple[str, str, str]:
+    """(code before the kernel, extra parameters, statements after the output's shape is
+    set) wiring `epi` into a kernel whose argument block is `hook` (``g`` or ``a``)."""
+    if epi is None:
+        return "", "", ""
+    params = "".join(f", const oi_tensor *e{k}" for k in range(epi.extras)) + ", oi_tensor *oz"
+    loads = "".join(f"    const float *E{k} = x->e[{k}];\n" for k in range(epi.extras))
+    body = "".join(f"            {line}\n" for line in epi.lines)
+    pre = f"""typedef struct {{ const float *y; float *z; const float *e[{max(epi.extras, 1)}]; }} {name}_ectx;
+
+/* the fused elementwise chain, on each final output of the block */
+static void {name}_epi(const void *p, float *c, int64_t ldc, int64_t row0, int64_t rows, int64_t col0, int64_t cols) {{
+    const {name}_ectx *x = (const {name}_ectx *)p;
+{loads}    int64_t r, j;
+    for (r = row0; r < row0 + rows; r++) {{
+        const int64_t base = (int64_t)(c - x->y) + r * ldc + col0;
+        for (j = 0; j < cols; j++) {{
+            const int64_t i = base + j;
+            float v = x->y[i];
+{body}            x->z[i] = v;
+        }}
+    }}
+}}
+
+"""
+    checks = "".join(
+        f"""    if (oi_numel(e{k}) != oi_numel(o)) {{ oi_set_error("fused epilogue: operand {k} has %lld elements, the output %lld", (long long)oi_numel(e{k}), (long long)oi_numel(o)); return OI_ERR_SHAPE; }}
+    ectx.e[{k}] = (const float *)e{k}->data;
+"""
+        for k in range(epi.extras)
+    )
+    setup = f"""    rc = oi_set_shape(oz, o->ndim, o->dims);
+    if (rc) return rc;
+{checks}    ectx.y = (const float *)o->data;
+    ectx.z = (float *)oz->data;
+    {hook}.epilogue = {name}_epi;
+    {hook}.epilogue_ctx = &ectx;
+"""
+    return pre, params, setup
+
+
+def fusion_anchor(info: OpInfo) -> bool:
+    """Whether the kernel of `info` can run a fused elementwise epilogue."""
+    return _gemm_kind(info) in ("linear", "matmul", "conv")
 
 
 def _is_f32(info: OpInfo) -> bool:
@@ -152,17 +212,16 @@ def dense_preamble(headers: set[str], options: DenseOptions) -> list[str]:
 
 
 def _gemm_call(pack: str, indent: str) -> str:
-    return (
-        f"{indent}g.pack = {pack};\n{indent}g.epilogue = NULL;\n{indent}g.epilogue_ctx = NULL;\n"
-        f"{indent}oi_gemm_f32(&g);"
-    )
+    return f"{indent}g.pack = {pack};\n{indent}oi_gemm_f32(&g);"
 
 
-def _linear(name: str, info: OpInfo, pack: str) -> str:
+def _linear(name: str, info: OpInfo, pack: str, epi: EpilogueCode | None) -> str:
     bias = len(info.in_dtypes) > 2
     args = "".join(f", const oi_tensor *x{k}" for k in range(len(info.in_dtypes)))
-    return f"""static int {name}(oi_tensor *o{args}) {{
-    oi_gemm_f32_args g;
+    pre, extra, setup = _epilogue_parts(name, epi, "g")
+    ectx = f"    {name}_ectx ectx;\n" if epi else ""
+    return f"""{pre}static int {name}(oi_tensor *o{args}{extra}) {{
+{ectx}    oi_gemm_f32_args g;
     int64_t dims[OI_MAX_DIMS];
     int d, rc;
     memset(&g, 0, sizeof g);
@@ -174,7 +233,7 @@ def _linear(name: str, info: OpInfo, pack: str) -> str:
     dims[x0->ndim - 1] = x1->dims[0];
     rc = oi_set_shape(o, x0->ndim, dims);
     if (rc) return rc;
-    g.K = x1->dims[1];
+{setup}    g.K = x1->dims[1];
     g.N = x1->dims[0];
     g.M = g.K ? oi_numel(x0) / g.K : oi_numel(o) / (g.N ? g.N : 1);
     g.a = (const float *)x0->data;
@@ -191,9 +250,11 @@ def _linear(name: str, info: OpInfo, pack: str) -> str:
 """
 
 
-def _matmul(name: str, pack: str) -> str:
-    return f"""static int {name}(oi_tensor *o, const oi_tensor *x0, const oi_tensor *x1) {{
-    const float *A = (const float *)x0->data;
+def _matmul(name: str, pack: str, epi: EpilogueCode | None) -> str:
+    pre, extra, setup = _epilogue_parts(name, epi, "g")
+    ectx = f"    {name}_ectx ectx;\n" if epi else ""
+    return f"""{pre}static int {name}(oi_tensor *o, const oi_tensor *x0, const oi_tensor *x1{extra}) {{
+{ectx}    const float *A = (const float *)x0->data;
     const float *B = (const float *)x1->data;
     float *O = (float *)o->data;
     oi_gemm_f32_args g;
@@ -226,7 +287,7 @@ def _matmul(name: str, pack: str) -> str:
         rc = oi_set_shape(o, nd, dims);
         if (rc) return rc;
     }}
-    g.M = M; g.N = N; g.K = K;
+{setup}    g.M = M; g.N = N; g.K = K;
     g.lda = K; g.ldb = N; g.b_nk = 0; g.bias = NULL; g.ldc = N;
     n = it.numel;
     for (t = 0; t < n; t++) {{
@@ -241,7 +302,7 @@ def _matmul(name: str, pack: str) -> str:
 """
 
 
-def _conv(name: str, info: OpInfo, pack: str) -> str:
+def _conv(name: str, info: OpInfo, pack: str, epi: EpilogueCode | None) -> str:
     spatial = len(info.in_shapes[0]) - 2
     strides, pads, dil, groups = _conv_geometry(info)
     pack_floats = _depthwise_floats(info) if _depthwise(info) else 0
@@ -251,8 +312,10 @@ def _conv(name: str, info: OpInfo, pack: str) -> str:
     h = "x0->dims[2]" if spatial == 2 else "1"
     kh = "x1->dims[2]" if spatial == 2 else "1"
     out_dims = "a.geom.OH, a.geom.OW" if spatial == 2 else "a.geom.OW"
-    return f"""static int {name}(oi_tensor *o{args}) {{
-    oi_conv_f32_args a;
+    pre, extra, setup = _epilogue_parts(name, epi, "a")
+    ectx = f"    {name}_ectx ectx;\n" if epi else ""
+    return f"""{pre}static int {name}(oi_tensor *o{args}{extra}) {{
+{ectx}    oi_conv_f32_args a;
     int64_t dims[4];
     int rc;
     memset(&a, 0, sizeof a);
@@ -278,7 +341,7 @@ def _conv(name: str, info: OpInfo, pack: str) -> str:
     }}
     rc = oi_set_shape(o, {spatial + 2}, dims);
     if (rc) return rc;
-    a.x = (const float *)x0->data;
+{setup}    a.x = (const float *)x0->data;
     a.w = (const float *)x1->data;
     a.bias = {"(const float *)x2->data" if bias else "NULL"};
     a.y = (float *)o->data;
@@ -360,9 +423,13 @@ def _attention(name: str, info: OpInfo) -> str:
 """
 
 
-def dense_kernel(name: str, info: OpInfo, options: DenseOptions) -> str | None:
+def dense_kernel(
+    name: str, info: OpInfo, options: DenseOptions, epilogue: EpilogueCode | None = None
+) -> str | None:
     """The C function `name` for `info` on the runtime's kernels, or None when the op is
-    not an f32 linear/matmul/attention (the generic renderers handle it)."""
+    not an f32 linear/matmul/attention/conv (the generic renderers handle it). With
+    `epilogue` (linear/matmul/conv only) the function takes the chain's operands and its
+    output tensor after its own arguments."""
     kind = _gemm_kind(info)
     if kind is None:
         return None
@@ -372,5 +439,7 @@ def dense_kernel(name: str, info: OpInfo, options: DenseOptions) -> str | None:
         return _attention(name, info)
     pack = "(float *)oi_pack" if _takes_gemm(info, options) else "NULL"
     if kind == "conv":
-        return _conv(name, info, pack)
-    return _linear(name, info, pack) if kind == "linear" else _matmul(name, pack)
+        return _conv(name, info, pack, epilogue)
+    if kind == "linear":
+        return _linear(name, info, pack, epilogue)
+    return _matmul(name, pack, epilogue)

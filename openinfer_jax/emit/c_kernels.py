@@ -24,7 +24,7 @@ from typing import Any
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import SynthesisError
 from openinfer_jax.emit.analysis import OpInfo
-from openinfer_jax.emit.c_dense import dense_kernel, dense_pack_bytes, runtime_headers
+from openinfer_jax.emit.c_dense import EpilogueCode, dense_kernel, dense_pack_bytes, runtime_headers
 from openinfer_jax.emit.c_options import DenseOptions
 from openinfer_jax.emit.c_types import CType, ctype
 
@@ -34,6 +34,7 @@ __all__ = [
     "KernelRequest",
     "RuntimeParam",
     "c_literal",
+    "elementwise_expression",
     "render_kernel",
     "runtime_params",
     "supported_ops",
@@ -42,13 +43,15 @@ __all__ = [
 
 @dataclass(frozen=True)
 class KernelRequest:
-    """What a kernel is generated for: the op info, the place (for error messages) and the
-    device's dense-kernel options (f32 linear/matmul run on the runtime's GEMM)."""
+    """What a kernel is generated for: the op info, the place (for error messages), the
+    device's dense-kernel options (f32 linear/matmul/conv/attention run on the runtime's
+    kernels) and an elementwise chain fused into the kernel (`c_epilogue`)."""
 
     name: str
     info: OpInfo
     where: str
     dense: DenseOptions = field(default_factory=DenseOptions)
+    epilogue: EpilogueCode | None = None
 
 
 @dataclass(frozen=True)
@@ -262,7 +265,10 @@ def _split_clamp(expr: str) -> tuple[str, str, str, str] | None:
     return ("CLAMP", *parts)  # type: ignore[return-value]
 
 
-def _elementwise(req: KernelRequest) -> str:
+def elementwise_expression(req: KernelRequest) -> str:
+    """The C expression of an elementwise op on its operands ``x0``, ``x1``, ... (in their
+    compute types), giving the result in the output's compute type (params inlined; a
+    param read at run time appears as ``P_<name>``)."""
     info = req.info
     op = info.opdef.name
     table = ELEMENTWISE[op]
@@ -338,6 +344,14 @@ def _elementwise(req: KernelRequest) -> str:
         .replace("WMASK", f"UINT64_C({(1 << bits) - 1})")
         .replace("W", str(bits))
     )
+    return expr
+
+
+def _elementwise(req: KernelRequest) -> str:
+    info = req.info
+    in_cts = [ctype(d, req.where) for d in info.in_dtypes]
+    out_ct = ctype(info.out_dtype, req.where)
+    expr = elementwise_expression(req)
     n = len(info.in_dtypes)
     args = "".join(f", const oi_tensor *x{k}_t" for k in range(n))
     ptrs = "".join(
@@ -1532,7 +1546,7 @@ def render_kernel(req: KernelRequest) -> str:
         SynthesisError: the op or one of its dtypes has no C kernel, naming the node.
     """
     op = req.info.opdef.name
-    dense = dense_kernel(req.name, req.info, req.dense)
+    dense = dense_kernel(req.name, req.info, req.dense, req.epilogue)
     if dense is not None:
         return dense
     if op in STRUCTURED:

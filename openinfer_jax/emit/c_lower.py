@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import SynthesisError
 from openinfer_jax.emit.analysis import Analysis, OpInfo, resolve_dims, walk_nodes
-from openinfer_jax.emit.c_dense import runtime_headers
+from openinfer_jax.emit.c_dense import EpilogueCode, runtime_headers
+from openinfer_jax.emit.c_epilogue import epilogue_code
 from openinfer_jax.emit.c_kernels import (
     ALIAS_SAFE,
     ELEMENTWISE,
@@ -83,6 +84,7 @@ from openinfer_jax.ir.nodes import (
     VarRef,
     Yield,
 )
+from openinfer_jax.passes.epilogue import EpiloguePlan
 
 __all__ = ["KernelSet", "Lowered", "Scope", "dims_name", "lower"]
 
@@ -132,8 +134,8 @@ class KernelSet:
     def __len__(self) -> int:
         return len(self.names)
 
-    def function(self, info: OpInfo, where: str) -> str:
-        """The C function that runs `info` (rendered on first use)."""
+    def function(self, info: OpInfo, where: str, epilogue: EpilogueCode | None = None) -> str:
+        """The C function that runs `info` (rendered on first use), with `epilogue` fused."""
         key = repr(
             (
                 info.opdef.name,
@@ -141,13 +143,15 @@ class KernelSet:
                 info.out_dtype,
                 sorted(info.params.items(), key=str),
                 info.in_shapes if info.opdef.name not in ELEMENTWISE else (),
+                epilogue,
             )
         )
         fn = self.names.get(key)
         if fn is None:
             first = info.in_dtypes[0].short if info.in_dtypes else "x"
-            fn = f"k{len(self.names)}_{info.opdef.name}_{first}"
-            self.code.append(render_kernel(KernelRequest(fn, info, where, self.dense)))
+            fn = f"k{len(self.names)}_{info.opdef.name}_{first}" + ("_fused" if epilogue else "")
+            request = KernelRequest(fn, info, where, self.dense, epilogue)
+            self.code.append(render_kernel(request))
             self.pack_bytes = max(self.pack_bytes, matmul_pack_bytes(info, self.dense))
             self.headers.update(runtime_headers(info))
             self.names[key] = fn
@@ -185,9 +189,15 @@ class _Lowering:
     """One lowering run: positions, accesses, labels, temporaries."""
 
     def __init__(
-        self, an: Analysis, target: str, vk: VkOptions | None, dense: DenseOptions | None
+        self,
+        an: Analysis,
+        target: str,
+        vk: VkOptions | None,
+        dense: DenseOptions | None,
+        epilogues: EpiloguePlan | None = None,
     ) -> None:
         self.an = an
+        self.epilogues = epilogues or EpiloguePlan()  # elementwise chains fused into kernels
         self.target = target
         # The Vulkan target's placement, dispatches and syncs (None for the C target).
         self.vk = VkState(an, vk or VkOptions({})) if target == "vulkan" else None
@@ -374,8 +384,16 @@ class _Lowering:
 
     # ---- ops --------------------------------------------------------------------------
     def op(self, node: Op, scope: Scope, where: str) -> list[Stmt]:
+        if id(node) in self.epilogues.absorbed:  # runs in the epilogue of the node before
+            return []
         info = self.bind_params(self.an.ops[id(node)], scope, where)
-        fn = self.kernels.function(info, where)
+        chain = self.epilogues.by_anchor.get(id(node)) if self.vk is None else None
+        code = None
+        if chain is not None:
+            infos = [self.an.ops[id(op)] for op in chain.ops]
+            wheres = [self.an.where(op, "epilogue") for op in chain.ops]
+            code = epilogue_code(node.output.name, chain.ops, infos, wheres)
+        fn = self.kernels.function(info, where, code)
         out: list[Stmt] = []
         if self.vk is not None:
             lines, on_gpu = self.vk.op_node(self, node, info, fn, scope, where)
@@ -385,7 +403,14 @@ class _Lowering:
         pre: list[str] = []
         args = [self.ref(r, scope, where, pre) for r in node.inputs]
         args += self.param_args(node, info, scope, where, pre)
+        if chain is not None:  # the chain's other operands, then where its result goes
+            running = node.output.name
+            for op in chain.ops:
+                args += [self.ref(r, scope, where, pre) for r in op.inputs if r.name != running]
+                running = op.output.name
         dst = self.ref(node.output, scope, where, pre, write=True)
+        if chain is not None:
+            args.append(self.ref(chain.output, scope, where, pre, write=True))
         out_name = node.output.name
         # Entries of one prefix table may be the same entry at run time: go through scratch.
         aliased = any(
@@ -712,14 +737,16 @@ def lower(
     target: str = "c",
     vk: VkOptions | None = None,
     dense: DenseOptions | None = None,
+    epilogues: EpiloguePlan | None = None,
 ) -> Lowered:
     """Lower the step of `an` (entry, with branch targets and consumers inlined); `dense`
-    sets the threads and blocking of the f32 GEMM/GEMV kernels.
+    sets the threads and blocking of the f32 GEMM/GEMV kernels; `epilogues` the elementwise
+    chains fused into them (C target).
 
     Raises:
         SynthesisError: a node the C target cannot express, naming the node and the limit.
     """
-    low = _Lowering(an, target, vk, dense)
+    low = _Lowering(an, target, vk, dense, epilogues)
     body: list[Stmt] = []
     low.nodes(an.entry.nodes, an.entry.name, Scope(end_label="step_end"), body, 1)
     for blk in an.consumers:

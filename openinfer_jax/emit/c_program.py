@@ -38,6 +38,7 @@ from openinfer_jax.emit.lifetimes import Lifetimes, lifetimes
 from openinfer_jax.emit.memory import Buffer, MemoryPlan, plan_memory
 from openinfer_jax.emit.vk_program import ALIGN as VK_ALIGN
 from openinfer_jax.emit.vk_program import VkOptions, VkReport
+from openinfer_jax.passes.epilogue import EpiloguePlan
 
 __all__ = ["CProgram", "generate_c"]
 
@@ -71,18 +72,20 @@ def generate_c(
     target: str = "c",
     vk: VkOptions | None = None,
     dense: DenseOptions | None = None,
+    epilogues: EpiloguePlan | None = None,
 ) -> CProgram:
     """Generate the C program for `an` (see the module docstring); `target` ``"vulkan"`` runs
     the op nodes that have GPU kernels as Vulkan dispatches (`openinfer_jax.emit.vk_program`,
     options `vk`) and the rest on the host. `dense` sets the threads and blocking of the f32
-    GEMM/GEMV kernels (`openinfer_jax.emit.c_dense`).
+    GEMM/GEMV kernels (`openinfer_jax.emit.c_dense`), `epilogues` the elementwise chains fused
+    into them (`openinfer_jax.passes.epilogue`).
 
     Raises:
         SynthesisError: a node the C target cannot express, naming the node and the limit
             (with ``vk.strict``: any op node that would run on the host).
     """
     _c_ident_check(sorted(an.vars) + sorted(an.tables) + sorted(an.prefixes))
-    low = lower(an, target, vk, dense)
+    low = lower(an, target, vk, dense, epilogues)
     life = lifetimes(low.body)
     if low.vk is not None:  # a live assign zeroes arena memory on the host: a sync first
         low.vk.syncs += len(life.assigns) - len(life.dead_assigns)

@@ -6,6 +6,7 @@ model, the device limits (memory), the bounded shapes, and every node's C render
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -14,6 +15,7 @@ from typing import Any
 
 from openinfer_jax.core.errors import GraphValidationError, SynthesisError
 from openinfer_jax.emit.analysis import Analysis, analyze
+from openinfer_jax.emit.c_epilogue import fusable, is_anchor
 from openinfer_jax.emit.c_program import generate_c
 from openinfer_jax.emit.device import DeviceArch, host_arch, load_arch
 from openinfer_jax.emit.plan import Plan
@@ -23,6 +25,8 @@ from openinfer_jax.emit.vk_program import VkOptions, runtime_shaped
 from openinfer_jax.emit.vk_variants import max_variants, prefix_counts, shape_variants
 from openinfer_jax.ir.nodes import Graph
 from openinfer_jax.passes import optimize
+from openinfer_jax.passes.context import PassContext
+from openinfer_jax.passes.epilogue import EpiloguePlan, plan_epilogues
 from openinfer_jax.trace.load import load_graph
 
 __all__ = ["TARGETS", "Synthesizer"]
@@ -135,11 +139,15 @@ class Synthesizer:
             g, passes = optimize(g, loader.sizevars, outputs)
             an = analyze(g, loader, self.arch)
             chosen = _outputs(an, outputs)
+            epilogues = None
+            if self.target == "c":
+                epilogues = self._epilogues(g, loader, an, outputs)
+                passes = dataclasses.replace(passes, fused=(*passes.fused, *epilogues.report))
             embed = _model_bytes(loader) if embed_weights else None
             vk = self._vk_options(g, loader, an, strict) if self.target == "vulkan" else None
             dense = self.arch.dense
             program = generate_c(
-                an, name, chosen, embed, self.arch.describe(), self.target, vk, dense
+                an, name, chosen, embed, self.arch.describe(), self.target, vk, dense, epilogues
             )
             limit = self.arch.memory("global_bytes")
             if program.memory.arena_bytes > limit:
@@ -167,6 +175,20 @@ class Synthesizer:
         finally:
             if opened:
                 loader.close()
+
+    def _epilogues(
+        self, graph: Graph, loader: Any, an: Analysis, outputs: tuple[str, ...] | None
+    ) -> EpiloguePlan:
+        """The elementwise chains the C kernels run fused; with the device JSON's
+        ``preferences.prefer_fusion`` one that cannot be fused exactly is a SynthesisError."""
+        ctx = PassContext.of(graph, loader.sizevars, outputs)
+        return plan_epilogues(
+            graph,
+            ctx,
+            anchor=lambda op: is_anchor(an.ops[id(op)]),
+            fusable=lambda op: fusable(an.ops[id(op)]),
+            strict=bool(self.arch.raw["preferences"].get("prefer_fusion", False)),
+        )
 
     def _vk_options(self, graph: Graph, loader: Any, an: Analysis, strict: bool) -> VkOptions:
         """What the Vulkan target reads from the device JSON, plus the shape variants of

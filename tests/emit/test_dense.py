@@ -171,6 +171,88 @@ def test_convolutions_match_simulator(tmp_path: Path) -> None:
     assert "oi_conv.h" in result["plan"].files
 
 
+FUSED = """
+graph {
+  dynamic { x: f32[5, 8]; h: f32[5, 6]; img: f32[1, 2, 6, 6]; }
+  constant { w: f32[6, 8]; b: f32[6]; u: f32[6, 8]; cw: f32[4, 2, 3, 3]; cb: f32[4]; dw: f32[4, 1, 3, 3]; }
+  volatile { y: f32[5, 6]; g: f32[5, 6]; c: f32[1, 4, 6, 6]; d: f32[1, 4, 6, 6]; m: bool[5, 6]; }
+  block entry {
+    assign t: f32[5, 6];
+    assign s: f32[5, 6];
+    op linear(x, w, b) >> t;
+    op gelu(t) >> t;
+    op add(h, t) >> y;
+    op linear(x, w) >> g;
+    op silu(g) >> g;
+    op linear(x, u) >> s;
+    op mul(g, s) >> g;
+    op conv2d(img, cw, cb, pads=[1, 1, 1, 1]) >> c;
+    op clamp(c, min=0.0, max=6.0) >> c;
+    op conv2d(c, dw, pads=[1, 1, 1, 1], groups=4) >> d;
+    op add(d, c) >> d;
+    op linear(x, u) >> s;
+    op gt(s, h) >> m;
+    return;
+  }
+}
+"""
+
+
+def test_fused_epilogues_match_simulator(tmp_path: Path) -> None:
+    rng = np.random.default_rng(12)
+
+    def f32(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    shapes = {
+        "w": (6, 8),
+        "b": (6,),
+        "u": (6, 8),
+        "cw": (4, 2, 3, 3),
+        "cb": (4,),
+        "dw": (4, 1, 3, 3),
+    }
+    model = tmp_path / "m.oinf"
+    write_oinf(model, sizevars={}, metadata={}, tensors={k: f32(*v) for k, v in shapes.items()})
+    steps = [{"x": f32(5, 8), "h": f32(5, 6), "img": f32(1, 2, 6, 6)}]
+    outputs = ["y", "g", "c", "d", "m"]
+    result = parity(tmp_path, model, FUSED, steps, outputs=outputs, arch=_arch())
+    fused = [line for line in result["plan"].passes.fused if "epilogue" in line]
+    # gelu + add into the first linear, silu, the mul into the linear of s, clamp into the
+    # conv, the residual add into the depthwise conv; gt writes a bool: not fused
+    assert [line.split(" into ")[0] for line in fused] == [
+        "fused `gelu`, `add`",
+        "fused `silu`",
+        "fused `mul`",
+        "fused `clamp`",
+        "fused `add`",
+    ]
+    assert result["plan"].files["prog.c"].count("_fused_epi(const void") == 5
+
+
+def test_prefer_fusion_refuses_what_would_change_results(tmp_path: Path) -> None:
+    model = tmp_path / "m.oinf"
+    rng = np.random.default_rng(0)
+    write_oinf(model, sizevars={}, metadata={}, tensors={
+        "w": rng.standard_normal((6, 8)).astype(np.float32)})  # fmt: skip
+    graph = """
+graph {
+  dynamic { x: f32[5, 8]; h: f32[5, 6]; }
+  constant { w: f32[6, 8]; }
+  volatile { m: bool[5, 6]; }
+  block entry {
+    assign s: f32[5, 6];
+    op linear(x, w) >> s;
+    op gt(s, h) >> m;
+    return;
+  }
+}
+"""
+    with pytest.raises(SynthesisError, match=r"`op gt\(s, h\) >> m;` at .* cannot be fused into"):
+        Synthesizer(_arch(prefer_fusion=True)).synthesize(model, graph, outputs=["m"])
+    Synthesizer(_arch()).synthesize(model, graph, outputs=["m"])  # not asked: left unfused
+
+
 def _arch(**prefs: Any) -> dict[str, Any]:
     arch = test_arch()
     return {**arch, "preferences": {**arch["preferences"], **prefs}}

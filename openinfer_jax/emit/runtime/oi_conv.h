@@ -30,6 +30,8 @@ typedef struct {
     float *pack;        /* scratch per thread: OI_GEMM_PACK_FLOATS, or for depthwise at least */
     int64_t pack_floats; /* oi_dw_scratch_floats(geom) to take the fast depthwise path */
     int64_t pad_h, pad_w; /* pads after (bottom, right) */
+    oi_epilogue_f32 epilogue; /* on final outputs, as for oi_gemm_f32 (c: the output plane) */
+    const void *epilogue_ctx;
 } oi_conv_f32_args;
 
 /* Rows and per-phase width of a depthwise channel's padded, phase-split copy. */
@@ -143,6 +145,7 @@ static void oi_dwconv_run(void *ctx, int64_t begin, int64_t end, int slot) {
             for (oy = 0; oy < g->OH; oy++)
                 oi_dw_row_padded(g, pp, width, off, wc, oy, a->bias ? a->bias[unit % a->M] : 0.0f,
                                  a->bias != NULL, a->y + unit * plane_out + oy * g->OW);
+            if (a->epilogue) a->epilogue(a->epilogue_ctx, a->y + unit * plane_out, g->OW, 0, g->OH, 0, g->OW);
             continue;
         }
         const int64_t m = unit % a->M;
@@ -155,6 +158,7 @@ static void oi_dwconv_run(void *ctx, int64_t begin, int64_t end, int slot) {
             if (a->bias)
                 for (ox = 0; ox < g->OW; ox++) acc[ox] += b;
         }
+        if (a->epilogue) a->epilogue(a->epilogue_ctx, out, g->OW, 0, g->OH, 0, g->OW);
     }
 }
 
@@ -187,6 +191,8 @@ static inline void oi_conv_f32(const oi_conv_f32_args *a) {
             m.c = a->y + (n * a->M + grp * mg) * pixels;
             m.ldc = pixels;
             m.pack = a->pack;
+            m.epilogue = a->epilogue;
+            m.epilogue_ctx = a->epilogue_ctx;
             oi_gemm_f32(&m);
         }
 }

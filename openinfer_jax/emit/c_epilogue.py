@@ -1,0 +1,65 @@
+"""Elementwise epilogues of the C target's f32 linear/matmul/conv kernels.
+
+`openinfer_jax.passes.epilogue` plans the chains (an op right after a linear, matmul or
+conv that consumes its output, and so on); this module says which ops qualify (`fusable`),
+which nodes can carry a chain (`is_anchor`), and renders a chain as the C statements the
+kernel's epilogue runs per element (`epilogue_code`). Each op's C expression is the one its
+own elementwise kernel uses (`c_kernels.elementwise_expression`), evaluated in the same
+order and precision, so a fused program computes exactly what the unfused one does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.emit.analysis import OpInfo
+from openinfer_jax.emit.c_dense import EpilogueCode, fusion_anchor
+from openinfer_jax.emit.c_kernels import ELEMENTWISE, KernelRequest, elementwise_expression
+from openinfer_jax.ir.nodes import Op, VarName
+
+__all__ = ["epilogue_code", "fusable", "is_anchor"]
+
+_OPERAND = re.compile(r"\bx(\d+)\b")
+
+
+def is_anchor(info: OpInfo) -> bool:
+    """Whether the kernel of `info` can run an epilogue (f32 linear, matmul, conv)."""
+    return fusion_anchor(info)
+
+
+def fusable(info: OpInfo) -> str | None:
+    """None when the op can run in an f32 epilogue, else why not."""
+    name = info.opdef.name
+    if name not in ELEMENTWISE or name in ("fill", "filter", "where"):
+        return f"{name} is not an elementwise op the epilogue can apply"
+    if any(d is not DType.F32 for d in (*info.in_dtypes, info.out_dtype)):
+        dtypes = ", ".join(d.short for d in (*info.in_dtypes, info.out_dtype))
+        return f"it computes in {dtypes}, the fused kernel in f32 without the intermediate rounding"
+    if any(isinstance(v, VarName) for v in info.params.values()):
+        return "a param is read at run time"
+    return None
+
+
+def epilogue_code(
+    anchor_output: str, ops: Sequence[Op], infos: Sequence[OpInfo], where: Sequence[str]
+) -> EpilogueCode:
+    """The chain `ops` after a kernel writing `anchor_output`, as C statements on ``float v``
+    (the running value, read by each op exactly once) and ``E<k>[i]`` (the k-th other
+    operand, in the order the ops list them)."""
+    lines: list[str] = []
+    extra = 0
+    running = anchor_output
+    for k, (op, info, at) in enumerate(zip(ops, infos, where)):
+        expr = elementwise_expression(KernelRequest(f"epi{k}", info, at))
+        names: dict[str, str] = {}
+        for pos, ref in enumerate(op.inputs):
+            if ref.name == running and not ref.indices:
+                names[str(pos)] = "v"
+            else:
+                names[str(pos)] = f"E{extra}[i]"
+                extra += 1
+        lines.append(f"v = (float)({_OPERAND.sub(lambda m, n=names: n[m.group(1)], expr)});")
+        running = op.output.name
+    return EpilogueCode(extra, tuple(lines))
