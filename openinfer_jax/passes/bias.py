@@ -43,6 +43,7 @@ class _BiasFuser:
     def __init__(self, ctx: PassContext) -> None:
         self.ctx = ctx
         self.report: list[str] = []
+        self.origins: dict[int, Node] = {}  # id(new node) -> the node whose output it writes
 
     def sequence(
         self, nodes: tuple[Node, ...], outer: tuple[Frame, ...], loop: bool, block: str
@@ -85,13 +86,15 @@ class _BiasFuser:
             self.report.append(f"fused {node_text(add)} into {node_text(node)} as its bias")
             out[i] = fused
             out[j] = None
+            self.origins[id(fused)] = add
         return tuple(n for n in out if n is not None)
 
 
-def fuse_bias(graph: Graph, ctx: PassContext) -> tuple[Graph, list[str]]:
-    """Give `linear` nodes the bias the next node adds; returns the graph and report lines."""
+def fuse_bias(graph: Graph, ctx: PassContext) -> tuple[Graph, list[str], dict[int, Node]]:
+    """Give `linear` nodes the bias the next node adds; returns the graph, report lines and,
+    per new node (by id), the add whose output it writes."""
     fuser = _BiasFuser(ctx)
     blocks = tuple(
         Block(b.name, fuser.sequence(b.nodes, (), False, b.name), b.loc) for b in graph.blocks
     )
-    return replace(graph, blocks=blocks), fuser.report
+    return replace(graph, blocks=blocks), fuser.report, fuser.origins

@@ -90,6 +90,7 @@ class _Folder:
         self.ctx = ctx
         self.report: list[str] = []
         self.dropped: set[str] = set()
+        self.origins: dict[int, Node] = {}  # id(new node) -> the node whose output it writes
 
     def sequence(
         self, nodes: tuple[Node, ...], outer: tuple[Frame, ...], loop: bool, block: str
@@ -117,6 +118,7 @@ class _Folder:
                     f"{mm.inputs[0]}, {weight}) >> {mm.output}` reads {weight.name} in place"
                 )
                 out[j] = linear
+                self.origins[id(linear)] = mm
             out[i] = None  # type: ignore[call-overload]
             self.dropped.add(temp)
         return tuple(n for n in out if n is not None)
@@ -143,11 +145,13 @@ def _drop_unused_assigns(graph: Graph, names: set[str]) -> Graph:
     return replace(graph, blocks=tuple(Block(b.name, strip(b.nodes), b.loc) for b in graph.blocks))
 
 
-def fold_transposed_weights(graph: Graph, ctx: PassContext) -> tuple[Graph, list[str]]:
+def fold_transposed_weights(
+    graph: Graph, ctx: PassContext
+) -> tuple[Graph, list[str], dict[int, Node]]:
     """Rewrite `transpose(W) >> t; matmul(a, t)` on model constants to `linear(a, W)`.
 
-    Returns the new graph and one report line per folded transpose (the node and where its
-    readers now read the weight). The graph is unchanged where the rewrite could change a
+    Returns the new graph, one report line per folded transpose (the node and where its
+    readers now read the weight) and, per new node (by id), the node it stands for. The graph is unchanged where the rewrite could change a
     result (see the module docstring).
     """
     folder = _Folder(ctx)
@@ -157,4 +161,4 @@ def fold_transposed_weights(graph: Graph, ctx: PassContext) -> tuple[Graph, list
     out = replace(graph, blocks=blocks)
     if folder.dropped:
         out = _drop_unused_assigns(out, folder.dropped)
-    return out, folder.report
+    return out, folder.report, folder.origins

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from openinfer_jax.ir.nodes import Graph
+from openinfer_jax.ir.nodes import Graph, Node
 from openinfer_jax.passes.bias import fuse_bias
 from openinfer_jax.passes.context import PassContext
 from openinfer_jax.passes.fold import fold_transposed_weights
@@ -15,10 +15,14 @@ __all__ = ["PassReport", "optimize"]
 
 @dataclass(frozen=True)
 class PassReport:
-    """What the passes changed: one line per folded weight and per fused node."""
+    """What the passes changed: one line per folded weight and per fused node, and for each
+    node a pass made (by ``id`` in the optimized graph) the original node whose output it
+    writes (the matmul a folded `linear` replaces, the add whose output a `linear` with a
+    fused bias writes), so a trace can name it like the simulator does."""
 
     folded: tuple[str, ...] = ()
     fused: tuple[str, ...] = ()
+    origins: Mapping[int, Node] = field(default_factory=dict, compare=False)
 
     def lines(self) -> list[str]:
         """Human-readable lines (empty when nothing changed)."""
@@ -34,7 +38,7 @@ def optimize(
     caller fetches after a step (None: the declared variables; temporaries are scratch).
     """
     ctx = PassContext.of(graph, sizevars, outputs)
-    graph, folded = fold_transposed_weights(graph, ctx)
+    graph, folded, origins = fold_transposed_weights(graph, ctx)
     ctx = PassContext.of(graph, sizevars, outputs)
-    graph, fused = fuse_bias(graph, ctx)
-    return graph, PassReport(tuple(folded), tuple(fused))
+    graph, fused, more = fuse_bias(graph, ctx)
+    return graph, PassReport(tuple(folded), tuple(fused), {**origins, **more})

@@ -149,3 +149,16 @@ def test_left_alone_when_the_result_could_change(tmp_path: Path) -> None:
     # t is read by an add (and fetched), V is written by a node, H is f16, b2 is not [N]
     assert out == graph
     assert report.lines() == []
+
+
+def test_new_nodes_name_the_node_whose_output_they_write(tmp_path: Path) -> None:
+    model = _model(tmp_path)
+    graph = load_graph(LAYERED)
+    with ModelLoader.open(model) as loader:
+        out, report = optimize(graph, loader.sizevars, ["h", "y"])
+    new = [n for b in out.blocks for n in all_nodes(b.nodes) if id(n) in report.origins]
+    assert [(n.op, report.origins[id(n)].op) for n in new] == [
+        ("linear", "add"),
+        ("linear", "matmul"),
+    ]
+    assert all(report.origins[id(n)].output == n.output for n in new)
