@@ -103,7 +103,8 @@ def _encodable(value: str) -> bool:
     return True
 
 
-# What the graph{} text can spell (docs/dsl.md, Lexical structure): JSON must not hold a
+# What the graph{} text can spell (docs/dsl.md, Lexical structure; setting names may be
+# dotted like node keywords, the op registry then judges them): JSON must not hold a
 # graph that prints to text that does not parse back.
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DIM = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+)(?:\*(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+))*")
@@ -268,7 +269,7 @@ def _dec_params(value: Any, path: str) -> tuple[tuple[str, Any], ...]:
         obj = _check_keys(item, item_path, ("name", "value"), ())
         out.append(
             (
-                _dec_name(obj["name"], f"{item_path}.name"),
+                _dec_dotted(obj["name"], f"{item_path}.name"),
                 _dec_tagged(obj["value"], f"{item_path}.value"),
             )
         )
