@@ -70,13 +70,46 @@ def run(model: Path, env: dict[str, str], *args: str) -> dict[str, float]:
     }  # fmt: skip
 
 
+def steady_rows(model: Path, tokens: int) -> dict[str, dict[str, float]]:
+    """In this process, one thread: each configuration generates twice and the second run
+    (every bucket already compiled) is measured in CPU seconds: steady prefill and decode."""
+    os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    from openinfer_jax.generate import Generator
+
+    rows: dict[str, dict[str, float]] = {}
+    for target, chunk in (("sim", 16), ("sim", 1), ("c", 16), ("c", 1)):
+        with Generator(model, target=target, chunk=chunk, context=256, compile_cache=False) as gen:
+            for _ in range(2):
+                result = gen.generate(PROMPT, max_new_tokens=tokens, stop_at_eos=False)
+        label = f"{target} chunk{chunk} steady"
+        rows[label] = {
+            "prompt_tokens": result.prompt_tokens, "prefill_steps": result.prefill_steps,
+            "prefill_tok_per_cpu_s": round(result.prefill_tokens_per_cpu_s, 2),
+            "decode_tok_per_cpu_s": round(result.decode_tokens_per_cpu_s, 2),
+            "prefill_tok_s": round(result.prefill_tokens_per_s, 2),
+            "decode_tok_s": round(result.decode_tokens_per_s, 2),
+        }  # fmt: skip
+        print(label, rows[label], flush=True)
+    return rows
+
+
 def main() -> int:
     """Run the rows and write the results file."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, default=HERE.parent / "build" / "smollm2.oinf")
     parser.add_argument("--tokens", type=int, default=16, help="new tokens per run")
     parser.add_argument("--quick", action="store_true", help="fewer tokens, no C rows")
+    parser.add_argument(
+        "--steady-only", action="store_true",
+        help="only the in-process steady rows (written to generate_steady.json)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.steady_only:
+        rows = steady_rows(args.model, 4 if args.quick else args.tokens)
+        out = results_file("generate_steady.json", args.quick)
+        out.write_text(json.dumps({"prompt": PROMPT, "rows": rows}, indent=1) + "\n")
+        print(f"wrote {out}")
+        return 0
     if not args.model.is_file():
         raise SystemExit(
             f"{args.model}: convert it first (openinfer convert ... --pattern llama --dtype f32)"
