@@ -32,6 +32,7 @@ _COMMANDS = {
     "run": "run",
     "emit": "emit",
     "generate": "generate",
+    "trace-diff": "trace_diff",
 }
 
 

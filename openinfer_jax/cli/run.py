@@ -2,7 +2,8 @@
 
     openinfer run --model m.oinf (--graph g.graph | --arch llama|bert [--chunk N ...])
                   [--steps N] [--input x=x.npy ...] [--stream] [--output out.npz]
-                  [--trace out.json] [--chrome-trace out.json] [--fetch y ...] [--device cpu]
+                  [--trace out.json [--trace-summaries]] [--chrome-trace out.json]
+                  [--fetch y ...] [--device cpu]
                   [--devices N [--mesh data=2,model=2] [--shard PATTERN=SPEC ...]]
 
 Inputs are `.npy` files inserted before every step. With `--stream` each input is a
@@ -60,6 +61,11 @@ def register(subparsers: Any) -> None:
         "--output", metavar="OUT.npz", help="save the fetched variables of every step (.npz)"
     )
     parser.add_argument("--trace", metavar="OUT.json", help="write the trace as JSON")
+    parser.add_argument(
+        "--trace-summaries",
+        action="store_true",
+        help="with --trace: summarize every node's output (for openinfer trace-diff); runs node by node",
+    )
     parser.add_argument("--chrome-trace", metavar="OUT.json", help="write a Chrome/Perfetto trace")
     parser.add_argument("--device", default="cpu", help="cpu (default), gpu, vulkan or numpy")
     parser.add_argument(
@@ -180,7 +186,7 @@ def run_command(args: argparse.Namespace) -> int:
         str(model_path), graph, device=args.device, mesh=mesh, sharding=plan, limits=limits
     )
     if args.trace or args.chrome_trace:
-        sim.with_trace().with_timer()
+        sim.with_trace(summaries=args.trace_summaries).with_timer()
     ex = sim.make_executor()
     names = list(dict.fromkeys(args.fetch or [
         n.output.name if isinstance(n, Op) else n.dst.name

@@ -17,7 +17,6 @@ import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import PurePath
 from typing import Any
 
 from openinfer_jax.core.dtypes import DType
@@ -51,6 +50,7 @@ __all__ = [
     "TableInfo",
     "VarInfo",
     "analyze",
+    "node_text",
     "node_where",
     "resolve_dims",
     "walk_nodes",
@@ -161,13 +161,12 @@ def node_where(node: Node, block: str) -> str:
     emitted C. The file is its base name: emitted sources must not depend on the path the
     graph was given by (byte-identical output from `g.graph` and `/abs/dir/g.graph`)."""
     loc = getattr(node, "loc", None)
-    if loc is None:
-        return f"block {block} node `{_node_text(node)}`"
-    file = f"{PurePath(loc.file).name}:" if loc.file else ""
-    return f"block {block} node `{_node_text(node)}` at {file}{loc.line}:{loc.column}"
+    at = f" at {loc.short()}" if loc is not None else ""
+    return f"block {block} node `{node_text(node)}`{at}"
 
 
-def _node_text(node: Node) -> str:
+def node_text(node: Node) -> str:
+    """A node as one line of DSL-like text for messages (ops: ``op add(x, a) >> t0``)."""
     if isinstance(node, Op):
         ins = ", ".join(str(i) for i in node.inputs)
         return f"op {node.op}({ins}) >> {node.output}"

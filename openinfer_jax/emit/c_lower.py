@@ -58,6 +58,7 @@ from openinfer_jax.emit.c_stmt import (
     Raw,
     Stmt,
 )
+from openinfer_jax.emit.c_trace import TraceSites
 from openinfer_jax.emit.c_types import ctype
 from openinfer_jax.emit.vk_program import VkOptions, VkState
 from openinfer_jax.ir.nodes import (
@@ -106,13 +107,17 @@ class Scope:
     loops: dict[str, str] = field(default_factory=dict)
     shadows: dict[str, str] = field(default_factory=dict)
     end_label: str = ""
+    # (index, C variable) of the loops the simulator's trace reports for a node here: a
+    # consumer runs with none (the simulator runs it outside entry's loops).
+    traced: tuple[tuple[str, str], ...] = ()
 
     def inner(self, end_label: str | None = None, shadows: bool = True) -> Scope:
-        """A nested scope (a loop body, a branch target, a consumer)."""
+        """A nested scope (a loop body, a branch target; a consumer without `shadows`)."""
         return Scope(
             dict(self.loops),
             dict(self.shadows) if shadows else {},
             self.end_label if end_label is None else end_label,
+            self.traced if shadows else (),
         )
 
 
@@ -172,6 +177,7 @@ class Lowered:
     ran: set[str]
     used_labels: set[str]
     vk: VkState | None
+    trace: TraceSites
 
     def yield_state(self, reset: bool) -> list[str]:
         """Declarations (or the step-start resets) of the run-time yield state."""
@@ -217,6 +223,7 @@ class _Lowering:
         # eligible, decided at run time (flags per consumer, a bit per yielded variable).
         self.yield_bits = _yield_bits(an)
         self.journal_bytes = 0
+        self.trace = TraceSites(an, target)
 
     # ---- bookkeeping ------------------------------------------------------------------
     def touch(self, name: str, scope: Scope, write: bool = False) -> None:
@@ -288,6 +295,10 @@ class _Lowering:
         pre.append(f'OI_TRY(oi_prefix_{ref.name}(&{tmp}, {slot}, {args}), "{where}");')
         return f"&{tmp}"
 
+    def traced(self, node: Node, block: str, ref: VarRef, tensor: str, scope: Scope) -> str:
+        """The trace statement after `node` wrote `ref` (the C tensor `tensor`)."""
+        return self.trace.call(node, block, str(ref), tensor, self.dtype_of(ref.name), scope.traced)
+
     def dtype_of(self, name: str) -> DType:
         """The dtype of a variable or of a prefix table's entries."""
         decl = self.an.prefixes.get(name)
@@ -319,7 +330,7 @@ class _Lowering:
     ) -> None:
         """Lower one node (dispatch on its kind)."""
         if isinstance(node, Op):
-            out += self.op(node, scope, where)
+            out += self.op(node, block, scope, where)
         elif isinstance(node, Assign):
             out.append(self.assign(node, scope, where))
         elif isinstance(node, Transfer):
@@ -327,7 +338,8 @@ class _Lowering:
             src = self.ref(node.src, scope, where, pre)
             dst = self.ref(node.dst, scope, where, pre, write=True)
             elem = ctype(self.dtype_of(node.dst.name)).size
-            out.append(Copy(dst, src, elem, where, tuple(pre), accesses=self.take()))
+            trace = self.traced(node, block, node.dst, dst, scope)
+            out.append(Copy(dst, src, elem, where, tuple(pre), trace, accesses=self.take()))
         elif isinstance(node, Loop):
             out.append(self.loop(node, block, scope, depth, where))
         elif isinstance(node, Branch):
@@ -340,7 +352,7 @@ class _Lowering:
         elif isinstance(node, Await):
             out += self.on_await(node, block, scope)
         elif isinstance(node, CacheRead):
-            out.append(self.cache_read(node, scope, where))
+            out.append(self.cache_read(node, block, scope, where))
         elif isinstance(node, CacheWrite):
             out.append(self.cache_write(node, scope, where))
         elif isinstance(node, (CacheIncrement, CacheDecrement)):
@@ -378,12 +390,13 @@ class _Lowering:
         start = self.pos
         inner = scope.inner()
         inner.loops[node.index] = var
+        inner.traced = (*scope.traced, (node.index, var))
         body: list[Stmt] = []
         self.nodes(node.body, block, inner, body, depth + 1)
         return ForLoop(var, lo, hi, tuple(body), start, self.pos, accesses=bounds)
 
     # ---- ops --------------------------------------------------------------------------
-    def op(self, node: Op, scope: Scope, where: str) -> list[Stmt]:
+    def op(self, node: Op, block: str, scope: Scope, where: str) -> list[Stmt]:
         if id(node) in self.epilogues.absorbed:  # runs in the epilogue of the node before
             return []
         info = self.bind_params(self.an.ops[id(node)], scope, where)
@@ -398,7 +411,9 @@ class _Lowering:
         if self.vk is not None:
             lines, on_gpu = self.vk.op_node(self, node, info, fn, scope, where)
             out.append(Raw(tuple(lines), accesses=self.take()))
-            if on_gpu:
+            if on_gpu:  # (a GPU node never writes a prefix entry: its output is a variable)
+                tensor = f"&{self.var(node.output.name, scope)}"
+                out.append(Raw((self.traced(node, block, node.output, tensor, scope),)))
                 return out
         pre: list[str] = []
         args = [self.ref(r, scope, where, pre) for r in node.inputs]
@@ -427,7 +442,7 @@ class _Lowering:
             )
         call = OpCall(
             fn, dst, tuple(args), where, tuple(pre), scratch, ctype(info.out_dtype).size,
-            accesses=self.take(),
+            self.traced(node, block, node.output, dst, scope), accesses=self.take(),
         )  # fmt: skip
         return [*out, call]
 
@@ -609,7 +624,7 @@ class _Lowering:
         if info is None or info.kind != "persistent":
             raise SynthesisError(f"{where}: {name!r} is not a persistent variable")
 
-    def cache_read(self, node: CacheRead, scope: Scope, where: str) -> CacheStmt:
+    def cache_read(self, node: CacheRead, block: str, scope: Scope, where: str) -> CacheStmt:
         pre: list[str] = []
         lines: list[str] = []
         name = node.src.name
@@ -619,6 +634,7 @@ class _Lowering:
             dst = self.ref(node.dst, scope, where, pre, write=True)
             lines += pre  # a prefix entry's overlay
             lines.append(f'OI_TRY(oi_table_read(&TB_{name}, {sel}, {n}, {dst}), "{where}");')
+            lines.append(self.traced(node, block, node.dst, dst, scope))
             return CacheStmt(tuple(lines), accesses=self.take())
         self.persistent(name, where)
         if node.src.indices:
@@ -630,6 +646,7 @@ class _Lowering:
         lines += pre  # a prefix entry's overlay
         size = ctype(info.dtype).size
         lines.append(f'OI_TRY(oi_copy({dst}, &V_{name}, {size}), "{where}");')
+        lines.append(self.traced(node, block, node.dst, dst, scope))
         return CacheStmt(tuple(lines), accesses=self.take())
 
     def cache_write(self, node: CacheWrite, scope: Scope, where: str) -> CacheStmt:
@@ -765,4 +782,5 @@ def lower(
         low.ran,
         low.used_labels,
         low.vk,
+        low.trace,
     )

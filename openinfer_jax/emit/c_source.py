@@ -357,6 +357,7 @@ def _oi_free(src: SourceInput) -> list[str]:
         out.append("    oi_vk_free();")
     out.append("    oi_ready = 0;")
     out += [f"    oi_have_{vname} = 0;" for vname in dynamic_inputs(src.an)]
+    out.append("    OI_TRACE_CLOSE();")
     return [
         *out,
         "}",
@@ -605,6 +606,7 @@ def _oi_step(src: SourceInput) -> list[str]:
     if low.vk is not None:  # the host reads results (fetch) after the step
         out.append(low.vk.sync("    ", "end of step"))
     out += [f"    oi_have_{vname} = 0;" for vname in dynamic]
+    out.append("    OI_TRACE_STEP_END();")
     out.append("    return OI_OK;")
     return out + _step_failure(src) + ["    return rc;", "}", ""]
 
@@ -642,7 +644,7 @@ def _step_failure(src: SourceInput) -> list[str]:
 def source_file(src: SourceInput) -> str:
     """The text of `<name>.c`."""
     an = src.an
-    out = _preamble(src) + _state(src)
+    out = _preamble(src) + _state(src) + src.low.trace.table(src.vulkan)
     # Prefix tables: model tensors looked up by their pattern name; writes go to an overlay.
     formats = {
         pname: _pattern_format(pname, d.pattern, d.model_name, d.table_indices)

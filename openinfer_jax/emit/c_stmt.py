@@ -87,6 +87,7 @@ class OpCall(Stmt):
     `setup` declares and fills prefix-entry tensors and run-time params first. With
     `scratch_elems`, the output aliases an input the kernel still reads: the kernel writes
     the scratch tensor, which is then copied into `dst` (`elem` bytes per element).
+    `trace` is the trace record of the result (`c_trace`), inside the node's C block.
     """
 
     fn: str
@@ -96,22 +97,30 @@ class OpCall(Stmt):
     setup: tuple[str, ...] = ()
     scratch_elems: int | None = None
     elem: int = 0
+    trace: str = ""
 
     def render(self, depth: int, ctx: RenderContext) -> list[str]:
         ind = _ind(depth)
         args = ", ".join(self.args)
+        trace = [f"{ind}    {self.trace}"] if self.trace else []
         if self.scratch_elems is not None:
             return [
                 *(ind + line for line in ("{", *self.setup)),
                 f"{ind}    oi_tensor T = oi_scratch_tensor({self.scratch_elems});",
                 f'{ind}    OI_TRY({self.fn}(&T, {args}), "{self.where}");',
                 f'{ind}    OI_TRY(oi_copy({self.dst}, &T, {self.elem}), "{self.where}");',
+                *trace,
                 f"{ind}}}",
             ]
         call = f'OI_TRY({self.fn}({self.dst}, {args}), "{self.where}");'
         if self.setup:
-            return [*(ind + line for line in ("{", *self.setup)), f"{ind}    {call}", f"{ind}}}"]
-        return [ind + call]
+            return [
+                *(ind + line for line in ("{", *self.setup)),
+                f"{ind}    {call}",
+                *trace,
+                f"{ind}}}",
+            ]
+        return [ind + call, *([ind + self.trace] if self.trace else [])]
 
 
 @dataclass(frozen=True)
@@ -143,19 +152,22 @@ class AssignZero(Stmt):
 
 @dataclass(frozen=True)
 class Copy(Stmt):
-    """A `transfer`: copy `src` into `dst` (`elem` bytes per element) after `setup`."""
+    """A `transfer`: copy `src` into `dst` (`elem` bytes per element) after `setup`, then
+    the `trace` record."""
 
     dst: str
     src: str
     elem: int
     where: str
     setup: tuple[str, ...] = ()
+    trace: str = ""
 
     def render(self, depth: int, ctx: RenderContext) -> list[str]:
         ind = _ind(depth)
         return [
             *(ind + line for line in ("{", *self.setup)),
             f'{ind}OI_TRY(oi_copy({self.dst}, {self.src}, {self.elem}), "{self.where}");',
+            *([ind + self.trace] if self.trace else []),
             f"{ind}}}",
         ]
 

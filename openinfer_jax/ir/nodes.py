@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from pathlib import PurePath
 
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.names import VarName
@@ -61,6 +62,12 @@ class SourceLoc:
 
     def __str__(self) -> str:
         head = f"{self.file}:" if self.file else ""
+        return f"{head}{self.line}:{self.column}"
+
+    def short(self) -> str:
+        """``name:line:column`` with the file's base name: what emitted code and traces show,
+        so they do not depend on the path the program was given by."""
+        head = f"{PurePath(self.file).name}:" if self.file else ""
         return f"{head}{self.line}:{self.column}"
 
     def excerpt(self) -> str:

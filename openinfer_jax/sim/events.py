@@ -69,6 +69,9 @@ class TraceEvent:
     `loaded` names model tensors read from the mmap for the first time by this node.
     `scope` maps enclosing loop indices to their values. `compiled` is True when running
     this node's region compiled a new XLA executable (so the trace counts compilations).
+    `output_summaries` (with ``with_trace(summaries=True)``) describe each output value:
+    counts, min/max/sum and checksums, comparable with an emitted program's ``-DOI_TRACE``
+    trace (`openinfer trace-diff`).
     """
 
     block_name: str
@@ -96,6 +99,10 @@ class TraceEvent:
     duration_ns: int = 0
     # Sharded runs only (docs/sharding.md): mesh, output specs, the region's collectives.
     sharding: dict[str, Any] = field(default_factory=dict)
+    # Where the node is in the program (`file:line:column`, the file's base name).
+    node_loc: str = ""
+    # With `Simulator.with_trace(summaries=True)`: one summary per output (sim/summaries.py).
+    output_summaries: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with every field."""

@@ -50,6 +50,7 @@ from openinfer_jax.sim.long_loops import LoopTooLong, fori_body_ok, fori_region
 from openinfer_jax.sim.plan import RegionPlan
 from openinfer_jax.sim.ragged import NeedExact, Rag
 from openinfer_jax.sim.regions import NodeFailure, fill_lengths, static_params
+from openinfer_jax.sim.summaries import summarize
 from openinfer_jax.sim.values import (
     Deferred,
     Ragged,
@@ -328,7 +329,13 @@ class Executor:
     ) -> Generator[TraceEvent, None, None]:
         self._check_inputs()
         # The NumPy interpreter and the Vulkan device run node by node.
-        fused = fused and not self.sim.eager and self.sim.vulkan is None
+        # Value summaries need every node's output: one region per op, like iterate().
+        fused = (
+            fused
+            and not self.sim.eager
+            and self.sim.vulkan is None
+            and not self.sim.trace_summaries
+        )
         emit = force_events or self.sim.tracing or self.sim.env_trace > 0
         with atomic():
             saved_store = self._store.copy()  # Vulkan: resident entries stay on the device
@@ -1329,12 +1336,27 @@ class Executor:
             start_ns=start - self._t0,
             duration_ns=duration if self.sim.timing else 0,
             warnings=list(self._pending_warnings),
+            node_loc=info.loc,
         )
+        if self.sim.trace_summaries:
+            ev.output_summaries = self._summaries(node, scope)
         if self.sim.tracing:
             self._events.append(ev)
         if self.sim.env_trace:
             print_event(ev, self.sim.env_trace)
         return ev
+
+    def _summaries(self, node: Node, scope: dict[str, int]) -> list[dict[str, Any]]:
+        """Summaries of what `node` wrote (op, transfer, cache.read), read right after it."""
+        if isinstance(node, Op):
+            ref = node.output
+        elif isinstance(node, (Transfer, CacheRead)):
+            ref = node.dst
+        else:
+            return []
+        decl = self._decls.get(ref.name)
+        dtype = decl.dtype if ref.indices and decl is not None else self._dtypes[ref.name]
+        return [summarize(to_host(self._read_ref(ref, scope)), dtype)]
 
     def _node_error(self, node: Any, err: BaseException) -> SimulationError:
         """A SimulationError naming the block, node and DSL location (raised once per error)."""

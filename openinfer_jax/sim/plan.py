@@ -202,6 +202,7 @@ class NodeInfo:
     uuid: str
     desc: str
     kind: str
+    loc: str = ""  # `file:line:column` (base name), "" when the node has no location
 
 
 @dataclass
@@ -263,6 +264,7 @@ class GraphPlan:
                 uuid=str(uuid.uuid5(_NAMESPACE, key)),
                 desc=desc,
                 kind=node_kind(node),
+                loc=_short_loc(node),
             )
             counter += 1
             if isinstance(node, Loop):
@@ -382,3 +384,8 @@ class GraphPlan:
         )
         self.regions.append(plan)
         return plan
+
+
+def _short_loc(node: Node) -> str:
+    loc = getattr(node, "loc", None)
+    return loc.short() if loc is not None else ""

@@ -126,6 +126,7 @@ class Simulator:
         self.eager = self.device_name == "numpy"
         self.bucketing = bucketing
         self.tracing = False
+        self.trace_summaries = False
         self.timing = False
         self.env_trace = env_trace_level()
         # The resource budget (openinfer_jax/core/limits.py): validation checks what the program
@@ -168,9 +169,16 @@ class Simulator:
         self.required_inputs = self._required_inputs()
 
     # ---- builder-style options -----------------------------------------------------------
-    def with_trace(self) -> Simulator:
-        """Record a `TraceEvent` per node (see `Executor.trace`); returns self."""
+    def with_trace(self, summaries: bool = False) -> Simulator:
+        """Record a `TraceEvent` per node (see `Executor.trace`); returns self.
+
+        With `summaries`, each node that writes a variable (op, transfer, cache.read) also
+        records a summary of the value it wrote (`sim/summaries.py`), for `openinfer
+        trace-diff` against an emitted program's trace. Steps then run node by node (one
+        region per op, as `Executor.iterate` does), so values exist after every node.
+        """
         self.tracing = True
+        self.trace_summaries = self.trace_summaries or summaries
         return self
 
     def with_timer(self) -> Simulator:

@@ -1359,3 +1359,78 @@ int oi_model_get(oi_model *m, const char *name, uint32_t dtype, int ndim, const 
     oi_set_error("the model has no tensor %s", name);
     return OI_ERR_MODEL;
 }
+
+#ifdef OI_TRACE
+static FILE *oi_trace_out;
+
+static FILE *trace_file(void) {
+    if (!oi_trace_out) {
+        const char *path = getenv("OI_TRACE_FILE");
+        oi_trace_out = path && *path ? fopen(path, "w") : NULL;
+        if (!oi_trace_out) oi_trace_out = stderr;
+    }
+    return oi_trace_out;
+}
+
+static void trace_number(FILE *f, double v, int valid) {
+    if (valid && v == v && v - v == 0) fprintf(f, "%.17g", v);
+    else fputs("null", f);
+}
+
+/* The summary of sim/summaries.py: counts, min/max/sum/L1 of the finite elements, a sum
+   weighted by ((i * 2654435761) mod 2^32) / 2^32 - 0.5, and for integer types a checksum
+   sum(v_i * (2i + 1)) mod 2^64. */
+void oi_trace_node(const oi_trace_site *site, int64_t step, const int64_t *scope, const oi_tensor *value) {
+    FILE *f = trace_file();
+    const unsigned char *p = (const unsigned char *)value->data;
+    int64_t n = oi_numel(value), i, nan = 0, inf = 0, finite = 0;
+    double lo = 0, hi = 0, sum = 0, l1 = 0, wsum = 0;
+    uint64_t check = 0;
+    int d;
+    for (i = 0; i < n; i++) {
+        const void *e = p + (size_t)i * site->elem;
+        double w = (double)(uint32_t)((uint64_t)i * 2654435761u) / 4294967296.0 - 0.5;
+        double v;
+        if (site->is_float) {
+            v = oi_get_f64(e, site->code);
+            if (v != v) { nan++; continue; }
+            if (v - v != 0) { inf++; continue; }
+        } else {
+            int64_t k = oi_get_i64(e, site->code);
+            check += (uint64_t)k * (2u * (uint64_t)i + 1u);
+            v = (double)k;
+        }
+        if (!finite || v < lo) lo = v;
+        if (!finite || v > hi) hi = v;
+        finite++;
+        sum += v;
+        l1 += fabs(v);
+        wsum += w * v;
+    }
+    fprintf(f, "{\"step\": %lld, \"scope\": {", (long long)step);
+    for (d = 0; d < site->nscope; d++) fprintf(f, "%s%s: %lld", d ? ", " : "", site->keys[d], (long long)scope[d]);
+    fprintf(f, "}, %s, \"output_shapes\": [[", site->head);
+    for (d = 0; d < value->ndim; d++) fprintf(f, "%s%lld", d ? ", " : "", (long long)value->dims[d]);
+    fprintf(f, "]], \"output_summaries\": [{\"shape\": [");
+    for (d = 0; d < value->ndim; d++) fprintf(f, "%s%lld", d ? ", " : "", (long long)value->dims[d]);
+    fprintf(f, "], \"dtype\": %s, \"numel\": %lld, \"nan\": %lld, \"inf\": %lld, \"min\": ", site->dtype,
+            (long long)n, (long long)nan, (long long)inf);
+    trace_number(f, lo, finite > 0);
+    fputs(", \"max\": ", f);
+    trace_number(f, hi, finite > 0);
+    fputs(", \"sum\": ", f);
+    trace_number(f, sum, 1);
+    fputs(", \"l1\": ", f);
+    trace_number(f, l1, 1);
+    fputs(", \"wsum\": ", f);
+    trace_number(f, wsum, 1);
+    if (!site->is_float) fprintf(f, ", \"checksum\": \"%016llx\"", (unsigned long long)check);
+    fputs("}]}\n", f);
+    fflush(f);
+}
+
+void oi_trace_close(void) {
+    if (oi_trace_out && oi_trace_out != stderr) fclose(oi_trace_out);
+    oi_trace_out = NULL;
+}
+#endif

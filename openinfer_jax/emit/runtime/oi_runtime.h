@@ -308,4 +308,23 @@ static inline uint64_t oi_popcount(uint64_t v) {
     return n;
 }
 
+#ifdef OI_TRACE
+/* The trace you can diff (docs/synthesis.md): built with -DOI_TRACE, the program writes one
+   JSON line per node that writes a variable, in the simulator's trace schema with a summary
+   of the value (`openinfer trace-diff sim.json c.json`). To $OI_TRACE_FILE, else stderr.
+   Without OI_TRACE none of this is compiled. */
+typedef struct {
+    const char *head;         /* the fixed fields, as JSON members */
+    int nscope;               /* enclosing loop indices the simulator reports */
+    const char *const *keys;  /* their names, as JSON strings */
+    uint32_t code;            /* dtype of the value */
+    uint32_t elem;            /* bytes per element in memory */
+    int is_float;
+    const char *dtype;        /* its short name, as a JSON string */
+} oi_trace_site;
+
+void oi_trace_node(const oi_trace_site *site, int64_t step, const int64_t *scope, const oi_tensor *value);
+void oi_trace_close(void);
+#endif
+
 #endif

@@ -36,6 +36,21 @@ static const int64_t D_y[1] = {INT64_C(64)};
 static oi_tensor V_y;
 static int oi_have_x;
 
+#ifdef OI_TRACE
+static int64_t oi_trace_step;
+static const oi_trace_site oi_trace_sites[2] = {
+    {"\"block_name\": \"entry\", \"node_index\": 1, \"kind\": \"OpExecute\", \"node_desc\": \"op add(x, a) >> t0\", \"node_loc\": \"10:5\", \"output\": [\"t0\"], \"output_dtypes\": [\"f32\"], \"device\": \"c\"", 0, NULL, 10u, 4u, 1, "\"f32\""},
+    {"\"block_name\": \"entry\", \"node_index\": 2, \"kind\": \"OpExecute\", \"node_desc\": \"op mul(y, t0) >> y\", \"node_loc\": \"11:5\", \"output\": [\"y\"], \"output_dtypes\": [\"f32\"], \"device\": \"c\"", 0, NULL, 10u, 4u, 1, "\"f32\""},
+};
+#define OI_TRACE_NODE(site, value, scope) (oi_trace_node(&oi_trace_sites[site], oi_trace_step, (scope), (value)))
+#define OI_TRACE_STEP_END() (oi_trace_step++)
+#define OI_TRACE_CLOSE() (oi_trace_close(), oi_trace_step = 0)
+#else
+#define OI_TRACE_NODE(site, value, scope) ((void)0)
+#define OI_TRACE_STEP_END() ((void)0)
+#define OI_TRACE_CLOSE() ((void)0)
+#endif
+
 /* ---- kernels (rendered from the op registry) ---- */
 static int k0_add_f32(oi_tensor *o, const oi_tensor *x0_t, const oi_tensor *x1_t) {
     const oi_tensor *in[2] = {x0_t, x1_t};
@@ -140,6 +155,7 @@ void oi_free(void) {
     if (oi_ready || oi_m.bytes) oi_model_close(&oi_m);
     oi_ready = 0;
     oi_have_x = 0;
+    OI_TRACE_CLOSE();
 }
 
 const char *oi_error_string(int code) { return oi_status_string(code); }
@@ -229,10 +245,13 @@ int oi_step(void) {
     OI_TRY(oi_init_y(), "reset volatile y");
     OI_TRY(oi_set_shape(&V_t0, 1, D_t0), "block entry node `assign` at 9:5");
     OI_TRY(k0_add_f32(&V_t0, &V_x, &V_a), "block entry node `op add(x, a) >> t0` at 10:5");
+    OI_TRACE_NODE(0, &V_t0, NULL);
     OI_TRY(k1_mul_f32(&V_y, &V_y, &V_t0), "block entry node `op mul(y, t0) >> y` at 11:5");
+    OI_TRACE_NODE(1, &V_y, NULL);
     goto step_end;
 step_end:
     oi_have_x = 0;
+    OI_TRACE_STEP_END();
     return OI_OK;
 fail:
     oi_have_x = 0;

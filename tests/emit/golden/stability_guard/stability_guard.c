@@ -39,6 +39,24 @@ static const int64_t D_x[1] = {INT64_C(6)};
 static oi_tensor V_x;
 static int oi_have_x;
 
+#ifdef OI_TRACE
+static int64_t oi_trace_step;
+static const oi_trace_site oi_trace_sites[5] = {
+    {"\"block_name\": \"entry\", \"node_index\": 0, \"kind\": \"OpExecute\", \"node_desc\": \"op mul(x, w) >> h\", \"node_loc\": \"11:5\", \"output\": [\"h\"], \"output_dtypes\": [\"f32\"], \"device\": \"c\"", 0, NULL, 10u, 4u, 1, "\"f32\""},
+    {"\"block_name\": \"entry\", \"node_index\": 1, \"kind\": \"OpExecute\", \"node_desc\": \"op sum_axis(h) >> total\", \"node_loc\": \"12:5\", \"output\": [\"total\"], \"output_dtypes\": [\"f32\"], \"device\": \"c\"", 0, NULL, 10u, 4u, 1, "\"f32\""},
+    {"\"block_name\": \"entry\", \"node_index\": 2, \"kind\": \"OpExecute\", \"node_desc\": \"op is_finite(total) >> ok_all\", \"node_loc\": \"13:5\", \"output\": [\"ok_all\"], \"output_dtypes\": [\"bool\"], \"device\": \"c\"", 0, NULL, 12u, 1u, 0, "\"bool\""},
+    {"\"block_name\": \"ok\", \"node_index\": 5, \"kind\": \"OpExecute\", \"node_desc\": \"op relu(h) >> h\", \"node_loc\": \"18:5\", \"output\": [\"h\"], \"output_dtypes\": [\"f32\"], \"device\": \"c\"", 0, NULL, 10u, 4u, 1, "\"f32\""},
+    {"\"block_name\": \"bad\", \"node_index\": 7, \"kind\": \"OpExecute\", \"node_desc\": \"op fill(h) >> h\", \"node_loc\": \"22:5\", \"output\": [\"h\"], \"output_dtypes\": [\"f32\"], \"device\": \"c\"", 0, NULL, 10u, 4u, 1, "\"f32\""},
+};
+#define OI_TRACE_NODE(site, value, scope) (oi_trace_node(&oi_trace_sites[site], oi_trace_step, (scope), (value)))
+#define OI_TRACE_STEP_END() (oi_trace_step++)
+#define OI_TRACE_CLOSE() (oi_trace_close(), oi_trace_step = 0)
+#else
+#define OI_TRACE_NODE(site, value, scope) ((void)0)
+#define OI_TRACE_STEP_END() ((void)0)
+#define OI_TRACE_CLOSE() ((void)0)
+#endif
+
 /* ---- kernels (rendered from the op registry) ---- */
 static int k0_mul_f32(oi_tensor *o, const oi_tensor *x0_t, const oi_tensor *x1_t) {
     const oi_tensor *in[2] = {x0_t, x1_t};
@@ -227,6 +245,7 @@ void oi_free(void) {
     if (oi_ready || oi_m.bytes) oi_model_close(&oi_m);
     oi_ready = 0;
     oi_have_x = 0;
+    OI_TRACE_CLOSE();
 }
 
 const char *oi_error_string(int code) { return oi_status_string(code); }
@@ -329,20 +348,26 @@ int oi_step(void) {
     OI_TRY(oi_init_total(), "reset volatile total");
     OI_TRY(oi_init_w(), "reset volatile w");
     OI_TRY(k0_mul_f32(&V_h, &V_x, &V_w), "block entry node `op mul(x, w) >> h` at 11:5");
+    OI_TRACE_NODE(0, &V_h, NULL);
     OI_TRY(k1_sum_axis_f32(&V_total, &V_h), "block entry node `op sum_axis(h) >> total` at 12:5");
+    OI_TRACE_NODE(1, &V_total, NULL);
     OI_TRY(k2_is_finite_f32(&V_ok_all, &V_total), "block entry node `op is_finite(total) >> ok_all` at 13:5");
+    OI_TRACE_NODE(2, &V_ok_all, NULL);
     if ((oi_get_f64(V_ok_all.data, 12u)) != 0) {
         OI_TRY(k3_relu_f32(&V_h, &V_h), "block ok node `op relu(h) >> h` at 18:5");
+        OI_TRACE_NODE(3, &V_h, NULL);
         goto end_ok_1;
         end_ok_1:;
     } else {
         OI_TRY(k4_fill_f32(&V_h, &V_h), "block bad node `op fill(h) >> h` at 22:5");
+        OI_TRACE_NODE(4, &V_h, NULL);
         goto end_bad_2;
         end_bad_2:;
     }
     goto step_end;
 step_end:
     oi_have_x = 0;
+    OI_TRACE_STEP_END();
     return OI_OK;
 fail:
     oi_have_x = 0;
