@@ -62,13 +62,15 @@ def _tolerance(args: argparse.Namespace) -> dict[str, float]:
 
 def trace_diff_command(args: argparse.Namespace) -> int:
     """Handler of `openinfer trace-diff`: 0 when the traces agree, 1 at the first difference."""
-    from openinfer_jax.sim.summaries import first_difference, load_trace
+    from openinfer_jax.sim.summaries import compare_traces, load_trace
 
     reference, other = load_trace(args.reference), load_trace(args.other)
-    diff = first_difference(reference, other, _tolerance(args))
-    if diff is None:
-        count = sum(1 for ev in reference if ev.get("output_summaries"))
-        print(f"no difference: {count} node outputs agree")
+    result = compare_traces(reference, other, _tolerance(args))
+    if result.untraced:
+        nodes = ", ".join(f"{index} `{text}`" for index, text in result.untraced)
+        print(f"not in the other trace (fused or folded by its passes?): {nodes}")
+    if result.difference is None:
+        print(f"no difference: {result.compared} node outputs agree")
         return 0
-    print(diff.describe())
+    print(result.difference.describe())
     return 1

@@ -146,6 +146,9 @@ class Analysis:
     # Prefix tables some node writes an entry of -> how many entries one step may override
     # (the model tensors matching the pattern; at least 1).
     prefix_writes: dict[str, int] = field(default_factory=dict)
+    # The graph as given, before the passes (`openinfer_jax.passes`) rewrote it into `graph`:
+    # the C trace numbers nodes by it, as the simulator does (None: `graph` itself).
+    source: Graph | None = None
 
     def read_only(self, name: str) -> bool:
         """True for a variable no node writes (its model data can be used in place)."""

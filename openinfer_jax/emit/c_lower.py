@@ -296,7 +296,8 @@ class _Lowering:
         return f"&{tmp}"
 
     def traced(self, node: Node, block: str, ref: VarRef, tensor: str, scope: Scope) -> str:
-        """The trace statement after `node` wrote `ref` (the C tensor `tensor`)."""
+        """The trace statement after `node` wrote `ref` (the C tensor `tensor`); "" for a
+        node the passes made (it has no number in the simulator's trace)."""
         return self.trace.call(node, block, str(ref), tensor, self.dtype_of(ref.name), scope.traced)
 
     def dtype_of(self, name: str) -> DType:
@@ -413,7 +414,8 @@ class _Lowering:
             out.append(Raw(tuple(lines), accesses=self.take()))
             if on_gpu:  # (a GPU node never writes a prefix entry: its output is a variable)
                 tensor = f"&{self.var(node.output.name, scope)}"
-                out.append(Raw((self.traced(node, block, node.output, tensor, scope),)))
+                trace = self.traced(node, block, node.output, tensor, scope)
+                out += [Raw((trace,))] if trace else []
                 return out
         pre: list[str] = []
         args = [self.ref(r, scope, where, pre) for r in node.inputs]
@@ -634,7 +636,7 @@ class _Lowering:
             dst = self.ref(node.dst, scope, where, pre, write=True)
             lines += pre  # a prefix entry's overlay
             lines.append(f'OI_TRY(oi_table_read(&TB_{name}, {sel}, {n}, {dst}), "{where}");')
-            lines.append(self.traced(node, block, node.dst, dst, scope))
+            lines += _nonempty(self.traced(node, block, node.dst, dst, scope))
             return CacheStmt(tuple(lines), accesses=self.take())
         self.persistent(name, where)
         if node.src.indices:
@@ -646,7 +648,7 @@ class _Lowering:
         lines += pre  # a prefix entry's overlay
         size = ctype(info.dtype).size
         lines.append(f'OI_TRY(oi_copy({dst}, &V_{name}, {size}), "{where}");')
-        lines.append(self.traced(node, block, node.dst, dst, scope))
+        lines += _nonempty(self.traced(node, block, node.dst, dst, scope))
         return CacheStmt(tuple(lines), accesses=self.take())
 
     def cache_write(self, node: CacheWrite, scope: Scope, where: str) -> CacheStmt:
@@ -719,6 +721,10 @@ class _Lowering:
                 entries *= cap
         entry_bytes = math.prod(table.entry) * ctype(table.dtype).size
         return entries * (entry_bytes + 32)
+
+
+def _nonempty(line: str) -> list[str]:
+    return [line] if line else []
 
 
 def _check_dtype(want: DType, got: DType, where: str) -> None:

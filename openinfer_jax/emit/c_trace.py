@@ -42,10 +42,13 @@ class TraceSites:
 
     def __init__(self, an: Analysis, device: str) -> None:
         self.device = device
-        # The simulator's node numbering: pre-order over the blocks, loop bodies included.
+        # The simulator's node numbering: pre-order over the blocks, loop bodies included, of
+        # the graph as given. The passes keep the nodes they do not rewrite (same objects);
+        # a node they made (a fused or folded one) has no number and is not traced.
+        graph = an.source or an.graph
         self.index = {
             id(node): k
-            for k, node in enumerate(n for blk in an.graph.blocks for n in walk_nodes(blk.nodes))
+            for k, node in enumerate(n for blk in graph.blocks for n in walk_nodes(blk.nodes))
         }
         self.sites: list[_Site] = []
 
@@ -60,7 +63,9 @@ class TraceSites:
     ) -> str:
         """The ``OI_TRACE_NODE(...)`` statement after `node` wrote `tensor` (a C pointer
         expression); `loops` are the (index name, C variable) of the enclosing loops the
-        simulator reports in the event's scope."""
+        simulator reports in the event's scope. "" for a node the passes made."""
+        if id(node) not in self.index:
+            return ""
         loc = getattr(node, "loc", None)
         members = {
             "block_name": block,

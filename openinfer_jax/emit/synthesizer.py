@@ -136,8 +136,10 @@ class Synthesizer:
                     f"the graph does not validate against the model: {err}"
                 ) from None
             outputs = None if outputs is None else tuple(outputs)
+            source = g
             g, passes = optimize(g, loader.sizevars, outputs)
             an = analyze(g, loader, self.arch)
+            an.source = source
             chosen = _outputs(an, outputs)
             epilogues = None
             if self.target == "c":

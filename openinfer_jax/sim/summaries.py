@@ -30,7 +30,9 @@ from openinfer_jax.core.errors import SimulationError
 
 __all__ = [
     "TOLERANCE",
+    "Comparison",
     "Difference",
+    "compare_traces",
     "first_difference",
     "load_trace",
     "summarize",
@@ -181,14 +183,27 @@ def compare_summary(
     return None
 
 
-def first_difference(
+@dataclass(frozen=True)
+class Comparison:
+    """The result of comparing two traces: the first difference (None when they agree), how
+    many node outputs were compared, and the nodes the other trace never records (an emitted
+    program does not trace the nodes its passes fused or folded away): (index, text)."""
+
+    difference: Difference | None
+    compared: int
+    untraced: tuple[tuple[int, str], ...] = ()
+
+
+def compare_traces(
     reference: list[dict[str, Any]],
     other: list[dict[str, Any]],
     tolerance: Mapping[str, float] | None = None,
-) -> Difference | None:
-    """The first event of `reference` (the simulator's trace) with summaries whose outputs
-    differ in `other` beyond `tolerance` (dtype -> rtol = atol; default `TOLERANCE`), or
-    whose node has no event in `other`; None when every summarized node agrees.
+) -> Comparison:
+    """Walk the events of `reference` (the simulator's trace) that carry summaries, in order,
+    and find the first whose outputs differ in `other` beyond `tolerance` (dtype -> rtol =
+    atol; default `TOLERANCE`), or which `other` lacks although it traces that node at other
+    steps or loop indices (it stopped or took another path). Nodes `other` never traces are
+    skipped and listed.
 
     Raises:
         SimulationError: `reference` has no summaries (record it with
@@ -202,23 +217,50 @@ def first_difference(
             "the reference trace has no output summaries; record it with "
             "Simulator.with_trace(summaries=True) (openinfer run --trace-summaries)"
         )
+    traced = {key[1] for key in theirs}
+    untraced: dict[int, str] = {}
+    compared = 0
     for key, ev in mine.items():
+        if key[1] not in traced:
+            untraced.setdefault(key[1], str(ev.get("node_desc", "")))
+            continue
         got = theirs.get(key)
-        if got is None:
-            return Difference(ev, "the other trace has no event for this node (did it stop?)")
-        for k, (want_s, got_s) in enumerate(
-            zip(ev["output_summaries"], got["output_summaries"], strict=False)
-        ):
-            why = compare_summary(want_s, got_s, tol)
-            if why is not None:
-                name = ev["output"][k] if k < len(ev.get("output", [])) else f"output {k}"
-                what = f"{want_s['dtype']}{want_s['shape']}"
-                limit = tol.get(str(want_s["dtype"]))
-                rule = "exact" if not limit else f"rtol = atol = {limit:g}"
-                return Difference(ev, f"{name} {what}: {why} (other vs reference; {rule})")
-        if len(ev["output_summaries"]) != len(got["output_summaries"]):
-            return Difference(ev, "the two traces summarize a different number of outputs")
+        diff = (
+            Difference(ev, "the other trace has no event for this node here (did it stop?)")
+            if got is None
+            else _output_difference(ev, got, tol)
+        )
+        if diff is not None:
+            return Comparison(diff, compared, tuple(sorted(untraced.items())))
+        compared += 1
+    return Comparison(None, compared, tuple(sorted(untraced.items())))
+
+
+def _output_difference(
+    ev: Mapping[str, Any], got: Mapping[str, Any], tol: Mapping[str, float]
+) -> Difference | None:
+    if len(ev["output_summaries"]) != len(got["output_summaries"]):
+        return Difference(ev, "the two traces summarize a different number of outputs")
+    for k, (want_s, got_s) in enumerate(zip(ev["output_summaries"], got["output_summaries"])):
+        why = compare_summary(want_s, got_s, tol)
+        if why is not None:
+            name = ev["output"][k] if k < len(ev.get("output", [])) else f"output {k}"
+            limit = tol.get(str(want_s["dtype"]))
+            rule = "exact" if not limit else f"rtol = atol = {limit:g}"
+            return Difference(
+                ev,
+                f"{name} {want_s['dtype']}{want_s['shape']}: {why} (other vs reference; {rule})",
+            )
     return None
+
+
+def first_difference(
+    reference: list[dict[str, Any]],
+    other: list[dict[str, Any]],
+    tolerance: Mapping[str, float] | None = None,
+) -> Difference | None:
+    """`compare_traces(...).difference`: the first node whose outputs differ, or None."""
+    return compare_traces(reference, other, tolerance).difference
 
 
 def finite_or_none(value: float) -> float | None:

@@ -23,8 +23,8 @@ from openinfer_jax.emit import Synthesizer
 from openinfer_jax.errors import SimulationError
 from openinfer_jax.oinf import ModelLoader
 from openinfer_jax.sim import Simulator, write_trace_json
-from openinfer_jax.sim.summaries import first_difference, load_trace, summarize
-from tests.emit.cases import CASES
+from openinfer_jax.sim.summaries import compare_traces, first_difference, load_trace, summarize
+from tests.emit.cases import CASES, Case
 from tests.emit.harness import CC, CFLAGS, build, write_tensor
 from tests.emit.test_vulkan import HAVE_VULKAN
 
@@ -41,11 +41,11 @@ def _sim_trace(case, path: Path) -> Path:
     return path
 
 
-def _c_trace(case, tmp: Path, target: str = "c", patch=None) -> Path:
+def _c_trace(case, tmp: Path, target: str = "c", patch=None, outputs=None) -> Path:
     synth = Synthesizer(case.arch)
     if target == "vulkan":
         synth = synth.with_target("vulkan")
-    plan = synth.synthesize(case.model, case.graph, name="prog")
+    plan = synth.synthesize(case.model, case.graph, name="prog", outputs=outputs)
     out = tmp / "c"
     if patch is not None:
         plan.emit(out)
@@ -138,6 +138,27 @@ def test_the_vulkan_target_traces_like_the_simulator(tmp_path: Path, capsys) -> 
     assert "no difference: 156 node outputs agree" in capsys.readouterr().out
 
 
+def test_nodes_the_passes_rewrote_are_skipped_and_the_rest_compared(tmp_path: Path, capsys) -> None:
+    """The emitted program runs the graph after the passes (transposes folded into linear,
+    bias adds fused): nodes it keeps are traced under the simulator's numbering of the graph
+    as written, the rewritten ones are listed as not traced."""
+    from tests.passes.test_fold import LAYERED, _model
+
+    model = _model(tmp_path)
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    case = Case(LAYERED, model, [{"x": x}, {"x": -x}])
+    plan = Synthesizer("c").synthesize(model, LAYERED, name="prog", outputs=["h", "y"])
+    assert plan.passes.folded and plan.passes.fused  # the passes did rewrite the graph
+    c_trace = _c_trace(case, tmp_path, outputs=["h", "y"])
+    sim_trace = _sim_trace(case, tmp_path / "sim.json")
+    assert main(["trace-diff", str(sim_trace), str(c_trace)]) == 0
+    out = capsys.readouterr().out
+    assert "not in the other trace (fused or folded by its passes?):" in out
+    assert "`op transpose(W[l], perm=[1, 0]) >> wt`" in out and "`op add(y, B[l]) >> y`" in out
+    assert "`op tanh(s) >> h`" not in out.splitlines()[0]  # kept nodes are compared
+    assert re.search(r"no difference: [1-9]\d* node outputs agree", out)
+
+
 def test_without_oi_trace_nothing_is_compiled(tmp_path: Path) -> None:
     case = CASES["kv_cache_decode"](tmp_path)
     out = (
@@ -172,7 +193,10 @@ def test_summaries_and_tolerances() -> None:
     diff = first_difference(base, far)
     assert diff is not None and "y f32[100]: min 1.00100" in diff.reason
     assert first_difference(base, far, {"f32": 1e-2}) is None
-    assert "no event for this node" in first_difference(base, []).reason
+    later = [{**base[0], "step": 1}]  # the node is traced, but not at this step: it stopped
+    assert "no event for this node here" in first_difference(base, later).reason
+    skipped = compare_traces(base, [])  # never traced at all: skipped and listed
+    assert skipped.difference is None and skipped.untraced == ((1, "op"),)
     with pytest.raises(SimulationError, match="no output summaries"):
         first_difference([ev], base)
 
