@@ -147,8 +147,10 @@ class Analysis:
     # (the model tensors matching the pattern; at least 1).
     prefix_writes: dict[str, int] = field(default_factory=dict)
     # The graph as given, before the passes (`openinfer_jax.passes`) rewrote it into `graph`:
-    # the C trace numbers nodes by it, as the simulator does (None: `graph` itself).
+    # the C trace numbers nodes by it, as the simulator does (None: `graph` itself). `origins`
+    # maps a node the passes made (``id``) to the node of `source` whose output it writes.
     source: Graph | None = None
+    origins: dict[int, Node] = field(default_factory=dict)
 
     def read_only(self, name: str) -> bool:
         """True for a variable no node writes (its model data can be used in place)."""

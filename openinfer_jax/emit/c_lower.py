@@ -426,8 +426,11 @@ class _Lowering:
                 args += [self.ref(r, scope, where, pre) for r in op.inputs if r.name != running]
                 running = op.output.name
         dst = self.ref(node.output, scope, where, pre, write=True)
+        traces = [self.traced(node, block, node.output, dst, scope)]
         if chain is not None:
-            args.append(self.ref(chain.output, scope, where, pre, write=True))
+            final = self.ref(chain.output, scope, where, pre, write=True)
+            args.append(final)
+            traces = self.chain_traces(node, chain.ops, block, dst, final, scope)
         out_name = node.output.name
         # Entries of one prefix table may be the same entry at run time: go through scratch.
         aliased = any(
@@ -444,9 +447,21 @@ class _Lowering:
             )
         call = OpCall(
             fn, dst, tuple(args), where, tuple(pre), scratch, ctype(info.out_dtype).size,
-            self.traced(node, block, node.output, dst, scope), accesses=self.take(),
+            tuple(t for t in traces if t), accesses=self.take(),
         )  # fmt: skip
         return [*out, call]
+
+    def chain_traces(
+        self, anchor: Op, ops: tuple[Op, ...], block: str, dst: str, final: str, scope: Scope
+    ) -> list[str]:
+        """Trace records after a kernel with a fused epilogue: the anchor's own value when no
+        op of the chain overwrites it, and the chain's result under its last node (the values
+        in between never reach memory, so those nodes are not traced)."""
+        out = []
+        if all(op.output.name != anchor.output.name for op in ops):
+            out.append(self.traced(anchor, block, anchor.output, dst, scope))
+        out.append(self.traced(ops[-1], block, ops[-1].output, final, scope))
+        return out
 
     def bind_params(self, info: OpInfo, scope: Scope, where: str) -> OpInfo:
         """`info` with the params given as names resolved like the simulator does: a loop

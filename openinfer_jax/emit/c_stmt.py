@@ -87,7 +87,7 @@ class OpCall(Stmt):
     `setup` declares and fills prefix-entry tensors and run-time params first. With
     `scratch_elems`, the output aliases an input the kernel still reads: the kernel writes
     the scratch tensor, which is then copied into `dst` (`elem` bytes per element).
-    `trace` is the trace record of the result (`c_trace`), inside the node's C block.
+    `trace` are the trace records of the results (`c_trace`), inside the node's C block.
     """
 
     fn: str
@@ -97,12 +97,12 @@ class OpCall(Stmt):
     setup: tuple[str, ...] = ()
     scratch_elems: int | None = None
     elem: int = 0
-    trace: str = ""
+    trace: tuple[str, ...] = ()
 
     def render(self, depth: int, ctx: RenderContext) -> list[str]:
         ind = _ind(depth)
         args = ", ".join(self.args)
-        trace = [f"{ind}    {self.trace}"] if self.trace else []
+        trace = [f"{ind}    {line}" for line in self.trace]
         if self.scratch_elems is not None:
             return [
                 *(ind + line for line in ("{", *self.setup)),
@@ -120,7 +120,7 @@ class OpCall(Stmt):
                 *trace,
                 f"{ind}}}",
             ]
-        return [ind + call, *([ind + self.trace] if self.trace else [])]
+        return [ind + call, *(ind + line for line in self.trace)]
 
 
 @dataclass(frozen=True)

@@ -43,14 +43,26 @@ class TraceSites:
     def __init__(self, an: Analysis, device: str) -> None:
         self.device = device
         # The simulator's node numbering: pre-order over the blocks, loop bodies included, of
-        # the graph as given. The passes keep the nodes they do not rewrite (same objects);
-        # a node they made (a fused or folded one) has no number and is not traced.
+        # the graph as given. The passes keep the nodes they do not rewrite (same objects); a
+        # node they made (a folded or fused one) is traced under the number of the node whose
+        # output it writes (`Analysis.origins`).
         graph = an.source or an.graph
         self.index = {
             id(node): k
             for k, node in enumerate(n for blk in graph.blocks for n in walk_nodes(blk.nodes))
         }
+        self.origins = an.origins
         self.sites: list[_Site] = []
+
+    def original(self, node: Node) -> Node | None:
+        """The node of the graph as given that `node` stands for (None: none)."""
+        seen = 0
+        while id(node) not in self.index:
+            origin = self.origins.get(id(node))
+            if origin is None or seen > len(self.origins):
+                return None
+            node, seen = origin, seen + 1
+        return node
 
     def call(
         self,
@@ -63,9 +75,11 @@ class TraceSites:
     ) -> str:
         """The ``OI_TRACE_NODE(...)`` statement after `node` wrote `tensor` (a C pointer
         expression); `loops` are the (index name, C variable) of the enclosing loops the
-        simulator reports in the event's scope. "" for a node the passes made."""
-        if id(node) not in self.index:
+        simulator reports in the event's scope. "" for a node with no number."""
+        original = self.original(node)
+        if original is None:
             return ""
+        node = original
         loc = getattr(node, "loc", None)
         members = {
             "block_name": block,

@@ -139,7 +139,7 @@ class Synthesizer:
             source = g
             g, passes = optimize(g, loader.sizevars, outputs)
             an = analyze(g, loader, self.arch)
-            an.source = source
+            an.source, an.origins = source, dict(passes.origins)
             chosen = _outputs(an, outputs)
             epilogues = None
             if self.target == "c":
