@@ -17,21 +17,60 @@ static clock_t wall(void) {
     return (clock_t)((double)ts.tv_sec * CLOCKS_PER_SEC + (double)ts.tv_nsec * (CLOCKS_PER_SEC / 1e9));
 }
 
+/* An input file is checked before anything is allocated: a rank in 0..OI_MAX_DIMS,
+   dims >= 0 whose byte size fits (no overflow), and exactly that many data bytes in the
+   file (a truncated file is reported as such). The reason goes to oi_last_error. */
 static void *read_input(const char *dir, const char *var, int step, size_t elem, int *ndim, int64_t *dims) {
     char path[1024];
     FILE *f;
     int32_t nd;
-    int64_t n = 1;
+    uint64_t n = 1, have;
+    long start, end;
     int d;
     void *buf;
     snprintf(path, sizeof path, "%s/%s.%d.bin", dir, var, step);
     f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "cannot open %s\n", path); return NULL; }
-    if (fread(&nd, 4, 1, f) != 1 || nd < 0 || nd > OI_MAX_DIMS) { fclose(f); return NULL; }
-    if (nd && fread(dims, 8, (size_t)nd, f) != (size_t)nd) { fclose(f); return NULL; }
-    for (d = 0; d < nd; d++) n *= dims[d];
-    buf = malloc(n ? (size_t)n * elem : 1);
-    if (!buf || (n && fread(buf, elem, (size_t)n, f) != (size_t)n)) { free(buf); fclose(f); return NULL; }
+    if (!f) { oi_set_error("input %s: cannot open it", path); return NULL; }
+    if (fread(&nd, 4, 1, f) != 1 || nd < 0 || nd > OI_MAX_DIMS) {
+        oi_set_error("input %s: the header needs an int32 ndim in 0..%d (truncated file?)", path, OI_MAX_DIMS);
+        fclose(f);
+        return NULL;
+    }
+    if (nd && fread(dims, 8, (size_t)nd, f) != (size_t)nd) {
+        oi_set_error("input %s: truncated in its %d dims", path, (int)nd);
+        fclose(f);
+        return NULL;
+    }
+    for (d = 0; d < nd; d++) {
+        if (dims[d] < 0 || (dims[d] && n > (uint64_t)SIZE_MAX / elem / (uint64_t)dims[d])) {
+            oi_set_error("input %s: dim %d is %lld (negative, or the data would not fit in memory)", path, d,
+                         (long long)dims[d]);
+            fclose(f);
+            return NULL;
+        }
+        n *= (uint64_t)dims[d];
+    }
+    start = ftell(f);
+    if (start < 0 || fseek(f, 0, SEEK_END) != 0 || (end = ftell(f)) < 0 || fseek(f, start, SEEK_SET) != 0) {
+        oi_set_error("input %s: cannot size the file", path);
+        fclose(f);
+        return NULL;
+    }
+    have = (uint64_t)(end - start);
+    if (have != n * elem) {
+        oi_set_error("input %s: the dims need %llu data bytes, the file has %llu (%s)", path,
+                     (unsigned long long)(n * elem), (unsigned long long)have, have < n * elem ? "truncated" : "extra bytes");
+        fclose(f);
+        return NULL;
+    }
+    buf = malloc(n ? (size_t)(n * elem) : 1);
+    if (!buf) { oi_set_error("input %s: out of memory for %llu bytes", path, (unsigned long long)(n * elem)); fclose(f); return NULL; }
+    if (n && fread(buf, elem, (size_t)n, f) != (size_t)n) {
+        oi_set_error("input %s: short read", path);
+        free(buf);
+        fclose(f);
+        return NULL;
+    }
     fclose(f);
     *ndim = nd;
     return buf;
@@ -58,7 +97,7 @@ static int insert_all(const char *dir, int step) {
     int64_t dims[OI_MAX_DIMS];
     void *buf;
     buf = read_input(dir, "x", step, 4, &ndim, dims);
-    if (!buf) return OI_ERR_IO;
+    if (!buf) return OI_ERR_ARGUMENT; /* the input file; oi_last_error says why */
     rc = oi_insert_x((const float *)buf, ndim, dims);
     free(buf);
     if (rc) return rc;
