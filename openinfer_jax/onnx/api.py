@@ -20,6 +20,7 @@ from openinfer_jax.onnx.build import BuiltModel, build
 from openinfer_jax.onnx.errors import OnnxImportError
 from openinfer_jax.onnx.importer import Importer
 from openinfer_jax.onnx.loops import LoopItem, roll_loops
+from openinfer_jax.onnx.peephole import optimize
 from openinfer_jax.onnx.report import ImportReport, LoopSummary
 
 __all__ = ["ImportResult", "import_model", "import_onnx", "load_model"]
@@ -183,6 +184,7 @@ def import_model(
     model, base_dir, label = load_model(src)
     importer = Importer(model, dims=dims, constants=constants, state=state, base_dir=base_dir)
     program = importer.run()
+    importer.stats.fused.update(optimize(program))
     items = roll_loops(program) if loops else list(program.steps)
     built = build(program, items)
     stats = importer.stats

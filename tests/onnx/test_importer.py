@@ -43,8 +43,9 @@ def test_program_text_is_readable_and_valid(tmp_path: Path) -> None:
     text = result.text
     # Sizevars stay symbolic in declarations; the weight is referenced by a sanitized name.
     assert "x: f32[batch, 8];" in text
-    assert 'layer_0_W: f32[8, 8] @ref("layer.0.W");' in text
-    assert "op matmul(x, layer_0_W) >> layer_0_MatMul;" in text
+    # A constant MatMul weight is stored transposed for linear ([out, in]).
+    assert 'layer_0_W_t: f32[8, 8] @ref("layer.0.W_t");' in text
+    assert "op linear(x, layer_0_W_t) >> layer_0_MatMul;" in text
     assert "op relu(layer_0_MatMul) >> y;" in text
     assert text.count(" op ") == 2  # shape ops folded, Identity/Dropout dropped
     assert parse(text) == result.graph
@@ -52,7 +53,7 @@ def test_program_text_is_readable_and_valid(tmp_path: Path) -> None:
     assert report.folded == {"Shape": 1, "Constant": 2, "Gather": 1, "Concat": 1}
     assert report.dropped == {"Identity": 1, "Dropout": 1}
     assert report.sizevars == {"batch": 3}
-    assert report.ops_used == {"matmul": 1, "relu": 1}
+    assert report.ops_used == {"linear": 1, "relu": 1}
 
 
 @pytest.mark.parametrize("device", ["cpu", "numpy"])
@@ -76,7 +77,7 @@ def test_files_written_and_validated(tmp_path: Path) -> None:
     ]  # fmt: skip
     with ModelLoader.open(tmp_path / "out" / "mlp.oinf") as m:
         assert m.sizevars == {"batch": 2}
-        np.testing.assert_array_equal(np.asarray(m.tensor("layer.0.W")), w)
+        np.testing.assert_array_equal(np.asarray(m.tensor("layer.0.W_t")), w.T)
         assert m.metadata["onnx.outputs"] == '{"y": "y"}'
     assert "folded at import: Constant 2" in report.format()
     assert "dropped: Dropout 1, Identity 1" in (tmp_path / "out" / "mlp.report.txt").read_text()
@@ -110,7 +111,7 @@ def test_constant_subgraph_is_folded_into_one_weight() -> None:
     result = import_model(model)
     assert result.report.folded == {"Transpose": 1, "Mul": 1}
     ((_, stored),) = result.built.tensors.values()
-    np.testing.assert_array_equal(stored, 2 * w.T)
+    np.testing.assert_array_equal(stored, 2 * w)  # 2 * W^T, stored [out, in] for linear
 
 
 def test_scalar_constants_are_inline_inits(tmp_path: Path) -> None:

@@ -42,13 +42,13 @@ def test_layers_become_one_loop(tmp_path: Path) -> None:
     result = import_model(model)
     text = result.text
     assert [(loop.count, loop.body_steps, loop.tables) for loop in result.report.loops] == [
-        (5, 4, 2)
+        (5, 3, 2)
     ]
     assert "loop layers (l in 0..num_layers) {" in text
-    assert 'weight(l): f32[8, 8] @pattern("layers.{l}.weight");' in text
+    assert 'weight_t(l): f32[8, 8] @pattern("layers.{l}.weight_t");' in text
     # The residual stream starts as a copy of the input and is carried in place.
     assert "transfer x >> layers_out;" in text
-    assert "op matmul(layers_out, weight[l]) >> layers_mm;" in text
+    assert "op linear(layers_out, weight_t[l], bias[l]) >> layers_mm;" in text
     assert "op add(layers_out, layers_act) >> layers_out;" in text
     assert result.built.sizevars["num_layers"] == 5
     x = RNG.standard_normal((2, 8)).astype(np.float32)
@@ -61,7 +61,7 @@ def test_layers_become_one_loop(tmp_path: Path) -> None:
 def test_unrolled_on_request() -> None:
     result = import_model(residual_mlp(3), loops=False)
     assert result.report.loops == [] and "loop " not in result.text
-    assert result.text.count("op matmul(") == 3
+    assert result.text.count("op linear(") == 3
 
 
 def test_layers_of_different_shapes_stay_unrolled() -> None:

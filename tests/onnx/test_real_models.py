@@ -43,12 +43,13 @@ def test_bert_matches_onnxruntime(tmp_path: Path, device: str) -> None:
     result = import_model(FIXTURES / "bert_encoder.onnx", dims={"batch": 2, "seq": 12})
     report = result.report
     assert [(loop.count, loop.tables) for loop in report.loops] == [(4, 16)]
-    assert report.fused == {"Gelu": 4}
+    assert report.fused == {"Gelu": 4, "attention": 4, "linear+bias": 24, "reshape chains": 1}
     assert report.folded["Shape"] > 30  # the exporter's shape subgraphs are gone
     text = result.text
     assert "loop layers (l in 0..num_layers) {" in text
     assert '@pattern("layers.{l}.attn_ln.weight")' in text
-    assert text.count("op gelu(") == 1
+    assert text.count("op gelu(") == 1 and text.count("op attention(") == 1
+    assert text.count("op linear(") == 7  # 6 per layer in the loop, and the pooler
     feeds = {k: ref[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
     out = run_imported(result, tmp_path, [feeds], device)[0]
     np.testing.assert_allclose(out["last_hidden_state"], ref["last_hidden_state"], atol=2e-5)

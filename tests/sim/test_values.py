@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from openinfer_jax.sim import Simulator
 from openinfer_jax.sim.values import BUCKETS_PER_DOUBLING, LADDER_START, bucket_size
 
 
@@ -41,3 +44,16 @@ def test_distinct_buckets_grow_logarithmically() -> None:
     ]
     assert bucket_size(1025, per_doubling=1) == 2048  # the old power-of-two ladder
     assert bucket_size(1500, limit=1400) == 1400
+
+
+@pytest.mark.parametrize("device", ["cpu", "numpy"])
+def test_scalar_input_keeps_its_shape(device: str) -> None:
+    """A 0-d dynamic input stays 0-d (np.ascontiguousarray made it shape (1,), and every op
+    result computed from it came back with shape (1,))."""
+    program = """graph { dynamic { x: f64; } block entry {
+        assign y: f64; assign z: f64; transfer x >> y; op neg(x) >> z; return; } }"""
+    ex = Simulator(None, program, device=device).make_executor()
+    ex.insert(x=np.array(3.0))
+    ex.step()
+    assert ex.fetch("y").shape == () and ex.fetch("z").shape == ()
+    assert float(ex.fetch("z")) == -3.0

@@ -59,6 +59,7 @@ from openinfer_jax.onnx.converters import (  # noqa: E402, F401
     elementwise,
     movement,
     nn,
+    numeric,
     recurrent,
     reduce,
 )

@@ -148,6 +148,20 @@ def _cast_to(ctx: NodeContext, x: Value, code: int) -> None:
     if x.dtype is target:
         ctx.set_output(0, x)
         return
+    if target in (DType.I4, DType.U4):
+        # ONNX wraps into the 4-bit range (8 -> -8 for int4).
+        ctx.set_output(0, ctx.emit("cast", [x], to=target, saturate=False))
+        return
+    if (
+        target is DType.F8
+        and x.dtype is not None
+        and x.dtype.is_float
+        and int(ctx.attr("saturate", 1))
+    ):
+        # saturate=1 (the default): values beyond the float8 range, infinities included,
+        # become its largest value.
+        limit = 57344.0  # the largest finite float8 e5m2
+        x = ctx.emit("clamp", [x], hint=ctx.hint(0, "saturated"), min=-limit, max=limit)
     ctx.set_output(0, ctx.emit("cast", [x], to=target))
 
 

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.onnx.context import NodeContext
 from openinfer_jax.onnx.converters import converter
 from openinfer_jax.onnx.converters.common import expand_to, norm_axes, norm_axis
@@ -268,9 +269,95 @@ def _tile(ctx: NodeContext) -> None:
     ctx.set_output(0, x)
 
 
-@converter("ConstantOfShape", "Range", "OneHot", attrs=("value", "depth"), becomes="a constant")
+@converter("ConstantOfShape", "Range", attrs=("value",), becomes="a constant")
 def _shape_only(ctx: NodeContext) -> None:
     # Reached only when an input is not known at import (folding takes the rest).
     for i in range(ctx.input_count):
         ctx.const(i, "this value")
     raise ctx.error("cannot fold")  # pragma: no cover - const() raised
+
+
+@converter("Trilu", attrs=("upper",), becomes="where with a constant triangular mask")
+def _trilu(ctx: NodeContext) -> None:
+    shape = ctx.shape(0)
+    k = int(np.asarray(ctx.const(1, "k")).item()) if ctx.has(1) else 0
+    n, m = shape[-2], shape[-1]
+    i, j = np.meshgrid(np.arange(n), np.arange(m), indexing="ij")
+    keep = (j - i >= k) if int(ctx.attr("upper", 1)) else (j - i <= k)
+    if keep.all():
+        ctx.set_output(0, ctx.value(0))
+        return
+    dtype = ctx.dtype(0)
+    mask = ctx.constant(keep, DType.BOOL, ctx.hint(0, "mask"))
+    zero = ctx.constant(np.zeros((), dtype.numpy), dtype, ctx.hint(0, "zero"))
+    ctx.set_output(0, ctx.emit("where", [mask, ctx.value(0), zero]))
+
+
+@converter(
+    "DepthToSpace",
+    "SpaceToDepth",
+    attrs=("blocksize", "mode"),
+    becomes="reshape, transpose, reshape",
+)
+def _depth_space(ctx: NodeContext) -> None:
+    n, c, h, w = ctx.shape(0)
+    b = int(ctx.attr("blocksize"))
+    x: Value = ctx.value(0)
+    if ctx.op_type == "SpaceToDepth":
+        split, perm, out = (
+            (n, c, h // b, b, w // b, b),
+            [0, 3, 5, 1, 2, 4],
+            (n, c * b * b, h // b, w // b),
+        )
+    elif ctx.attr("mode", "DCR") == "DCR":
+        split, perm, out = (
+            (n, b, b, c // (b * b), h, w),
+            [0, 3, 4, 1, 5, 2],
+            (n, c // (b * b), h * b, w * b),
+        )
+    else:
+        split, perm, out = (
+            (n, c // (b * b), b, b, h, w),
+            [0, 1, 4, 2, 5, 3],
+            (n, c // (b * b), h * b, w * b),
+        )
+    x = reshape(ctx, x, split, hint=ctx.hint(0, "split"))
+    x = ctx.emit("transpose", [x], hint=ctx.hint(0, "moved"), perm=perm)
+    ctx.set_output(0, reshape(ctx, x, out))
+
+
+@converter("OneHot", attrs=("axis",), becomes="eq of the indices with positions, where(on, off)")
+def _one_hot(ctx: NodeContext) -> None:
+    from openinfer_jax.onnx.converters.elementwise import binary
+
+    depth = int(np.asarray(ctx.const(1, "the depth")).item())
+    values = np.asarray(ctx.const(2, "the off/on values")).reshape(-1)
+    vdtype = ctx.dtype(2)
+    indices: Value = ctx.value(0)
+    if ctx.dtype(0).is_float:
+        indices = ctx.emit("cast", [indices], hint=ctx.hint(0, "index"), to=DType.I64)
+    itype = ctx.as_tensor(indices).dtype
+    shape = ctx.as_tensor(indices).shape
+    rank = len(shape) + 1
+    axis = norm_axis(ctx, int(ctx.attr("axis", -1)), rank)
+    if itype.is_signed_int:  # negative indices count from the end
+        wrapped = ctx.emit(
+            "add",
+            [indices, ctx.constant(np.asarray(depth, itype.numpy), itype, ctx.hint(0, "depth"))],
+            hint=ctx.hint(0, "wrapped"),
+        )
+        negative = ctx.emit("is_neg", [indices], hint=ctx.hint(0, "negative"))
+        indices = ctx.emit("where", [negative, wrapped, indices], hint=ctx.hint(0, "positive"))
+    grown = tuple(1 if a == axis else shape[a - (a > axis)] for a in range(rank))
+    indices = reshape(ctx, indices, grown, hint=ctx.hint(0, "grown"))
+    positions = np.arange(depth).reshape([depth if a == axis else 1 for a in range(rank)])
+    hit = binary(
+        ctx,
+        "eq",
+        indices,
+        ctx.constant(positions.astype(itype.numpy), itype, ctx.hint(0, "positions")),
+        hint=ctx.hint(0, "hit"),
+    )
+    on = ctx.constant(values[1], vdtype, ctx.hint(0, "on"))
+    off = ctx.constant(values[0], vdtype, ctx.hint(0, "off"))
+    ctx.set_output(0, ctx.emit("where", [hit, on, off]))

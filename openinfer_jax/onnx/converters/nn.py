@@ -15,9 +15,23 @@ from openinfer_jax.onnx.values import Const, Tensor, Value
 __all__: list[str] = []
 
 
-@converter("MatMul", becomes="matmul")
+@converter(
+    "MatMul", becomes="matmul; linear when B is a constant matrix (stored transposed, [out, in])"
+)
 def _matmul(ctx: NodeContext) -> None:
-    ctx.set_output(0, ctx.emit("matmul", [ctx.value(0), ctx.value(1)]))
+    a, b = ctx.value(0), ctx.value(1)
+    if (
+        isinstance(b, Const)
+        and b.array.ndim == 2
+        and ctx.dtype(0).is_float
+        and len(ctx.shape(0)) >= 1
+    ):
+        # linear reads its weight as [out, in], the layout torch keeps and the C kernels
+        # want; the import stores ONNX's [in, out] matrix transposed once.
+        w = Const(np.ascontiguousarray(b.array.T), b.dtype, b.hint + "_t")
+        ctx.set_output(0, ctx.emit("linear", [a, w]))
+        return
+    ctx.set_output(0, ctx.emit("matmul", [a, b]))
 
 
 def _transposed(ctx: NodeContext, value: Value, hint: str) -> Value:
