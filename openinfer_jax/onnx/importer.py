@@ -36,6 +36,9 @@ MAX_OPSET = 27
 _FOLD_LIMIT_BYTES = 64 << 20
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
+# Ops whose result depends only on their input's shape and dtype: folded even when the
+# input is computed at run time.
+_SHAPE_ONLY = frozenset({"Shape", "Size", "EyeLike"})
 
 
 @dataclass
@@ -337,8 +340,9 @@ class Importer:
         if ctx.op_type in NONDETERMINISTIC:
             return False
         inputs = ctx.values()
-        if ctx.op_type in ("Shape", "Size") and isinstance(inputs[0], Tensor):
-            arrays: list[np.ndarray | None] = [np.zeros(inputs[0].shape, dtype=np.uint8)]
+        if ctx.op_type in _SHAPE_ONLY and isinstance(inputs[0], Tensor):
+            zeros = np.zeros(inputs[0].shape, dtype=inputs[0].dtype.numpy)
+            arrays: list[np.ndarray | None] = [zeros]
         elif all(v is None or isinstance(v, Const) for v in inputs):
             arrays = [v.array if isinstance(v, Const) else None for v in inputs]
         else:

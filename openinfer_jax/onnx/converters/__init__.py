@@ -56,10 +56,14 @@ def converter(
 
 # Registration happens on import of each module.
 from openinfer_jax.onnx.converters import (  # noqa: E402, F401
+    attention,
     elementwise,
+    indexing,
     movement,
     nn,
     numeric,
+    quant,
     recurrent,
     reduce,
+    resize,
 )

@@ -11,7 +11,7 @@ from openinfer_jax.onnx.converters.common import broadcast_all, scalar
 from openinfer_jax.onnx.dtypes import ONNX_TO_DTYPE, onnx_type_name
 from openinfer_jax.onnx.values import Const, Tensor, Value
 
-__all__ = ["binary"]
+__all__ = ["binary", "round_half_even"]
 
 
 def binary(ctx: NodeContext, op: str, a: Value, b: Value, hint: str | None = None) -> Tensor:
@@ -220,14 +220,19 @@ def _power(ctx: NodeContext, x: Value, e: float) -> Tensor:
 
 @converter("Round", becomes="round half to even: round, with ties corrected")
 def _round(ctx: NodeContext) -> None:
-    x = ctx.value(0)
-    dtype = ctx.dtype(0)
-    r = ctx.emit("round", [x], hint=ctx.hint(0, "away"))
+    ctx.set_output(0, round_half_even(ctx, ctx.value(0), "round", last=True))
+
+
+def round_half_even(ctx: NodeContext, x: Value, tag: str, last: bool = False) -> Tensor:
+    """`x` rounded to the nearest integer, ties to even (ONNX's rounding): `round` rounds
+    ties away from zero, so a tie takes 2 * round(x / 2) instead."""
+    dtype = ctx.as_tensor(x).dtype
+    r = ctx.emit("round", [x], hint=ctx.hint(0, f"{tag}_away"))
     half = scalar(ctx, 0.5, dtype)
-    halved = ctx.emit("mul", [x, half], hint=ctx.hint(0, "half"))
-    even = ctx.emit("round", [halved], hint=ctx.hint(0, "half_r"))
-    even = ctx.emit("add", [even, even], hint=ctx.hint(0, "even"))
-    diff = ctx.emit("sub", [r, x], hint=ctx.hint(0, "diff"))
-    diff = ctx.emit("abs", [diff], hint=ctx.hint(0, "adiff"))
-    tie = binary(ctx, "eq", diff, half, hint=ctx.hint(0, "tie"))
-    ctx.set_output(0, ctx.emit("where", [tie, even, r]))
+    halved = ctx.emit("mul", [x, half], hint=ctx.hint(0, f"{tag}_half"))
+    even = ctx.emit("round", [halved], hint=ctx.hint(0, f"{tag}_half_r"))
+    even = ctx.emit("add", [even, even], hint=ctx.hint(0, f"{tag}_even"))
+    diff = ctx.emit("sub", [r, x], hint=ctx.hint(0, f"{tag}_diff"))
+    diff = ctx.emit("abs", [diff], hint=ctx.hint(0, f"{tag}_adiff"))
+    tie = binary(ctx, "eq", diff, half, hint=ctx.hint(0, f"{tag}_tie"))
+    return ctx.emit("where", [tie, even, r], hint=None if last else ctx.hint(0, tag))

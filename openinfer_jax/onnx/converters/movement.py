@@ -361,3 +361,110 @@ def _one_hot(ctx: NodeContext) -> None:
     on = ctx.constant(values[1], vdtype, ctx.hint(0, "on"))
     off = ctx.constant(values[0], vdtype, ctx.hint(0, "off"))
     ctx.set_output(0, ctx.emit("where", [hit, on, off]))
+
+
+@converter("CenterCropPad", attrs=("axes",), becomes="slice and pad, centered")
+def _center_crop_pad(ctx: NodeContext) -> None:
+    shape = ctx.shape(0)
+    rank = len(shape)
+    target = [int(d) for d in ctx.const(1, "the target shape")]
+    axes = norm_axes(ctx, ctx.attr("axes", list(range(rank))), rank)
+    x: Value = ctx.value(0)
+    for axis, size in zip(axes, target, strict=True):
+        have = shape[axis]
+        if size < have:  # crop: the extra element goes at the end
+            start = (have - size) // 2
+            x = slice_axis(ctx, x, axis, start, start + size, hint=ctx.hint(0, f"crop{axis}"))
+        elif size > have:  # pad: the extra element goes at the end
+            before = (size - have) // 2
+            x = ctx.emit(
+                "pad",
+                [x],
+                hint=ctx.hint(0, f"pad{axis}"),
+                pads=[before, size - have - before],
+                axes=[axis],
+            )
+    ctx.set_output(0, x)
+
+
+@converter("RotaryEmbedding", attrs=("interleaved", "num_heads", "rotary_embedding_dim"),
+           becomes="gather of the cos/sin caches, slices, mul, sub/add, concat")  # fmt: skip
+def _rotary(ctx: NodeContext) -> None:
+    shape = ctx.shape(0)
+    x: Value = ctx.value(0)
+    four_d = len(shape) == 4
+    if not four_d:  # [B, S, H*D] -> [B, S, H, D]
+        heads = int(ctx.attr("num_heads", 0))
+        if not heads:
+            raise ctx.error("3-D input needs num_heads")
+        x = reshape(
+            ctx, x, (shape[0], shape[1], heads, shape[2] // heads), hint=ctx.hint(0, "heads")
+        )
+    else:  # [B, H, S, D] -> [B, S, H, D]
+        x = ctx.emit("transpose", [x], hint=ctx.hint(0, "bshd"), perm=[0, 2, 1, 3])
+    b, s, h, d = ctx.as_tensor(x).shape
+    rot = int(ctx.attr("rotary_embedding_dim", 0)) or d
+    half = rot // 2
+    cos: Value = ctx.value(1)
+    sin: Value = ctx.value(2)
+    if ctx.has(3):
+        cos = ctx.emit("gather", [cos, ctx.value(3)], hint=ctx.hint(0, "cos_rows"))
+        sin = ctx.emit("gather", [sin, ctx.value(3)], hint=ctx.hint(0, "sin_rows"))
+    cos = reshape(ctx, cos, (b, s, 1, half), hint=ctx.hint(0, "cos"))
+    sin = reshape(ctx, sin, (b, s, 1, half), hint=ctx.hint(0, "sin"))
+    interleaved = int(ctx.attr("interleaved", 0))
+    step = 2 if interleaved else 1
+    first = ctx.emit(
+        "slice",
+        [x],
+        hint=ctx.hint(0, "x1"),
+        starts=[0],
+        ends=[rot if interleaved else half],
+        axes=[3],
+        steps=[step] if interleaved else None,
+    )
+    second = ctx.emit(
+        "slice",
+        [x],
+        hint=ctx.hint(0, "x2"),
+        starts=[1 if interleaved else half],
+        ends=[rot],
+        axes=[3],
+        steps=[step] if interleaved else None,
+    )
+    out1 = ctx.emit(
+        "sub",
+        [
+            ctx.emit("mul", [first, cos], hint=ctx.hint(0, "x1cos")),
+            ctx.emit("mul", [second, sin], hint=ctx.hint(0, "x2sin")),
+        ],
+        hint=ctx.hint(0, "r1"),
+    )
+    out2 = ctx.emit(
+        "add",
+        [
+            ctx.emit("mul", [second, cos], hint=ctx.hint(0, "x2cos")),
+            ctx.emit("mul", [first, sin], hint=ctx.hint(0, "x1sin")),
+        ],
+        hint=ctx.hint(0, "r2"),
+    )
+    if interleaved:  # pairs (2i, 2i+1) back in place
+        pairs = ctx.emit(
+            "concat",
+            [
+                reshape(ctx, out1, (b, s, h, half, 1), hint=ctx.hint(0, "r1c")),
+                reshape(ctx, out2, (b, s, h, half, 1), hint=ctx.hint(0, "r2c")),
+            ],
+            hint=ctx.hint(0, "pairs"),
+            axis=4,
+        )
+        rotated = reshape(ctx, pairs, (b, s, h, rot), hint=ctx.hint(0, "rotated"))
+    else:
+        rotated = ctx.emit("concat", [out1, out2], hint=ctx.hint(0, "rotated"), axis=3)
+    if rot < d:
+        rest = slice_axis(ctx, x, 3, rot, d, hint=ctx.hint(0, "pass"))
+        rotated = ctx.emit("concat", [rotated, rest], hint=ctx.hint(0, "joined"), axis=3)
+    if four_d:
+        ctx.set_output(0, ctx.emit("transpose", [rotated], perm=[0, 2, 1, 3]))
+    else:
+        ctx.set_output(0, reshape(ctx, rotated, shape))

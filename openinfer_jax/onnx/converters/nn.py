@@ -122,6 +122,19 @@ def _window_params(window: dict[str, list[int]]) -> dict[str, list[int]]:
 )
 def _conv(ctx: NodeContext) -> None:
     x_shape, w_shape = ctx.shape(0), ctx.shape(1)
+    params = conv_params(ctx, x_shape, w_shape)
+    inputs = [ctx.value(0), ctx.value(1)] + ([ctx.value(2)] if ctx.has(2) else [])
+    ctx.set_output(0, ctx.emit(f"conv{len(x_shape) - 2}d", inputs, **params))
+
+
+def conv_params(
+    ctx: NodeContext, x_shape: tuple[int, ...], w_shape: tuple[int, ...]
+) -> dict[str, object]:
+    """The conv op's params for a Conv-like node (auto_pad resolved, defaults left out).
+
+    Raises:
+        OnnxImportError: 3-d or higher convolutions, or a kernel_shape that differs from W's.
+    """
     spatial = len(x_shape) - 2
     if spatial not in (1, 2):
         raise ctx.error(f"{spatial}-d convolution is not supported (1-d and 2-d are)")
@@ -129,13 +142,7 @@ def _conv(ctx: NodeContext) -> None:
     if kernel != tuple(w_shape[2:]):
         raise ctx.error(f"kernel_shape {kernel} differs from the weight's {w_shape[2:]}")
     window = _window(ctx, tuple(x_shape[2:]), kernel)
-    inputs = [ctx.value(0), ctx.value(1)] + ([ctx.value(2)] if ctx.has(2) else [])
-    ctx.set_output(
-        0,
-        ctx.emit(
-            f"conv{spatial}d", inputs, groups=int(ctx.attr("group", 1)), **_window_params(window)
-        ),
-    )
+    return {"groups": int(ctx.attr("group", 1)), **_window_params(window)}
 
 
 def _ceil_pads(
@@ -277,3 +284,260 @@ def _softmax(ctx: NodeContext) -> None:
     x = reshape(ctx, ctx.value(0), flat, hint=ctx.hint(0, "2d"))
     y = ctx.emit(op, [x], hint=ctx.hint(0, "flat"), axis=1)
     ctx.set_output(0, reshape(ctx, y, shape))
+
+
+@converter(
+    "ConvTranspose",
+    attrs=("auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape",
+           "pads", "strides"),
+    becomes="zeros inserted between inputs (reshape, pad), pad or slice, conv with the flipped kernel",
+)  # fmt: skip
+def _conv_transpose(ctx: NodeContext) -> None:
+    x_shape, w_shape = ctx.shape(0), ctx.shape(1)
+    n = len(x_shape) - 2
+    if n not in (1, 2):
+        raise ctx.error(f"{n}-d transposed convolution is not supported (1-d and 2-d are)")
+    group = int(ctx.attr("group", 1))
+    kernel = [int(k) for k in ctx.attr("kernel_shape", w_shape[2:])]
+    strides = [int(s) for s in ctx.attr("strides", [1] * n)]
+    dilations = [int(d) for d in ctx.attr("dilations", [1] * n)]
+    extra = [int(p) for p in ctx.attr("output_padding", [0] * n)]
+    spatial = x_shape[2:]
+    natural = [
+        strides[i] * (spatial[i] - 1) + extra[i] + (kernel[i] - 1) * dilations[i] + 1
+        for i in range(n)
+    ]
+    auto_pad = ctx.attr("auto_pad", "NOTSET")
+    out_shape = ctx.attr("output_shape", None)
+    if "pads" not in ctx.attrs and auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        target = (
+            [int(o) for o in out_shape]
+            if out_shape is not None
+            else [spatial[i] * strides[i] for i in range(n)]
+        )
+        total = [natural[i] - target[i] for i in range(n)]
+        first = [t // 2 if auto_pad == "SAME_UPPER" else t - t // 2 for t in total]
+        pads = first + [t - f for t, f in zip(total, first, strict=True)]
+    else:
+        pads = [int(p) for p in ctx.attr("pads", [0] * (2 * n))]
+    lengths = [natural[i] - pads[i] - pads[i + n] for i in range(n)]
+    if out_shape is not None:  # the output's size wins (extra positions are zeros + bias)
+        lengths = [int(o) for o in out_shape][-n:]
+    w = _flipped_kernel(ctx, group)
+    x: Value = ctx.value(0)
+    x = _insert_zeros(ctx, x, strides)
+    for i in range(n):
+        axis = 2 + i
+        up = spatial[i] * strides[i]  # inserted zeros leave s - 1 trailing ones
+        begin = dilations[i] * (kernel[i] - 1) - pads[i]
+        end = lengths[i] + dilations[i] * (kernel[i] - 1) - begin - up
+        x = _pad_or_crop(ctx, x, axis, begin, end, i)
+    inputs = [x, w] + ([ctx.value(2)] if ctx.has(2) else [])
+    params = _window_params({"strides": [1] * n, "pads": [0] * (2 * n), "dilations": dilations})
+    ctx.set_output(0, ctx.emit(f"conv{n}d", inputs, groups=group, **params))
+
+
+def _flipped_kernel(ctx: NodeContext, group: int) -> Const:
+    """ConvTranspose's W [C, M/g, k...] as a conv weight [M, C/g, k...], spatially flipped."""
+    w = ctx.const(1, "the weights W")
+    c = w.shape[0]
+    cg = c // group
+    parts = []
+    for g in range(group):
+        block = w[g * cg : (g + 1) * cg]  # [Cg, Mg, k...]
+        block = np.swapaxes(block, 0, 1)  # [Mg, Cg, k...]
+        parts.append(block[(slice(None), slice(None), *[slice(None, None, -1)] * (w.ndim - 2))])
+    flipped = np.ascontiguousarray(np.concatenate(parts, axis=0))
+    value = ctx.value(1)
+    assert isinstance(value, Const)
+    return Const(flipped, value.dtype, value.hint + "_conv")
+
+
+def _insert_zeros(ctx: NodeContext, x: Value, strides: list[int]) -> Value:
+    """`s - 1` zeros after every element along each spatial axis with stride s > 1."""
+    if all(s == 1 for s in strides):
+        return x
+    shape = ctx.as_tensor(x).shape
+    n = len(strides)
+    split: list[int] = list(shape[:2])
+    for i in range(n):
+        split += [shape[2 + i], 1]
+    t = reshape(ctx, x, tuple(split), hint=ctx.hint(0, "split"))
+    axes = [3 + 2 * i for i in range(n) if strides[i] > 1]
+    ends = [strides[i] - 1 for i in range(n) if strides[i] > 1]
+    t = ctx.emit("pad", [t], hint=ctx.hint(0, "zeros"), pads=[0] * len(axes) + ends, axes=axes)
+    merged = tuple(shape[:2]) + tuple(shape[2 + i] * strides[i] for i in range(n))
+    return reshape(ctx, t, merged, hint=ctx.hint(0, "upsampled"))
+
+
+def _pad_or_crop(ctx: NodeContext, x: Value, axis: int, begin: int, end: int, i: int) -> Value:
+    """Pad with zeros (positive amounts) or cut (negative ones) at both ends of `axis`."""
+    from openinfer_jax.onnx.converters.movement import slice_axis
+
+    length = ctx.as_tensor(x).shape[axis]
+    if begin < 0 or end < 0:
+        x = slice_axis(
+            ctx, x, axis, max(-begin, 0), length - max(-end, 0), hint=ctx.hint(0, f"cut{i}")
+        )
+    if begin > 0 or end > 0:
+        x = ctx.emit(
+            "pad", [x], hint=ctx.hint(0, f"pad{i}"), pads=[max(begin, 0), max(end, 0)], axes=[axis]
+        )
+    return x
+
+
+def _normalize(ctx: NodeContext, x: Value, axes: list[int], eps: float, tag: str) -> Tensor:
+    """(x - mean) / sqrt(var + eps) over `axes` (variance of the centered values)."""
+    dtype = ctx.as_tensor(x).dtype
+    mean = ctx.emit("mean_axis", [x], hint=ctx.hint(0, f"{tag}_mean"), axes=axes, keepdims=True)
+    centered = ctx.emit("sub", [x, mean], hint=ctx.hint(0, f"{tag}_centered"))
+    square = ctx.emit("mul", [centered, centered], hint=ctx.hint(0, f"{tag}_square"))
+    var = ctx.emit("mean_axis", [square], hint=ctx.hint(0, f"{tag}_var"), axes=axes, keepdims=True)
+    var = ctx.emit("add", [var, scalar(ctx, eps, dtype)], hint=ctx.hint(0, f"{tag}_var_eps"))
+    inv = ctx.emit("rsqrt", [var], hint=ctx.hint(0, f"{tag}_inv_std"))
+    return ctx.emit("mul", [centered, inv], hint=ctx.hint(0, f"{tag}_normalized"))
+
+
+def _affine(ctx: NodeContext, y: Tensor, scale: Value, bias: Value, rank: int) -> Tensor:
+    """y * scale + bias with [C] parameters broadcast along axis 1."""
+    shape = (ctx.as_tensor(scale).shape[0],) + (1,) * (rank - 2)
+    s = reshape(ctx, scale, shape, hint=ctx.hint(0, "scale"))
+    b = reshape(ctx, bias, shape, hint=ctx.hint(0, "bias"))
+    scaled = ctx.emit("mul", [y, s], hint=ctx.hint(0, "scaled"))
+    return ctx.emit("add", [scaled, b])
+
+
+@converter(
+    "InstanceNormalization",
+    attrs=("epsilon",),
+    becomes="mean_axis, sub, mul, rsqrt over the spatial axes; per-channel scale and bias",
+)
+def _instance_norm(ctx: NodeContext) -> None:
+    rank = len(ctx.shape(0))
+    y = _normalize(ctx, ctx.value(0), list(range(2, rank)), float(ctx.attr("epsilon", 1e-5)), "in")
+    ctx.set_output(0, _affine(ctx, y, ctx.value(1), ctx.value(2), rank))
+
+
+@converter(
+    "GroupNormalization",
+    attrs=("epsilon", "num_groups", "stash_type"),
+    becomes="reshape into groups, normalize, per-channel scale and bias",
+)
+def _group_norm(ctx: NodeContext) -> None:
+    shape = ctx.shape(0)
+    n, c = shape[:2]
+    groups = int(ctx.attr("num_groups"))
+    grouped = reshape(
+        ctx,
+        ctx.value(0),
+        (n, groups, (c // groups) * math.prod(shape[2:])),
+        hint=ctx.hint(0, "groups"),
+    )
+    y = _normalize(ctx, grouped, [2], float(ctx.attr("epsilon", 1e-5)), "gn")
+    scale, bias = ctx.value(1), ctx.value(2)
+    if ctx.shape(1)[0] == groups and groups != c:  # opset 18: one scale per group
+        scaled = ctx.emit(
+            "mul",
+            [y, reshape(ctx, scale, (groups, 1), hint=ctx.hint(0, "scale"))],
+            hint=ctx.hint(0, "scaled"),
+        )
+        y = ctx.emit(
+            "add",
+            [scaled, reshape(ctx, bias, (groups, 1), hint=ctx.hint(0, "bias"))],
+            hint=ctx.hint(0, "grouped_out"),
+        )
+        ctx.set_output(0, reshape(ctx, y, shape))
+        return
+    y = reshape(ctx, y, shape, hint=ctx.hint(0, "normalized"))
+    ctx.set_output(0, _affine(ctx, y, scale, bias, len(shape)))
+
+
+@converter("MeanVarianceNormalization", attrs=("axes",), becomes="(x - mean) / sqrt(var) over axes")
+def _mvn(ctx: NodeContext) -> None:
+    rank = len(ctx.shape(0))
+    axes = [a % rank for a in ctx.attr("axes", [0, 2, 3])]
+    x = ctx.value(0)
+    dtype = ctx.dtype(0)
+    mean = ctx.emit("mean_axis", [x], hint=ctx.hint(0, "mean"), axes=axes, keepdims=True)
+    centered = ctx.emit("sub", [x, mean], hint=ctx.hint(0, "centered"))
+    square = ctx.emit("mul", [centered, centered], hint=ctx.hint(0, "square"))
+    var = ctx.emit("mean_axis", [square], hint=ctx.hint(0, "var"), axes=axes, keepdims=True)
+    std = ctx.emit("sqrt", [var], hint=ctx.hint(0, "std"))
+    std = ctx.emit("add", [std, scalar(ctx, 1e-9, dtype)], hint=ctx.hint(0, "std_eps"))
+    ctx.set_output(0, ctx.emit("div", [centered, std]))
+
+
+@converter(
+    "LRN",
+    attrs=("alpha", "beta", "bias", "size"),
+    becomes="avg_pool of x^2 over channels, exp(beta * log(.))",
+)
+def _lrn(ctx: NodeContext) -> None:
+    shape = ctx.shape(0)
+    dtype = ctx.dtype(0)
+    size = int(ctx.attr("size"))
+    alpha, beta, bias = (
+        float(ctx.attr("alpha", 1e-4)),
+        float(ctx.attr("beta", 0.75)),
+        float(ctx.attr("bias", 1.0)),
+    )
+    x = ctx.value(0)
+    square = ctx.emit("mul", [x, x], hint=ctx.hint(0, "square"))
+    # Sum over channels c - floor((size-1)/2) .. c + ceil((size-1)/2): an average pool over
+    # a [N, 1, C, H*W] view, padding counted, times size.
+    n, c = shape[:2]
+    view = reshape(ctx, square, (n, 1, c, math.prod(shape[2:])), hint=ctx.hint(0, "channels"))
+    before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
+    pooled = ctx.emit("avg_pool", [view], hint=ctx.hint(0, "pooled"), kernel_shape=[size, 1],
+                      pads=[before, 0, after, 0], count_include_pad=True)  # fmt: skip
+    sums = reshape(ctx, pooled, shape, hint=ctx.hint(0, "sums"))
+    scaled = ctx.emit("mul", [sums, scalar(ctx, alpha, dtype)], hint=ctx.hint(0, "scaled"))
+    base = ctx.emit("add", [scaled, scalar(ctx, bias, dtype)], hint=ctx.hint(0, "base"))
+    log = ctx.emit("log", [base], hint=ctx.hint(0, "log"))
+    power = ctx.emit(
+        "exp",
+        [ctx.emit("mul", [log, scalar(ctx, beta, dtype)], hint=ctx.hint(0, "beta_log"))],
+        hint=ctx.hint(0, "den"),
+    )
+    ctx.set_output(0, ctx.emit("div", [x, power]))
+
+
+@converter("LpPool", "GlobalLpPool", attrs=("auto_pad", "ceil_mode", "dilations", "kernel_shape", "p", "pads", "strides"),
+           becomes="avg_pool of |x|^p times the window size, then the p-th root (exp(log(.)/p))")  # fmt: skip
+def _lp_pool(ctx: NodeContext) -> None:
+    shape = ctx.shape(0)
+    p = int(ctx.attr("p", 2))
+    if p < 1:
+        raise ctx.error(f"p={p} is not supported (p >= 1 is)")
+    x = ctx.value(0)
+    dtype = ctx.dtype(0)
+    magnitude: Value = x if p % 2 == 0 else ctx.emit("abs", [x], hint=ctx.hint(0, "abs"))
+    powered = ctx.as_tensor(magnitude)
+    for i in range(1, p):
+        powered = ctx.emit("mul", [powered, magnitude], hint=ctx.hint(0, f"power{i + 1}"))
+    if ctx.op_type == "GlobalLpPool":
+        total = ctx.emit(
+            "sum_axis",
+            [powered],
+            hint=ctx.hint(0, "sum"),
+            axes=list(range(2, len(shape))),
+            keepdims=True,
+        )
+    else:
+        kernel = tuple(int(k) for k in ctx.attr("kernel_shape"))
+        window = _window(ctx, tuple(shape[2:]), kernel)
+        if int(ctx.attr("ceil_mode", 0)) and _ceil_pads(ctx, tuple(shape[2:]), kernel, window):
+            raise ctx.error("ceil_mode=1 is not supported for LpPool")
+        mean = ctx.emit("avg_pool", [powered], hint=ctx.hint(0, "mean"), kernel_shape=list(kernel),
+                        count_include_pad=True, **_window_params(window))  # fmt: skip
+        total = ctx.emit(
+            "mul", [mean, scalar(ctx, float(math.prod(kernel)), dtype)], hint=ctx.hint(0, "sum")
+        )
+    if p == 1:
+        ctx.set_output(0, total)
+    elif p == 2:
+        ctx.set_output(0, ctx.emit("sqrt", [total]))
+    else:  # the p-th root of a non-negative sum
+        log = ctx.emit("log", [total], hint=ctx.hint(0, "log"))
+        root = ctx.emit("div", [log, scalar(ctx, float(p), dtype)], hint=ctx.hint(0, "log_root"))
+        ctx.set_output(0, ctx.emit("exp", [root]))

@@ -277,3 +277,156 @@ def _contract(ctx: NodeContext, a: Tensor, ta: str, b: Tensor, tb: str, keep: li
     return reshape(ctx, product, dims, hint=ctx.hint(0, f"prod{step}")), "".join(
         batch + left + right
     )
+
+
+def _negative_part(ctx: NodeContext, x: Value) -> Tensor:
+    return ctx.emit("clamp", [x], hint=ctx.hint(0, "neg"), max=0.0)
+
+
+def _elu_core(ctx: NodeContext, x: Value, alpha: float, last: bool) -> Tensor:
+    """relu(x) + alpha * (exp(min(x, 0)) - 1)."""
+    dtype = ctx.as_tensor(x).dtype
+    e = ctx.emit("exp", [_negative_part(ctx, x)], hint=ctx.hint(0, "exp"))
+    em1 = ctx.emit("sub", [e, scalar(ctx, 1.0, dtype)], hint=ctx.hint(0, "expm1"))
+    tail = ctx.emit("mul", [em1, scalar(ctx, alpha, dtype)], hint=ctx.hint(0, "tail"))
+    pos = ctx.emit("relu", [x], hint=ctx.hint(0, "pos"))
+    return ctx.emit("add", [pos, tail], hint=None if last else ctx.hint(0, "elu"))
+
+
+@converter("Elu", attrs=("alpha",), becomes="relu + alpha * (exp(min(x, 0)) - 1)")
+def _elu(ctx: NodeContext) -> None:
+    ctx.set_output(0, _elu_core(ctx, ctx.value(0), float(ctx.attr("alpha", 1.0)), last=True))
+
+
+@converter("Selu", attrs=("alpha", "gamma"), becomes="gamma * elu(x, alpha)")
+def _selu(ctx: NodeContext) -> None:
+    alpha = float(ctx.attr("alpha", 1.67326319217681884765625))
+    gamma = float(ctx.attr("gamma", 1.05070102214813232421875))
+    inner = _elu_core(ctx, ctx.value(0), alpha, last=False)
+    ctx.set_output(0, ctx.emit("mul", [inner, scalar(ctx, gamma, ctx.dtype(0))]))
+
+
+def _hard_sigmoid(ctx: NodeContext, x: Value, alpha: float, beta: float, last: bool) -> Tensor:
+    dtype = ctx.as_tensor(x).dtype
+    scaled = ctx.emit("mul", [x, scalar(ctx, alpha, dtype)], hint=ctx.hint(0, "scaled"))
+    shifted = ctx.emit("add", [scaled, scalar(ctx, beta, dtype)], hint=ctx.hint(0, "shifted"))
+    return ctx.emit(
+        "clamp", [shifted], hint=None if last else ctx.hint(0, "gate"), min=0.0, max=1.0
+    )
+
+
+@converter("HardSigmoid", attrs=("alpha", "beta"), becomes="clamp(alpha * x + beta, 0, 1)")
+def _hardsigmoid(ctx: NodeContext) -> None:
+    alpha, beta = float(ctx.attr("alpha", 0.2)), float(ctx.attr("beta", 0.5))
+    ctx.set_output(0, _hard_sigmoid(ctx, ctx.value(0), alpha, beta, last=True))
+
+
+@converter("HardSwish", becomes="x * clamp(x / 6 + 1/2, 0, 1)")
+def _hardswish(ctx: NodeContext) -> None:
+    x = ctx.value(0)
+    gate = _hard_sigmoid(ctx, x, 1.0 / 6.0, 0.5, last=False)
+    ctx.set_output(0, ctx.emit("mul", [x, gate]))
+
+
+def _softplus(ctx: NodeContext, x: Value, last: bool) -> Tensor:
+    """log(1 + exp(x)), as relu(x) + log(1 + exp(-|x|)) so that exp cannot overflow."""
+    dtype = ctx.as_tensor(x).dtype
+    mag = ctx.emit("abs", [x], hint=ctx.hint(0, "abs"))
+    neg = ctx.emit("neg", [mag], hint=ctx.hint(0, "neg_abs"))
+    e = ctx.emit("exp", [neg], hint=ctx.hint(0, "exp"))
+    one_plus = ctx.emit("add", [e, scalar(ctx, 1.0, dtype)], hint=ctx.hint(0, "one_plus"))
+    log = ctx.emit("log", [one_plus], hint=ctx.hint(0, "log"))
+    pos = ctx.emit("relu", [x], hint=ctx.hint(0, "pos"))
+    return ctx.emit("add", [pos, log], hint=None if last else ctx.hint(0, "softplus"))
+
+
+@converter("Softplus", becomes="relu(x) + log(1 + exp(-|x|))")
+def _softplus_op(ctx: NodeContext) -> None:
+    ctx.set_output(0, _softplus(ctx, ctx.value(0), last=True))
+
+
+@converter("Mish", becomes="x * tanh(softplus(x))")
+def _mish(ctx: NodeContext) -> None:
+    x = ctx.value(0)
+    t = ctx.emit("tanh", [_softplus(ctx, x, last=False)], hint=ctx.hint(0, "tanh"))
+    ctx.set_output(0, ctx.emit("mul", [x, t]))
+
+
+@converter("Softsign", becomes="x / (1 + |x|)")
+def _softsign(ctx: NodeContext) -> None:
+    x = ctx.value(0)
+    mag = ctx.emit("abs", [x], hint=ctx.hint(0, "abs"))
+    den = ctx.emit("add", [mag, scalar(ctx, 1.0, ctx.dtype(0))], hint=ctx.hint(0, "den"))
+    ctx.set_output(0, ctx.emit("div", [x, den]))
+
+
+@converter("PRelu", becomes="relu(x) + slope * min(x, 0)")
+def _prelu(ctx: NodeContext) -> None:
+    x = ctx.value(0)
+    pos = ctx.emit("relu", [x], hint=ctx.hint(0, "pos"))
+    tail = binary(ctx, "mul", _negative_part(ctx, x), ctx.value(1), hint=ctx.hint(0, "tail"))
+    ctx.set_output(0, binary(ctx, "add", pos, tail))
+
+
+@converter(
+    "CumProd",
+    attrs=("exclusive", "reverse"),
+    becomes="log2(n) rounds of mul with a shifted copy (pad with ones)",
+)
+def _cumprod(ctx: NodeContext) -> None:
+    from openinfer_jax.onnx.converters.movement import slice_axis
+
+    shape = ctx.shape(0)
+    rank = len(shape)
+    axis = norm_axis(ctx, int(np.asarray(ctx.const(1, "the axis")).item()), rank)
+    n = shape[axis]
+    reverse, exclusive = int(ctx.attr("reverse", 0)), int(ctx.attr("exclusive", 0))
+    one = 1.0 if ctx.dtype(0).is_float else 1
+
+    def shifted(t: Value, by: int, tag: str) -> Tensor:
+        """t moved `by` places along the scan, ones coming in."""
+        if reverse:
+            cut = slice_axis(ctx, t, axis, by, n, hint=ctx.hint(0, f"{tag}_cut"))
+            return ctx.emit(
+                "pad", [cut], hint=ctx.hint(0, tag), pads=[0, by], axes=[axis], value=one
+            )
+        cut = slice_axis(ctx, t, axis, 0, n - by, hint=ctx.hint(0, f"{tag}_cut"))
+        return ctx.emit("pad", [cut], hint=ctx.hint(0, tag), pads=[by, 0], axes=[axis], value=one)
+
+    y: Value = ctx.value(0)
+    if exclusive:
+        y = shifted(y, 1, "exclusive")
+    by, round_ = 1, 0
+    while by < n:  # Hillis-Steele scan: after the round with shift `by`, 2*by terms are in
+        y = ctx.emit(
+            "mul", [y, shifted(y, by, f"shift{round_}")], hint=ctx.hint(0, f"scan{round_}")
+        )
+        by, round_ = by * 2, round_ + 1
+    ctx.set_output(0, ctx.as_tensor(y))
+
+
+@converter(
+    "BitShift",
+    attrs=("direction",),
+    becomes="shl/shr for one shift amount; mul or floor_div by 2^y for constant per-element amounts",
+)
+def _bitshift(ctx: NodeContext) -> None:
+    left = ctx.attr("direction") == "LEFT"
+    dtype = ctx.dtype(0)
+    amounts = np.asarray(ctx.const(1, "the shift amounts"))
+    values = np.unique(amounts)
+    x = ctx.value(0)
+    grows = tuple(np.broadcast_shapes(ctx.shape(0), amounts.shape)) != tuple(ctx.shape(0))
+    if values.size == 1 and not grows:
+        ctx.set_output(0, ctx.emit("shl" if left else "shr", [x], bits=int(values[0])))
+        return
+    bits = dtype.bits
+    factor = np.where(
+        amounts >= bits, 0, np.left_shift(np.ones_like(amounts), np.minimum(amounts, bits - 1))
+    )
+    power = ctx.constant(factor.astype(dtype.numpy), dtype, ctx.hint(0, "power"))
+    if left:
+        ctx.set_output(0, binary(ctx, "mul", x, power))
+        return
+    # Shifting right by >= the width gives 0: the divisor 0 gives div_by_zero_mask 0.
+    ctx.set_output(0, binary(ctx, "floor_div", x, power))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.onnx.context import NodeContext
 from openinfer_jax.onnx.converters import converter
 from openinfer_jax.onnx.converters.common import norm_axes, norm_axis
@@ -48,6 +49,12 @@ def _reduction(ctx: NodeContext) -> None:
         ctx.set_output(0, _noop(ctx, x))
         return
     if op_type in _DIRECT:
+        if ctx.dtype(0) is DType.BOOL and op_type in ("ReduceMax", "ReduceMin"):
+            # any / all: reduce 0/1 bytes
+            wide = ctx.emit("cast", [x], hint=ctx.hint(0, "u8"), to=DType.U8)
+            folded = _reduce(ctx, _DIRECT[op_type], wide, axes, last=False)
+            ctx.set_output(0, ctx.emit("cast", [folded], to=DType.BOOL))
+            return
         ctx.set_output(0, _reduce(ctx, _DIRECT[op_type], x, axes, last=True))
         return
     if op_type == "ReduceL1":
