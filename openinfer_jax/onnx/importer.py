@@ -100,7 +100,7 @@ class Importer:
 
         self._converters = converters.CONVERTERS
         self._symbolic_dims()
-        self._initializers(self.graph)
+        self.initializers(self.graph)
         self._inputs()
         self.nodes(self._fused_nodes())
         self._outputs()
@@ -110,7 +110,8 @@ class Importer:
             self.stats.notes.append(f"{dropped} steps whose results nothing reads were removed")
         return self.program
 
-    def _initializers(self, graph: Any) -> None:
+    def initializers(self, graph: Any) -> None:
+        """Read a graph's (or an inlined branch's) initializers as constants."""
         for proto in graph.initializer:
             try:
                 array = from_tensor_proto(proto, self.base_dir)
@@ -339,6 +340,8 @@ class Importer:
         """Evaluate a node whose inputs are all known at import, or a shape query."""
         if ctx.op_type in NONDETERMINISTIC:
             return False
+        if any(attr.type in (attr.GRAPH, attr.GRAPHS) for attr in ctx.node.attribute):
+            return False  # a subgraph may read outer values: its converter inlines it
         inputs = ctx.values()
         if ctx.op_type in _SHAPE_ONLY and isinstance(inputs[0], Tensor):
             zeros = np.zeros(inputs[0].shape, dtype=inputs[0].dtype.numpy)

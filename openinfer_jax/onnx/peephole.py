@@ -148,6 +148,9 @@ def _fuse_attention(program: Program, uses: _Uses) -> int:
         if mask is not None and mask.dtype is not q.dtype:
             continue
         k, new_transpose = _untransposed(uses, k_t)
+        identity = _identity_transpose(uses, k) if new_transpose is None else None
+        if identity is not None:
+            k = identity.inputs[0]
         inputs = [q, k, v] + ([mask] if mask is not None else [])
         fused = Step("attention", tuple(inputs), (("scale", scale),), out.output, out.node)
         try:
@@ -158,6 +161,8 @@ def _fuse_attention(program: Program, uses: _Uses) -> int:
             continue
         position = program.steps.index(out)
         program.steps[position] = fused
+        if identity is not None:
+            drop.add(id(identity))
         if new_transpose is not None:
             program.steps.insert(position, new_transpose)
         drop.update(id(s) for s in chain[1:])
@@ -183,6 +188,15 @@ def _untransposed(uses: _Uses, k_t: Tensor) -> tuple[Tensor, Step | None]:
         k_t.dtype, (*k_t.shape[:-2], k_t.shape[-1], k_t.shape[-2]), k_t.hint + "_k", Role.TEMP
     )
     return out, Step("transpose", (k_t,), (("perm", swap),), out, "attention")
+
+
+def _identity_transpose(uses: _Uses, t: Tensor) -> Step | None:
+    """The transpose producing `t` if its perm keeps every axis in place."""
+    step = uses.producer.get(id(t))
+    if step is None or step.op != "transpose":
+        return None
+    perm = list(dict(step.params).get("perm", ()))
+    return step if perm == list(range(len(perm))) else None
 
 
 def _swap_last(uses: _Uses, k_t: Tensor) -> None:

@@ -35,7 +35,6 @@ _REASONS: dict[str, str] = {
     **{op: "random numbers: a program step must be deterministic" for op in _RANDOM},
     "Loop": "a data-dependent loop (ONNX Loop): write the loop in the DSL instead",
     "Scan": "ONNX Scan: write the loop in the DSL instead",
-    "If": "a branch on a value known only at run time: write a DSL branch instead",
 }
 
 

@@ -468,3 +468,18 @@ def _rotary(ctx: NodeContext) -> None:
         ctx.set_output(0, ctx.emit("transpose", [rotated], perm=[0, 2, 1, 3]))
     else:
         ctx.set_output(0, reshape(ctx, rotated, shape))
+
+
+@converter(
+    "If",
+    attrs=("then_branch", "else_branch"),
+    becomes="the taken branch's nodes, inlined (the condition must be known at import)",
+)
+def _if(ctx: NodeContext) -> None:
+    cond = bool(np.asarray(ctx.const(0, "the condition")).reshape(-1)[0])
+    branch = ctx.attr("then_branch" if cond else "else_branch")
+    importer = ctx.importer
+    importer.initializers(branch)
+    importer.nodes(branch.node)
+    for i, out in enumerate(branch.output):
+        ctx.set_output(i, importer.values[out.name])

@@ -129,7 +129,8 @@ def _lp_normalization(ctx: NodeContext) -> None:
         norm = ctx.emit("sqrt", [total], hint=ctx.hint(0, "norm"))
     else:
         raise ctx.error(f"p={p} is not supported (1 and 2 are)")
-    ctx.set_output(0, ctx.emit("div", [x, norm]))
+    # A zero vector stays zero (ONNX's reference), not 0/0.
+    ctx.set_output(0, ctx.emit("div", [x, norm], div_by_zero_mask=0.0))
 
 
 @converter("Celu", attrs=("alpha",), becomes="relu + alpha * (exp(min(x, 0) / alpha) - 1)")
