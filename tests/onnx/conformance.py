@@ -311,12 +311,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--reuse", action="store_true", help="only rewrite the table from --results"
     )
+    parser.add_argument(
+        "--stale", action="store_true",
+        help="only tests with no result for a backend, or whose cpu status changed since",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     backends = [b for b in args.backends.split(",") if b]
     tests = [t for t in node_tests() if re.search(args.filter, t.name)]
     results: dict[str, dict[str, dict[str, str]]] = (
         json.loads(args.results.read_text()) if args.results.exists() else {}
     )
+    if args.stale:
+        tests = [t for t in tests if _stale(results.get(t.name, {}), backends)]
     if not args.reuse:
         start = time.perf_counter()
         with tempfile.TemporaryDirectory() as tmp:
@@ -324,6 +330,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 outcomes = run_test(test, backends, Path(tmp) / test.name)
                 entry = results.setdefault(test.name, {})
                 entry.update({b: dataclasses.asdict(o) for b, o in outcomes.items()})
+                cpu = entry.get("cpu", {}).get("status")
+                for b in outcomes:  # what the cpu said when this backend was measured
+                    if b != "cpu" and cpu is not None:
+                        entry[b]["cpu_status"] = cpu
                 line = " ".join(f"{b}={o.status}" for b, o in outcomes.items())
                 print(f"[{i + 1}/{len(tests)}] {test.name}: {line}", flush=True)
         print(f"{len(tests)} tests in {time.perf_counter() - start:.0f} s")
@@ -334,6 +344,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         every = node_tests()
         args.write.write_text(splice(args.write.read_text(), every, results, BACKENDS))
     return 0
+
+
+def _stale(recorded: dict[str, dict[str, str]], backends: Sequence[str]) -> bool:
+    """True if a backend has no result, or one taken when the cpu status was another."""
+    cpu = recorded.get("cpu", {}).get("status")
+    return any(b not in recorded or recorded[b].get("cpu_status", cpu) != cpu for b in backends)
 
 
 if __name__ == "__main__":
