@@ -17,7 +17,7 @@ demo: setup
 	$(PY) examples/demo.py
 
 test: setup
-	$(PY) -m pytest -q -n 2 --dist loadgroup
+	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=20
 
 bench: setup
 	$(PY) bench/run_all.py $(BENCH_ARGS)
