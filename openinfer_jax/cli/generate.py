@@ -2,7 +2,8 @@
 
     openinfer generate M.oinf "prompt" [--max-new-tokens N] [--temperature T] [--top-k K]
                        [--top-p P] [--seed S] [--chat [--system TEXT]] [--no-stop]
-                       [--device cpu|gpu|vulkan] [--target sim|c] [--chunk N] [--context N]
+                       [--device cpu|gpu|vulkan] [--devices N] [--target sim|c] [--chunk N]
+                       [--context N]
                        [--tokenizer tokenizer.json] [--no-compile-cache] [--ids]
 
 Tokens are printed as they come; a summary (prompt tokens, prefill and decode tokens/s,
@@ -36,6 +37,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--system", help="with --chat: a system message")
     parser.add_argument("--no-stop", action="store_true", help="do not stop at end-of-sequence")
     parser.add_argument("--device", default="cpu", help="simulator device: cpu, gpu or vulkan")
+    parser.add_argument("--devices", type=int, default=None, metavar="N",
+                        help="tensor-parallel over N devices of --device (cpu: emulated)")  # fmt: skip
     parser.add_argument("--target", choices=("sim", "c"), default="sim",
                         help="sim: the simulator (default); c: the emitted C program")  # fmt: skip
     parser.add_argument("--chunk", type=int, default=16, help="prompt tokens per prefill step")
@@ -57,9 +60,12 @@ def generate_command(args: argparse.Namespace) -> int:
     generator = Generator(
         args.model, device=args.device, target=args.target, chunk=args.chunk,
         context=args.context, tokenizer=args.tokenizer,
-        compile_cache=False if args.no_compile_cache else None,
+        compile_cache=False if args.no_compile_cache else None, devices=args.devices,
     )  # fmt: skip
     ready = time.perf_counter() - start
+    sharded = getattr(getattr(generator.runner, "sim", None), "sharded", None)
+    if sharded is not None:
+        print(f"[tensor-parallel over {sharded.text}]", file=sys.stderr)
     sampling = SamplingConfig(args.temperature, args.top_k, args.top_p, args.seed)
     options = dict(
         max_new_tokens=args.max_new_tokens, sampling=sampling, chat=args.chat,

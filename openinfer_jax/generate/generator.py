@@ -59,12 +59,35 @@ class SimRunner:
     """Steps through the simulator (device cpu, gpu or vulkan)."""
 
     def __init__(
-        self, model: Path, graph: Any, chunk: int, device: str, compile_cache: Any
+        self,
+        model: Path,
+        graph: Any,
+        chunk: int,
+        device: str,
+        compile_cache: Any,
+        plan: dict[str, str] | None = None,
+        devices: int | None = None,
     ) -> None:
         from openinfer_jax.sim import Simulator
 
         self.chunk = chunk
-        self.sim = Simulator(model, graph, device=device, compile_cache=compile_cache)
+        mesh = None
+        if devices is not None:
+            from openinfer_jax.sim.sharding import device_mesh
+            from openinfer_jax.sim.sharding_cli import emulate_cpu_devices, mesh_platform
+
+            platform = mesh_platform(device)
+            if platform == "cpu":
+                emulate_cpu_devices(devices)
+            mesh = device_mesh(devices, platform=platform)
+        self.sim = Simulator(
+            model,
+            graph,
+            device=device,
+            compile_cache=compile_cache,
+            mesh=mesh,
+            sharding=plan if mesh is not None else None,
+        )
         self.ex = self.sim.make_executor()
 
     def reset(self) -> None:
@@ -137,10 +160,15 @@ class Generator:
         context: cache capacity in tokens (default: the model's, at most 1024).
         tokenizer: a ``tokenizer.json`` file to use instead of the model's metadata.
         compile_cache: the simulator's JAX compilation cache setting (see `Simulator`).
+        devices: run the simulator tensor-parallel over this many devices of `device`
+            (`openinfer_jax.models.tensor_parallel.llama_plan`; on ``cpu`` they are
+            emulated when JAX has not started yet). None: one device, no mesh.
 
     Raises:
         ArchitectureError: the model is not a llama-family model. TokenizerError: no
-            tokenizer can be built. GenerationError: an unknown target or bad sizes.
+            tokenizer can be built. GenerationError: an unknown target, bad sizes, or
+            `devices` with ``target="c"``. ShardingError: a device count that does not
+            divide the heads or the intermediate size, or more devices than there are.
     """
 
     def __init__(
@@ -154,13 +182,21 @@ class Generator:
         tokenizer: str | os.PathLike[str] | None = None,
         compile_cache: Any = None,
         c_flags: tuple[str, ...] | None = None,
+        devices: int | None = None,
     ) -> None:
         from openinfer_jax.models import build_graph
+        from openinfer_jax.models.llama import LlamaConfig
+        from openinfer_jax.models.tensor_parallel import llama_plan
 
         if target not in TARGETS:
             raise GenerationError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
         if chunk < 1:
             raise GenerationError(f"chunk must be >= 1, got {chunk}")
+        if devices is not None and target != "sim":
+            raise GenerationError(
+                f"devices={devices} shards the simulator; target {target!r} runs on one device"
+            )
+        plan = None
         self.path = Path(model)
         with ModelLoader.open(self.path) as loader:
             limit = int(loader.sizevars.get("max_position_embeddings", DEFAULT_CONTEXT))
@@ -175,10 +211,14 @@ class Generator:
             self.chunk = min(chunk, self.context)
             self.graph = build_graph(loader, "llama", chunk=self.chunk, context=self.context)
             self.tokenizer: TextTokenizer = load_tokenizer(loader, tokenizer)
+            if devices is not None:
+                plan = llama_plan(LlamaConfig.from_model(loader), devices)
         self.target = target
         self.runner: StepRunner
         if target == "sim":
-            self.runner = SimRunner(self.path, self.graph, self.chunk, device, compile_cache)
+            self.runner = SimRunner(
+                self.path, self.graph, self.chunk, device, compile_cache, plan, devices
+            )
         else:
             from openinfer_jax.generate.c_runner import CRunner
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from openinfer_jax.core.errors import ShardingError
 
-__all__ = ["add_arguments", "mesh_and_plan", "summary"]
+__all__ = ["add_arguments", "emulate_cpu_devices", "mesh_and_plan", "mesh_platform", "summary"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +44,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def mesh_platform(device: str) -> str:
+    """The JAX platform a mesh for simulator device `device` is made of (gpu or cpu)."""
+    return {"gpu": "gpu", "cuda": "gpu"}.get(device.lower(), "cpu")
+
+
+def emulate_cpu_devices(devices: int) -> None:
+    """Ask XLA for `devices` emulated CPU devices unless XLA_FLAGS already sets a count.
+
+    XLA reads the flag when its CPU backend starts; afterwards this has no effect (then
+    `device_mesh` says how many there are and how to get more).
+    """
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_force_host_platform_device_count" not in flags:
+        os.environ["XLA_FLAGS"] = (
+            f"{flags} --xla_force_host_platform_device_count={devices}".strip()
+        )
+
+
 def _axes(text: str) -> dict[str, int]:
     axes: dict[str, int] = {}
     for part in text.split(","):
@@ -67,15 +85,9 @@ def mesh_and_plan(args: argparse.Namespace, device: str) -> tuple[Any, Any]:
         return None, None
     if args.devices < 1:
         raise ShardingError(f"--devices must be >= 1, got {args.devices}")
-    platform = {"gpu": "gpu", "cuda": "gpu"}.get(device.lower(), "cpu")
-    if platform == "cpu" and "xla_force_host_platform_device_count" not in os.environ.get(
-        "XLA_FLAGS", ""
-    ):
-        # Read by XLA when the CPU backend starts; no effect if it already has.
-        os.environ["XLA_FLAGS"] = (
-            os.environ.get("XLA_FLAGS", "")
-            + f" --xla_force_host_platform_device_count={args.devices}"
-        ).strip()
+    platform = mesh_platform(device)
+    if platform == "cpu":
+        emulate_cpu_devices(args.devices)
     from openinfer_jax.sim.sharding import AUTO, device_mesh
 
     axes = _axes(args.mesh) if args.mesh else None
