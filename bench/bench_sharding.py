@@ -1,25 +1,33 @@
 """Sharding benchmark: a 7B-shaped decoder decode step on 1 device vs N devices (tensor parallel).
 
-Figures (all measured in this run; ratios against the 1-device simulator measured here):
+Figures (all measured in this run, for every batch x context of the sweep; ratios against
+the 1-device simulator measured here):
 1. decode-step time and tokens/s of the generated decoder (openinfer_jax.sim.sharding_models:
-   8 layers of a 7B-shaped block, d=4096, 32 heads, ffn 11008, batch 8, random f32 weights in
-   a generated .oinf, KV cache prefilled to `--context` tokens) through the simulator on one
-   device and sharded over N devices with the Megatron plan; speedup = t(1) / t(N)
-   (target >= 1.6x on 2 GPUs).
+   8 layers of a 7B-shaped block, d=4096, 32 heads, ffn 11008, random f32 weights in a
+   generated .oinf, KV cache prefilled to the context) through the simulator on one device
+   and sharded over N devices with the Megatron plan; speedup = t(1) / t(N) (target >= 1.6x
+   on 2 GPUs at batch 8), and the same step as one hand-written `jax.jit` with the same
+   shardings (bench/sharding_steps.py), its speedup and sim/jit ratio (target <= 1.15);
+   `fit`: t = a + b * context per (devices, batch, runner) when two contexts ran.
 2. per-device memory of weights + KV cache (bytes of the shards each device holds; on GPUs
    also the allocator's bytes in use) vs the single-device figure (target ~ 1/N plus the
    replicated norms).
-3. collectives per step (from the compiled HLO) and the max |difference| of the outputs
-   (sharded vs one device) after the timed steps.
+3. collectives per step (from the compiled HLO), the max |difference| of the outputs
+   (sharded vs one device) and of the jit baseline vs the simulator (same inputs).
 4. with `--smollm2 build/smollm2.oinf` (the converted SmolLM2-135M of examples/smollm2):
    greedy decode through the example's graph on 1 vs N devices; same tokens, max logit
    difference, decode-step time.
 
-On CPU the N devices are emulated (XLA_FLAGS=--xla_force_host_platform_device_count=N, set
-here before jax starts): they share the same cores, so only correctness and memory are
-reported, not speed, and the full run uses one 7B-shaped layer unless --layers says more. `--quick`: 2 layers, d=256, batch 8. Results: bench/results/sharding.json.
+Defaults: on GPUs batches 1,8 and contexts 256,2048 (the issue-20 sweep); on CPU (N devices
+emulated with XLA_FLAGS=--xla_force_host_platform_device_count=N, set here before jax
+starts) batch 8, context 256 and one 7B-shaped layer unless --layers says more: emulated
+devices share the same cores, so only correctness and memory are reported, not speed.
+`--quick`: 2 layers, d=256, batch 8, context 32. The JSON is rewritten after every row (a
+run cut short keeps what it measured): bench/results/sharding.json on CPU,
+bench/results/sharding_gpu_<kind>x<N>.json on GPUs (e.g. sharding_gpu_h200x2.json).
 
-Run: `.venv/bin/python bench/bench_sharding.py [--quick] [--devices N] [--smollm2 OINF]`.
+Run: `.venv/bin/python bench/bench_sharding.py [--quick] [--devices N] [--batch 1,8]
+[--context 256,2048] [--smollm2 OINF]`.
 """
 
 from __future__ import annotations
@@ -38,16 +46,20 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 
 
+def _ints(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part.strip()]
+
+
 def _parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a tiny decoder (2 layers, d=256)")
     parser.add_argument("--devices", type=int, default=2, help="devices of the sharded run (2)")
     parser.add_argument("--steps", type=int, default=0, help="timed steps (default 20, quick 5)")
     parser.add_argument(
-        "--context", type=int, default=0, help="prefilled KV length (256, quick 32)"
+        "--context", type=_ints, default=[], help="prefilled KV lengths, e.g. 256,2048"
     )
     parser.add_argument("--layers", type=int, default=0, help="override the number of layers")
-    parser.add_argument("--batch", type=int, default=0, help="override the batch (8)")
+    parser.add_argument("--batch", type=_ints, default=[], help="batches, e.g. 1,8")
     parser.add_argument(
         "--precision",
         default="",
@@ -60,9 +72,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         metavar="OINF",
         help="also decode with the converted SmolLM2 (examples/smollm2) on 1 vs N devices",
     )
-    parser.add_argument(
-        "--out", type=Path, default=None, help="default: bench/results/[quick/]sharding.json"
-    )
+    parser.add_argument("--out", type=Path, default=None, help="default: see the module doc")
     return parser.parse_args(argv)
 
 
@@ -80,6 +90,7 @@ import numpy as np  # noqa: E402
 from results_file import results_file  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
+from sharding_steps import PureStep, Run, allocator_bytes, device_bytes, timed  # noqa: E402
 
 from openinfer_jax.sim import Simulator  # noqa: E402
 from openinfer_jax.sim.sharding import device_mesh  # noqa: E402
@@ -91,140 +102,16 @@ from openinfer_jax.sim.sharding_models import (  # noqa: E402
 )
 
 
-def _config(args: argparse.Namespace) -> DecoderConfig:
+def _config(args: argparse.Namespace, on_cpu: bool) -> DecoderConfig:
+    """The decoder (batch 8; one layer on CPU unless --layers/--quick)."""
     if args.quick:
         cfg = DecoderConfig(layers=2, d=256, heads=8, kv_heads=8, ffn=512, batch=8)
     else:
         cfg = DecoderConfig(layers=8, d=4096, heads=32, kv_heads=32, ffn=11008, batch=8)
-    return DecoderConfig(args.layers or cfg.layers, cfg.d, cfg.heads, cfg.kv_heads, cfg.ffn,
-                         args.batch or cfg.batch)  # fmt: skip
-
-
-class Run:
-    """One simulator (one device or a mesh) positioned at a prefilled context."""
-
-    def __init__(self, sim: Simulator, cfg: DecoderConfig, context: int) -> None:
-        self.sim, self.cfg = sim, cfg
-        self.ex = sim.make_executor()
-        rng = np.random.default_rng(7)
-        shape = (cfg.layers, context, cfg.batch, cfg.kv_heads, cfg.head_dim)
-        for name in ("K", "V"):
-            self.ex.set_persistent(name, (rng.standard_normal(shape) * 0.5).astype(np.float32))
-        self.ex.set_persistent("step", np.asarray(context, np.int32))
-        self.inputs = np.random.default_rng(11)
-
-    def step(self) -> np.ndarray:
-        """One decode step; returns y (on the host, so the step has finished)."""
-        x = self.inputs.standard_normal((self.cfg.batch, self.cfg.d)).astype(np.float32)
-        self.ex.insert(x=x)
-        self.ex.step()
-        return self.ex.fetch("y")
-
-    def device_bytes(self) -> dict[str, dict[str, int]]:
-        """Bytes of weight and KV-cache shards per device."""
-        out: dict[str, dict[str, int]] = {}
-
-        def add(arr: Any, what: str) -> None:
-            for shard in getattr(arr, "addressable_shards", []):
-                slot = out.setdefault(str(shard.device), {"weights": 0, "kv": 0})
-                slot[what] += int(shard.data.nbytes)
-
-        for arr in self.ex._pristine.values():
-            add(arr, "weights")
-        for arr in self.ex._var_initial.values():
-            add(arr, "weights")
-        for table in self.ex.persistent.tables.values():
-            add(table.buffer, "kv")
-        return out
-
-
-class PureStep:
-    """Baseline: the same decode step as ONE hand-written jax.jit function (no scheduler).
-
-    Same weights, same shardings (the Megatron plan, or one device), KV caches
-    `[L, capacity, B, Hkv, Dh]` donated and masked by position. Its 1-vs-N ratio is what
-    XLA's SPMD partitioning gives; the simulator's figure adds the scheduler's host time.
-    """
-
-    def __init__(self, sim: Simulator, cfg: DecoderConfig, context: int, steps: int) -> None:
-        import jax.numpy as jnp
-        from jax.sharding import NamedSharding, PartitionSpec
-
-        from openinfer_jax.ops import nn_jax
-        from openinfer_jax.sim.sharding_models import LAYER_WEIGHTS
-
-        self.cfg = cfg
-        plan = decoder_plan()
-        mesh = sim.sharded.mesh if sim.sharded is not None else None
-
-        def place(value: Any, spec: PartitionSpec | None) -> Any:
-            if mesh is None:
-                return jax.device_put(value, sim.jax_device)
-            return jax.device_put(value, NamedSharding(mesh, spec or PartitionSpec()))
-
-        model = sim.model
-        self.params = [
-            {name: place(np.asarray(model.tensor(f"layers.{layer}.{name}")), plan.get(name))
-             for name, _dims in LAYER_WEIGHTS}
-            for layer in range(cfg.layers)
-        ]  # fmt: skip
-        self.final = place(np.asarray(model.tensor("final_norm")), None)
-        capacity = 1 << (context + steps + 8).bit_length()
-        shape = (cfg.layers, capacity, cfg.batch, cfg.kv_heads, cfg.head_dim)
-        rng = np.random.default_rng(7)
-        caches = []
-        for _ in range(2):
-            buf = np.zeros(shape, np.float32)
-            buf[:, :context] = rng.standard_normal((cfg.layers, context, *shape[2:])) * 0.5
-            caches.append(place(buf, plan["K"]))
-        self.kc, self.vc = caches
-        self.pos = context
-        self.inputs = np.random.default_rng(11)
-        b, h, hkv, dh = cfg.batch, cfg.heads, cfg.kv_heads, cfg.head_dim
-
-        def step(params: Any, final: Any, kc: Any, vc: Any, x: Any, pos: Any) -> Any:
-            hid = x
-            visible = jnp.arange(kc.shape[1]) <= pos
-            for layer, p in enumerate(params):
-                a = nn_jax.rms_norm(hid, p["attn_norm"], epsilon=cfg.eps)
-                q = nn_jax.rope((a @ p["wq"]).reshape(b, h, 1, dh), pos, theta=cfg.theta)
-                k = nn_jax.rope((a @ p["wk"]).reshape(b, hkv, 1, dh), pos, theta=cfg.theta)
-                v = (a @ p["wv"]).reshape(b, hkv, 1, dh)
-                zero = jnp.int32(0)
-                at = (jnp.int32(layer), pos, zero, zero, zero)
-                kc = jax.lax.dynamic_update_slice(kc, k.reshape(1, 1, b, hkv, dh), at)
-                vc = jax.lax.dynamic_update_slice(vc, v.reshape(1, 1, b, hkv, dh), at)
-                keys = kc[layer].transpose(1, 2, 0, 3)  # [B, Hkv, C, Dh]
-                values = vc[layer].transpose(1, 2, 0, 3)
-                o = nn_jax.attention(q, keys, values, visible)
-                hid = hid + o.reshape(b, h * dh) @ p["wo"]
-                a = nn_jax.rms_norm(hid, p["ffn_norm"], epsilon=cfg.eps)
-                hid = hid + (jax.nn.silu(a @ p["wg"]) * (a @ p["wu"])) @ p["wd"]
-            return nn_jax.rms_norm(hid, final, epsilon=cfg.eps), kc, vc
-
-        self.fn = jax.jit(step, donate_argnums=(2, 3))
-
-    def step(self) -> np.ndarray:
-        """One decode step; returns y on the host."""
-        x = self.inputs.standard_normal((self.cfg.batch, self.cfg.d)).astype(np.float32)
-        y, self.kc, self.vc = self.fn(
-            self.params, self.final, self.kc, self.vc, x, np.int32(self.pos)
-        )
-        self.pos += 1
-        return np.asarray(y)
-
-
-def _timed(run: Run | PureStep, warmup: int, steps: int) -> tuple[float, np.ndarray]:
-    for _ in range(warmup):
-        run.step()
-    times = []
-    y = None
-    for _ in range(steps):
-        start = time.perf_counter()
-        y = run.step()
-        times.append((time.perf_counter() - start) * 1e3)
-    assert y is not None
-    return statistics.median(times), y
+    # Correctness only on CPU: one 7B-shaped layer (0.75 GiB) instead of 8 (6 GiB), so
+    # bench/run_all.py fits a 2-core, 24 GB machine.
+    layers = args.layers or (1 if on_cpu and not args.quick else cfg.layers)
+    return DecoderConfig(layers, cfg.d, cfg.heads, cfg.kv_heads, cfg.ffn, cfg.batch)
 
 
 # SmolLM2 (9 heads, 3 KV heads, torch (out, in) weights): projections split Megatron-style,
@@ -279,97 +166,63 @@ def smollm2_rows(path: Path, devices: int, steps: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _allocator_bytes() -> dict[str, int]:
-    out = {}
-    for dev in jax.local_devices():
-        stats = dev.memory_stats() if hasattr(dev, "memory_stats") else None
-        if stats and "bytes_in_use" in stats:
-            out[str(dev)] = int(stats["bytes_in_use"])
-    return out
+def _fit(points: list[tuple[int, float]]) -> dict[str, float] | None:
+    """Least-squares t = a + b * context over (context, ms) points (None below 2 contexts)."""
+    if len({c for c, _ in points}) < 2:
+        return None
+    b, a = np.polyfit([c for c, _ in points], [ms for _, ms in points], 1)
+    return {"fixed_ms": float(a), "us_per_token": float(b) * 1e3}
 
 
-def main() -> int:
-    """Build the decoder, time 1 vs N devices, print the table, write the JSON."""
-    args = ARGS
-    cfg = _config(args)
-    if args.precision:
-        jax.config.update("jax_default_matmul_precision", args.precision)
-    platform = jax.devices()[0].platform
-    on_cpu = platform == "cpu"
-    if on_cpu and not args.quick and not args.layers:
-        # Correctness only on CPU: one 7B-shaped layer (0.75 GiB) instead of 8 (6 GiB), so
-        # bench/run_all.py fits a 2-core, 24 GB machine.
-        cfg = DecoderConfig(1, cfg.d, cfg.heads, cfg.kv_heads, cfg.ffn, cfg.batch)
-    steps = args.steps or (5 if args.quick or on_cpu else 20)
-    context = args.context or (32 if args.quick else 256)
-    console = Console(width=160)
-    console.print(
-        f"decoder: {cfg.layers} layers, d={cfg.d}, {cfg.heads} heads ({cfg.kv_heads} kv), "
-        f"ffn {cfg.ffn}, batch {cfg.batch}, context {context}; weights "
-        f"{cfg.weight_bytes() / 2**30:.2f} GiB; {platform} x{len(jax.devices())}"
-    )
-    with tempfile.TemporaryDirectory() as tmp:
-        path = args.model or Path(tmp) / "decoder.oinf"
-        if not path.exists():
-            start = time.perf_counter()
-            write_decoder(path, cfg)
-            console.print(f"wrote {path} in {time.perf_counter() - start:.1f} s")
-        text = decoder_graph(cfg)
-        rows: list[dict[str, Any]] = []
-        base_y = None
-        base_ms = None
-        base_pure = None
-        base_mem = None
-        for n in sorted({1, args.devices}):
-            before = _allocator_bytes()
-            if n == 1:
-                sim = Simulator(path, text, device=jax.devices()[0])
-            else:
-                sim = Simulator(path, text, mesh=device_mesh(n), sharding=decoder_plan())
-            run = Run(sim, cfg, context)
-            ms, y = _timed(run, warmup=3, steps=steps)
-            per_device = run.device_bytes()
-            pure_ms: float | None = None
-            if not on_cpu:  # a speed baseline: meaningless on emulated devices
-                pure = PureStep(sim, cfg, context, steps + 3)
-                pure_ms, _pure_y = _timed(pure, warmup=3, steps=steps)
-                del pure
-            after = _allocator_bytes()
-            collectives = 0
-            if sim.sharded is not None:
-                sim.with_trace()
-                run.step()
-                collectives = sum(r["collectives"]["total"] for r in sim.sharded.regions.values())
-            top = max(per_device.values(), key=lambda d: d["weights"] + d["kv"])
-            row = {
-                "devices": n,
-                "step_ms": ms,
-                "tokens_per_s": cfg.batch / (ms / 1e3),
-                "pure_jax_step_ms": pure_ms,
-                "weights_bytes_per_device": top["weights"],
-                "kv_bytes_per_device": top["kv"],
-                "allocator_bytes_per_device": max(
-                    (after.get(k, 0) - before.get(k, 0) for k in after), default=0
-                ),
-                "collectives_per_step": collectives,
-            }
-            if base_y is None:
-                base_y, base_ms, base_mem = y, ms, top["weights"] + top["kv"]
-                base_pure = pure_ms
-                row["max_abs_diff"] = 0.0
-            else:
-                row["max_abs_diff"] = float(np.max(np.abs(y.astype(np.float64) - base_y)))
-            row["speedup"] = base_ms / ms if base_ms else 1.0
-            row["pure_jax_speedup"] = base_pure / pure_ms if base_pure and pure_ms else None
-            row["sim_over_pure_jax"] = ms / pure_ms if pure_ms else None
-            row["memory_ratio"] = (top["weights"] + top["kv"]) / base_mem if base_mem else 1.0
-            rows.append(row)
-            sim.model.close()
-            del run, sim
-    table = Table(title=f"decode step, 1 vs {args.devices} {platform} devices (median of {steps})")
-    for col in ("devices", "step ms", "tokens/s", "speedup", "pure-JAX ms", "pure speedup",
-                "sim/pure", "weights MiB/dev", "KV MiB/dev", "mem ratio", "collectives/step",
-                "max |diff|"):  # fmt: skip
+def _default_out(args: argparse.Namespace, platform: str) -> Path:
+    if platform == "cpu" or args.quick:
+        return results_file("sharding.json", args.quick)
+    kind = jax.devices()[0].device_kind.split()[-1].lower()
+    return results_file(f"sharding_{platform}_{kind}x{args.devices}.json", False)
+
+
+def _row(
+    sim: Simulator, cfg: DecoderConfig, context: int, steps: int, start_bytes: dict[str, int]
+) -> tuple[dict[str, Any], np.ndarray]:
+    """Time the simulator and the jit baseline at one context; memory and collectives."""
+    run = Run(sim, cfg, context)
+    ms, y = timed(run, warmup=3, steps=steps)
+    per_device = device_bytes(run.kv_arrays())
+    in_use = allocator_bytes()
+    collectives = 0
+    if sim.sharded is not None:
+        sim.with_trace()
+        run.step()
+        sim.tracing = False  # the next context is timed untraced again
+        collectives = sum(r["collectives"]["total"] for r in sim.sharded.regions.values())
+    del run
+    pure = PureStep(sim, cfg, context, steps + 3)
+    pure_ms, pure_y = timed(pure, warmup=3, steps=steps)
+    del pure
+    top = max(per_device.values(), key=lambda d: d["weights"] + d["kv"])
+    row = {
+        "batch": cfg.batch,
+        "context": context,
+        "step_ms": ms,
+        "tokens_per_s": cfg.batch / (ms / 1e3),
+        "pure_jax_step_ms": pure_ms,
+        "sim_over_pure_jax": ms / pure_ms,
+        "pure_jax_max_abs_diff": float(np.max(np.abs(pure_y.astype(np.float64) - y))),
+        "weights_bytes_per_device": top["weights"],
+        "kv_bytes_per_device": top["kv"],
+        "allocator_bytes_per_device": max(
+            (in_use[k] - start_bytes.get(k, 0) for k in in_use), default=0
+        ),
+        "collectives_per_step": collectives,
+    }
+    return row, y
+
+
+def _table(rows: list[dict[str, Any]], title: str, on_cpu: bool) -> Table:
+    table = Table(title=title)
+    for col in ("devices", "batch", "context", "step ms", "tokens/s", "speedup", "jit ms",
+                "jit speedup", "sim/jit", "weights MiB/dev", "KV MiB/dev", "mem ratio",
+                "collectives/step", "max |diff|", "jit |diff|"):  # fmt: skip
         table.add_column(col, justify="right")
     for row in rows:
         speed = (
@@ -380,22 +233,112 @@ def main() -> int:
                   f"{row['sim_over_pure_jax']:.2f}")
         )  # fmt: skip
         table.add_row(
-            str(row["devices"]), *speed,
+            str(row["devices"]), str(row["batch"]), str(row["context"]), *speed,
             f"{row['weights_bytes_per_device'] / 2**20:.1f}",
             f"{row['kv_bytes_per_device'] / 2**20:.1f}",
             f"{row['memory_ratio']:.3f}", str(row["collectives_per_step"]),
-            f"{row['max_abs_diff']:.2e}",
+            f"{row['max_abs_diff']:.2e}", f"{row['pure_jax_max_abs_diff']:.2e}",
         )  # fmt: skip
-    console.print(table)
+    return table
+
+
+def main() -> int:
+    """Build the decoder, time 1 vs N devices per batch and context, write the JSON."""
+    args = ARGS
+    if args.precision:
+        jax.config.update("jax_default_matmul_precision", args.precision)
+    platform = jax.devices()[0].platform
+    on_cpu = platform == "cpu"
+    cfg0 = _config(args, on_cpu)
+    batches = args.batch or ([8] if on_cpu or args.quick else [1, 8])
+    contexts = args.context or ([32] if args.quick else [256] if on_cpu else [256, 2048])
+    steps = args.steps or (5 if args.quick or on_cpu else 20)
+    out = args.out or _default_out(args, platform)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    console = Console(width=200)
+    console.print(
+        f"decoder: {cfg0.layers} layers, d={cfg0.d}, {cfg0.heads} heads ({cfg0.kv_heads} kv), "
+        f"ffn {cfg0.ffn}; batches {batches}, contexts {contexts}; weights "
+        f"{cfg0.weight_bytes() / 2**30:.2f} GiB; {platform} x{len(jax.devices())}"
+    )
+    result: dict[str, Any] = {
+        "platform": platform,
+        "device_kind": jax.devices()[0].device_kind,
+        "devices": args.devices,
+        "config": {k: v for k, v in cfg0.__dict__.items() if k != "batch"},
+        "batches": batches,
+        "contexts": contexts,
+        "steps": steps,
+        "quick": args.quick,
+        "matmul_precision": args.precision or "default",
+        "rows": [],
+        "fits": [],
+        "smollm2": [],
+    }
+    rows: list[dict[str, Any]] = result["rows"]
+    start_bytes = allocator_bytes()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.model or Path(tmp) / "decoder.oinf"
+        if not path.exists():
+            began = time.perf_counter()
+            write_decoder(path, cfg0)  # the weights do not depend on the batch
+            console.print(f"wrote {path} in {time.perf_counter() - began:.1f} s")
+        for batch in batches:
+            cfg = DecoderConfig(cfg0.layers, cfg0.d, cfg0.heads, cfg0.kv_heads, cfg0.ffn, batch)
+            text = decoder_graph(cfg)
+            base: dict[int, dict[str, Any]] = {}
+            base_y: dict[int, np.ndarray] = {}
+            for n in sorted({1, args.devices}):
+                if n == 1:
+                    sim = Simulator(path, text, device=jax.devices()[0])
+                else:
+                    sim = Simulator(path, text, mesh=device_mesh(n), sharding=decoder_plan())
+                for context in contexts:
+                    row, y = _row(sim, cfg, context, steps, start_bytes)
+                    first = base.setdefault(context, row)
+                    base_y.setdefault(context, y)
+                    mem = row["weights_bytes_per_device"] + row["kv_bytes_per_device"]
+                    row |= {
+                        "devices": n,
+                        "speedup": first["step_ms"] / row["step_ms"],
+                        "pure_jax_speedup": first["pure_jax_step_ms"] / row["pure_jax_step_ms"],
+                        "memory_ratio": mem
+                        / (first["weights_bytes_per_device"] + first["kv_bytes_per_device"]),
+                        "max_abs_diff": float(
+                            np.max(np.abs(y.astype(np.float64) - base_y[context]))
+                        ),
+                    }
+                    rows.append(row)
+                    console.print(
+                        f"devices {n} batch {batch} context {context}: sim {row['step_ms']:.2f}"
+                        f" ms, jit {row['pure_jax_step_ms']:.2f} ms, speedup "
+                        f"{row['speedup']:.2f}x, diff {row['max_abs_diff']:.1e}"
+                    )
+                    out.write_text(json.dumps(result, indent=1))
+                sim.model.close()
+                del sim
+    for n in sorted({1, args.devices}):
+        for batch in batches:
+            mine = [r for r in rows if r["devices"] == n and r["batch"] == batch]
+            for runner, key in (("sim", "step_ms"), ("jit", "pure_jax_step_ms")):
+                fit = _fit([(r["context"], r[key]) for r in mine])
+                if fit is not None:
+                    result["fits"].append({"devices": n, "batch": batch, "runner": runner} | fit)
+    title = f"decode step, 1 vs {args.devices} {platform} devices (median of {steps})"
+    console.print(_table(rows, title, on_cpu))
+    for fit in result["fits"]:
+        console.print(
+            f"fit {fit['runner']} devices {fit['devices']} batch {fit['batch']}: "
+            f"{fit['fixed_ms']:.2f} ms + {fit['us_per_token']:.3f} us/token"
+        )
     if on_cpu:
         console.print("emulated CPU devices share the same cores: speed is not reported")
-    smollm2: list[dict[str, Any]] = []
     if args.smollm2:
-        smollm2 = smollm2_rows(args.smollm2, args.devices, 8 if args.quick else 24)
+        result["smollm2"] = smollm2_rows(args.smollm2, args.devices, 8 if args.quick else 24)
         small = Table(title=f"SmolLM2-135M greedy decode, 1 vs {args.devices} {platform} devices")
         for col in ("devices", "step ms", "tokens/s", "speedup", "same tokens", "max |logit diff|"):
             small.add_column(col, justify="right")
-        for row in smollm2:
+        for row in result["smollm2"]:
             speed = (
                 ("n/a (CPU)", "n/a", "n/a")
                 if on_cpu
@@ -408,22 +351,8 @@ def main() -> int:
             small.add_row(str(row["devices"]), *speed, str(row["same_tokens"]),
                           f"{row['max_abs_logit_diff']:.2e}")  # fmt: skip
         console.print(small)
-    result = {
-        "platform": platform,
-        "device_kind": jax.devices()[0].device_kind,
-        "config": cfg.__dict__,
-        "context": context,
-        "steps": steps,
-        "quick": args.quick,
-        "matmul_precision": args.precision or "default",
-        "rows": rows,
-        "smollm2": smollm2,
-    }
-    if args.out is None:
-        args.out = results_file("sharding.json", args.quick)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1))
-    console.print(f"results: {args.out}")
+    out.write_text(json.dumps(result, indent=1))
+    console.print(f"results: {out}")
     return 0
 
 
