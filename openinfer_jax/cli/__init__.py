@@ -32,6 +32,7 @@ _COMMANDS = {
     "run": "run",
     "emit": "emit",
     "generate": "generate",
+    "embed": "embed",
     "trace-diff": "trace_diff",
 }
 
