@@ -59,6 +59,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--context", type=int, default=0, help="prefilled KV (256, quick 32)")
     parser.add_argument("--steps", type=int, default=10, help="timed/profiled steps")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--model", type=Path, help="reuse/write the generated .oinf here")
     parser.add_argument("--no-repro", action="store_true", help="skip the JAX-only repro")
     parser.add_argument(
         "--repro-child", default="", help=argparse.SUPPRESS
@@ -193,6 +194,8 @@ def profile(runner: Run | PureStep, steps: int, trace_dir: Path) -> dict[str, An
     out |= read_trace(trace_dir, steps)
     if out.get("device_busy_ms") is not None:
         out["device_idle_ms"] = out["wall_ms"] - out["device_busy_ms"]
+    if out.get("device_ops_per_step"):
+        out["dispatch_us_per_device_op"] = out["dispatch_ms"] * 1e3 / out["device_ops_per_step"]
     return out
 
 
@@ -210,7 +213,8 @@ def repro(cfg: DecoderConfig, steps: int) -> dict[str, Any]:
         for _ in range(cfg.layers):
             for shape in shapes:
                 key, sub = jax.random.split(key)
-                weights.append(jax.device_put(jax.random.normal(sub, shape) * 0.01, dev))
+                w = jax.random.normal(sub, shape, jnp.float32) * 0.01  # f32: openinfer turns x64 on
+                weights.append(jax.device_put(w, dev))
 
         def step(ws: list[Any], x: Any) -> Any:
             for i in range(cfg.layers):
@@ -224,6 +228,21 @@ def repro(cfg: DecoderConfig, steps: int) -> dict[str, Any]:
         x = jax.device_put(jnp.ones((cfg.batch, cfg.d), jnp.float32), dev)
         for _ in range(3):
             fn(weights, x).block_until_ready()
+        # The same arguments into a program of one tiny op: the per-call host cost of the
+        # arguments alone (no kernels of the step).
+        noop = jax.jit(lambda ws, x: x + 1.0)
+        noop(weights, x).block_until_ready()
+        calls = []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            noop(weights, x).block_until_ready()
+            calls.append((time.perf_counter() - t0) * 1e3)
+        dispatch = []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            y = fn(weights, x)
+            dispatch.append((time.perf_counter() - t0) * 1e3)
+            y.block_until_ready()
         times = []
         for _ in range(steps):
             t0 = time.perf_counter()
@@ -242,11 +261,13 @@ def repro(cfg: DecoderConfig, steps: int) -> dict[str, Any]:
         rows[label] = {
             "weights_bytes": nbytes,
             "wall_ms": ms,
+            "dispatch_ms": statistics.median(dispatch),
+            "same_args_one_op_ms": statistics.median(calls),
             "effective_GBps": nbytes / (ms / 1e3) / 1e9,
             "device_busy_ms": trace.get("device_busy_ms"),
             "device_ops_per_step": trace.get("device_ops_per_step"),
         }
-        del weights, fn
+        del weights, fn, noop
     rows["half_over_full"] = rows["half"]["wall_ms"] / rows["full"]["wall_ms"]
     return rows
 
@@ -311,8 +332,9 @@ def main() -> int:
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "decoder.oinf"
-        write_decoder(path, cfg)
+        path = args.model or Path(tmp) / "decoder.oinf"
+        if not path.exists():
+            write_decoder(path, cfg)
         sim = Simulator(path, decoder_graph(cfg), mesh=device_mesh(args.devices),
                         sharding=decoder_plan())  # fmt: skip
         runners: dict[str, Run | PureStep] = {"sim": Run(sim, cfg, context)}
