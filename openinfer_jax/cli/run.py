@@ -3,7 +3,7 @@
     openinfer run --model m.oinf (--graph g.graph | --arch llama|bert [--chunk N ...])
                   [--steps N] [--input x=x.npy ...] [--stream] [--output out.npz]
                   [--trace out.json [--trace-summaries]] [--chrome-trace out.json]
-                  [--fetch y ...] [--device cpu]
+                  [--fetch y ...] [--device cpu] [--target sim|c|vulkan]
                   [--devices N [--mesh data=2,model=2] [--shard PATTERN=SPEC ...]]
 
 Inputs are `.npy` files inserted before every step. With `--stream` each input is a
@@ -11,6 +11,11 @@ stream instead: step i gets slice i of the first axis of a `.npy` (or the i-th a
 `.npz`), and the run has as many steps as the streams. Without `--fetch`, every variable
 written by the entry block is printed after the last step (summarized); `--output` saves
 the fetched values of every step.
+
+`--target c` (or `vulkan`) runs the same steps through the emitted program instead: it is
+synthesized, built with the system compiler (`CC`, default ``cc``) in a temporary directory
+and driven by its generated driver (openinfer_jax.emit.driver_run), so the C program runs on
+the same `.npy` inputs and its outputs are saved the same way.
 """
 
 from __future__ import annotations
@@ -68,6 +73,10 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--chrome-trace", metavar="OUT.json", help="write a Chrome/Perfetto trace")
     parser.add_argument("--device", default="cpu", help="cpu (default), gpu, vulkan or numpy")
+    parser.add_argument(
+        "--target", choices=("sim", "c", "vulkan"), default="sim",
+        help="sim: the simulator (default); c, vulkan: the emitted program, built with cc",
+    )  # fmt: skip
     parser.add_argument(
         "--limit",
         action="append",
@@ -168,9 +177,86 @@ def _summary(value: np.ndarray) -> str:
     return f"{value.dtype}{list(value.shape)} {head}{more}"
 
 
+def _entry_outputs(entry: Any) -> list[str]:
+    """The variables the entry block writes with an op or a transfer, in order."""
+    from openinfer_jax.ir.nodes import Op, Transfer
+
+    return list(dict.fromkeys(
+        n.output.name if isinstance(n, Op) else n.dst.name
+        for n in entry.nodes
+        if isinstance(n, (Op, Transfer))
+    ))  # fmt: skip
+
+
+def _report(names: list[str], last: dict[str, np.ndarray]) -> None:
+    for name in names:
+        print(f"{name} = {_summary(np.asarray(last[name]))}")
+
+
+def _run_emitted(
+    args: argparse.Namespace,
+    model_path: Path,
+    graph: Any,
+    fixed: dict[str, np.ndarray],
+    streams: dict[str, list[np.ndarray]],
+    steps: int,
+) -> int:
+    """`run --target c|vulkan`: synthesize, build in a temporary directory, drive it."""
+    import tempfile
+    import time
+
+    from openinfer_jax.core.errors import SynthesisError
+    from openinfer_jax.emit import Synthesizer
+    from openinfer_jax.emit.driver_run import build_driver, run_driver
+    from openinfer_jax.ir import infer_var_types
+    from openinfer_jax.trace import load_graph
+
+    graph = load_graph(graph)
+    unsupported = [flag for flag, given in (
+        ("--trace", args.trace), ("--chrome-trace", args.chrome_trace),
+        ("--devices", args.devices), ("--limit", args.limit),
+    ) if given]  # fmt: skip
+    if unsupported:
+        raise SimulationError(
+            f"{', '.join(unsupported)}: simulator options; drop them with --target {args.target} "
+            "(a -DOI_TRACE build traces the emitted program: docs/synthesis.md)"
+        )
+    entry = graph.block("entry") or (graph.blocks[0] if graph.blocks else None)
+    names = args.fetch or (_entry_outputs(entry) if entry is not None else [])
+    declared = {v.name: v for v in graph.vars}
+    feeds: list[dict[str, np.ndarray]] = []
+    for step in range(steps):
+        feed = {**fixed, **{name: items[step] for name, items in streams.items()}}
+        for name, value in feed.items():
+            var = declared.get(name)
+            if var is None or var.kind.value != "dynamic":
+                raise SimulationError(f"--input {name}: the graph has no dynamic variable {name!r}")
+            if value.dtype != var.dtype.numpy:
+                raise SimulationError(
+                    f"--input {name}: dtype {value.dtype} does not match the declaration "
+                    f"{var.dtype.short}; save it as {var.dtype.numpy}"
+                )
+        feeds.append(feed)
+    types = infer_var_types(graph)
+    missing = [n for n in names if n not in types]
+    if missing:
+        raise SynthesisError(f"--fetch {', '.join(missing)}: no such variable in the graph")
+    start = time.perf_counter()
+    plan = Synthesizer(args.target).synthesize(model_path, graph, name="model", outputs=names)
+    with tempfile.TemporaryDirectory(prefix="openinfer-run-") as tmp:
+        exe = build_driver(plan, Path(tmp) / "src")
+        built = time.perf_counter() - start
+        results = run_driver(exe, model_path, feeds, Path(tmp), {n: types[n].dtype for n in names})
+    _report(names, results[-1])
+    print(f"ran {steps} step(s) through the emitted {args.target} program (built in {built:.1f} s)")
+    if args.output:
+        _save(args.output, {n: [r[n] for r in results] for n in names})
+        print(f"saved {len(names)} variable(s) x {steps} step(s): {args.output}")
+    return 0
+
+
 def run_command(args: argparse.Namespace) -> int:
     """Handler of `openinfer run`; returns the exit code."""
-    from openinfer_jax.ir.nodes import Op, Transfer
     from openinfer_jax.sim import Simulator, write_chrome_trace, write_trace_json
 
     model_path = Path(args.model)
@@ -180,6 +266,8 @@ def run_command(args: argparse.Namespace) -> int:
     graph = model_graph.program(args, model_path, arch)
     fixed, streams = _parse_inputs(args.input, args.stream)
     steps = _steps(args.steps, streams)
+    if args.target != "sim":
+        return _run_emitted(args, model_path, graph, fixed, streams, steps)
     mesh, plan = sharding_cli.mesh_and_plan(args, args.device)
     limits = DEFAULT_LIMITS.with_overrides(args.limit)
     sim = Simulator(
@@ -188,11 +276,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.trace or args.chrome_trace:
         sim.with_trace(summaries=args.trace_summaries).with_timer()
     ex = sim.make_executor()
-    names = list(dict.fromkeys(args.fetch or [
-        n.output.name if isinstance(n, Op) else n.dst.name
-        for n in sim.entry.nodes
-        if isinstance(n, (Op, Transfer))
-    ]))  # fmt: skip
+    names = args.fetch or _entry_outputs(sim.entry)
     saved: dict[str, list[np.ndarray]] = {name: [] for name in names}
     for step in range(steps):
         ex.insert(fixed)
@@ -201,8 +285,7 @@ def run_command(args: argparse.Namespace) -> int:
         if args.output:
             for name in names:
                 saved[name].append(np.asarray(ex.fetch(name)))
-    for name in names:
-        print(f"{name} = {_summary(np.asarray(ex.fetch(name)))}")
+    _report(names, {name: ex.fetch(name) for name in names})
     stats = ex.stats
     print(f"ran {stats['steps']} step(s); {stats['compilations']} XLA compilation(s)")
     if args.output:

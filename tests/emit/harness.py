@@ -19,11 +19,13 @@ import numpy as np
 
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.emit import Plan, Synthesizer
+from openinfer_jax.emit.driver_run import CFLAGS as DRIVER_CFLAGS
+from openinfer_jax.emit.driver_run import build_command, read_tensor, write_tensor
 from openinfer_jax.oinf import ModelLoader
 from openinfer_jax.sim import Simulator
 
 CC = os.environ.get("CC", "cc")
-CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror"]
+CFLAGS = list(DRIVER_CFLAGS)
 
 TOLERANCE: dict[DType, float] = {
     DType.F32: 1e-4,
@@ -39,16 +41,9 @@ def build(
 ) -> Path:
     """Emit `plan` into `out` and compile it (driver included); returns the executable (or object dir)."""
     plan.emit(out)
-    sources = [f"{plan.name}.c", "oi_runtime.c", f"{plan.name}_driver.c"]
-    sources += [f for f in plan.files if f.endswith("_weights.c")]
-    libs = ["-lm"]
-    if "oi_pool.h" in plan.files:  # synthesized for several threads
-        libs.insert(0, "-pthread")
-    if plan.target == "vulkan":
-        sources.append("oi_vulkan.c")
-        libs.insert(0, "-lvulkan")
+    command = build_command(plan, cc, flags)
     if not link:
-        for src in sources:
+        for src in [f for f in command if f.endswith(".c")]:
             subprocess.run(
                 [cc, *flags, "-c", src, "-o", src[:-2] + ".o"],
                 cwd=out,
@@ -57,30 +52,9 @@ def build(
                 text=True,
             )
         return out
-    exe = out / "driver"
-    result = subprocess.run(
-        [cc, *flags, *sources, *libs, "-o", "driver"], cwd=out, capture_output=True, text=True
-    )
+    result = subprocess.run(command, cwd=out, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-4000:]
-    return exe
-
-
-def write_tensor(path: Path, array: np.ndarray) -> None:
-    """The driver's file format: int32 ndim, int64 dims, raw elements."""
-    arr = np.asarray(array)  # ascontiguousarray would turn a 0-d scalar into shape (1,)
-    with open(path, "wb") as fh:
-        fh.write(np.int32(arr.ndim).tobytes())
-        fh.write(np.asarray(arr.shape, np.int64).tobytes())
-        fh.write(arr.tobytes(order="C"))
-
-
-def read_tensor(path: Path, dtype: DType) -> np.ndarray:
-    """Read a driver output file back as an array of `dtype`'s in-memory NumPy type."""
-    raw = path.read_bytes()
-    ndim = int(np.frombuffer(raw[:4], np.int32)[0])
-    dims = tuple(int(d) for d in np.frombuffer(raw[4 : 4 + 8 * ndim], np.int64))
-    data = np.frombuffer(raw[4 + 8 * ndim :], dtype.numpy)
-    return data.reshape(dims)
+    return out / "driver"
 
 
 def run_driver(
