@@ -29,6 +29,7 @@ __all__ = [
     "build_driver",
     "read_tensor",
     "run_driver",
+    "write_inputs",
     "write_tensor",
 ]
 
@@ -89,6 +90,18 @@ def read_tensor(path: Path, dtype: DType) -> np.ndarray:
     return data.reshape(dims)
 
 
+def write_inputs(work: Path, steps: Sequence[Mapping[str, np.ndarray]]) -> tuple[Path, Path]:
+    """Fresh ``work/in`` (holding ``<var>.<step>.bin`` of every step) and empty ``work/out``."""
+    ins, outs = Path(work) / "in", Path(work) / "out"
+    for d in (ins, outs):
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+    for s, feed in enumerate(steps):
+        for var, value in feed.items():
+            write_tensor(ins / f"{var}.{s}.bin", np.asarray(value))
+    return ins, outs
+
+
 def run_driver(
     exe: Path,
     model: Path,
@@ -103,13 +116,7 @@ def run_driver(
         SynthesisError: the driver failed (its exit code and message, e.g. an input of the
             wrong shape, named by the program's own checks).
     """
-    ins, outs = Path(work) / "in", Path(work) / "out"
-    for d in (ins, outs):
-        shutil.rmtree(d, ignore_errors=True)
-        d.mkdir(parents=True)
-    for s, feed in enumerate(steps):
-        for var, value in feed.items():
-            write_tensor(ins / f"{var}.{s}.bin", np.asarray(value))
+    ins, outs = write_inputs(work, steps)
     done = subprocess.run(
         [str(exe), str(model), str(len(steps)), str(ins), str(outs)],
         capture_output=True, text=True, check=False,

@@ -9,7 +9,6 @@ f64, and one unit of the storage format for f16/bf16/f8; integers and bool are e
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -20,7 +19,12 @@ import numpy as np
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.emit import Plan, Synthesizer
 from openinfer_jax.emit.driver_run import CFLAGS as DRIVER_CFLAGS
-from openinfer_jax.emit.driver_run import build_command, read_tensor, write_tensor
+from openinfer_jax.emit.driver_run import (  # noqa: F401 - write_tensor: for the tests
+    build_command,
+    read_tensor,
+    write_inputs,
+    write_tensor,
+)
 from openinfer_jax.oinf import ModelLoader
 from openinfer_jax.sim import Simulator
 
@@ -61,13 +65,7 @@ def run_driver(
     exe: Path, model: Path, steps: Sequence[Mapping[str, np.ndarray]], work: Path
 ) -> subprocess.CompletedProcess[str]:
     """Write the inputs of every step, run the driver, return the process result."""
-    ins, outs = work / "in", work / "out"
-    for d in (ins, outs):
-        shutil.rmtree(d, ignore_errors=True)
-        d.mkdir(parents=True)
-    for s, feed in enumerate(steps):
-        for var, value in feed.items():
-            write_tensor(ins / f"{var}.{s}.bin", np.asarray(value))
+    ins, outs = write_inputs(work, steps)
     return subprocess.run(
         [str(exe), str(model), str(len(steps)), str(ins), str(outs)], capture_output=True, text=True
     )
