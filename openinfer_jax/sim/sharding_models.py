@@ -114,8 +114,8 @@ graph {{
   constant {{ num_layers: u32; }}
   persistent {{
     step: i32 @init(0);
-    K(l, t): f32[{b}, Hkv, Dh] @table;
-    V(l, t): f32[{b}, Hkv, Dh] @table;
+    K(l, t): f32[{b}, Hkv, Dh] @table @fixed(l={cfg.layers});
+    V(l, t): f32[{b}, Hkv, Dh] @table @fixed(l={cfg.layers});
   }}
   block entry {{
     assign h: f32[{b}, D];
