@@ -117,3 +117,35 @@ def test_vulkan_device_matches_onnxruntime(tmp_path: Path) -> None:
     result = import_model(FIXTURES / "bert_encoder.onnx", **_IMPORT["bert_encoder"])
     out = run_imported(result, tmp_path, _feeds("bert_encoder", ref), "vulkan")[0]
     np.testing.assert_allclose(out["last_hidden_state"], ref["last_hidden_state"], atol=2e-5)
+
+
+def test_import_edit_simulate_and_emit_from_the_shell(tmp_path: Path, capsys) -> None:
+    """The user path with no Python: `openinfer import`, edit the graph text (run only the
+    first two layers), `openinfer run` on the simulator and through the emitted C."""
+    from openinfer_jax.cli import main
+
+    ref = _reference("bert_encoder")
+    out = tmp_path / "out"
+    code = main(["import", str(FIXTURES / "bert_encoder.onnx"), "-o", str(out),
+                 "--dim", "batch=2", "--dim", "seq=12"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    graph = out / "bert_encoder.graph"
+    text = graph.read_text()
+    assert text.count("loop layers (l in 0..num_layers) {") == 1
+    edited = tmp_path / "two_layers.graph"
+    edited.write_text(text.replace("(l in 0..num_layers)", "(l in 0..2)"))
+    inputs = []
+    for name in ("input_ids", "attention_mask", "token_type_ids"):
+        np.save(tmp_path / f"{name}.npy", ref[name])
+        inputs += ["--input", f"{name}={tmp_path / name}.npy"]
+    pooled = {}
+    for label, program, target in (("full", graph, "sim"), ("sim", edited, "sim"),
+                                   ("c", edited, "c")):  # fmt: skip
+        saved = tmp_path / f"{label}.npz"
+        code = main(["run", "--model", str(out / "bert_encoder.oinf"), "--graph", str(program),
+                     *inputs, "--fetch", "pooled", "--output", str(saved), "--target", target])  # fmt: skip
+        assert code == 0, capsys.readouterr().err
+        pooled[label] = np.load(saved)["pooled"][0]
+    np.testing.assert_allclose(pooled["full"], ref["pooled"], atol=2e-5)
+    np.testing.assert_allclose(pooled["c"], pooled["sim"], atol=1e-4)
+    assert np.abs(pooled["sim"] - pooled["full"]).max() > 1e-2  # the edit took effect
