@@ -11,25 +11,29 @@ import pytest
 
 from openinfer_jax.cli import main
 from tests.emit.harness import CC
+from tests.emit.test_vulkan import needs_vulkan
 from tests.sim.test_cli_run import STREAM_GRAPH, setup_files
 
 pytestmark = pytest.mark.skipif(shutil.which(CC) is None, reason=f"no C compiler {CC!r}")
 
 
-def test_stream_through_emitted_c_matches_the_simulator(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize("target", ["c", pytest.param("vulkan", marks=needs_vulkan)])
+def test_stream_through_the_emitted_program_matches_the_simulator(
+    tmp_path: Path, capsys, target: str
+) -> None:
     model, graph, _ = setup_files(tmp_path)
     graph.write_text(STREAM_GRAPH)
     chunks = np.arange(12, dtype=np.float32).reshape(3, 4)
     np.save(tmp_path / "chunks.npy", chunks)
     outs = {}
-    for target in ("sim", "c"):
-        outs[target] = tmp_path / f"{target}.npz"
+    for run_on in ("sim", target):
+        outs[run_on] = tmp_path / f"{run_on}.npz"
         code = main(["run", "--model", str(model), "--graph", str(graph), "--stream",
                      "--input", f"x={tmp_path / 'chunks.npy'}", "--fetch", "s",
-                     "--output", str(outs[target]), "--target", target])  # fmt: skip
+                     "--output", str(outs[run_on]), "--target", run_on])  # fmt: skip
         assert code == 0, capsys.readouterr().err
-    assert "ran 3 step(s) through the emitted c program" in capsys.readouterr().out
-    c_steps = np.load(outs["c"])["s"]
+    assert f"ran 3 step(s) through the emitted {target} program" in capsys.readouterr().out
+    c_steps = np.load(outs[target])["s"]
     np.testing.assert_array_equal(c_steps, np.load(outs["sim"])["s"])
     np.testing.assert_array_equal(c_steps, np.cumsum(chunks + np.arange(4, dtype=np.float32), 0))
 
