@@ -19,6 +19,8 @@ from openinfer_jax.emit.c_options import DenseOptions
 from openinfer_jax.emit.c_types import ctype
 
 __all__ = [
+    "DEFAULT_LAYOUT",
+    "AttentionLayout",
     "EpilogueCode",
     "dense_kernel",
     "dense_pack_bytes",
@@ -211,11 +213,16 @@ def dense_preamble(headers: set[str], options: DenseOptions) -> list[str]:
     return [*lines, ""]
 
 
+def _prepack(when: str, nk: int, indent: str = "    ") -> str:
+    """Statements giving the GEMM the once-packed panels of a constant B."""
+    return f"{indent}g.b_panels = {when} ? oi_gemm_prepacked(g.b, g.N, g.K, g.ldb, {nk}) : NULL;\n"
+
+
 def _gemm_call(pack: str, indent: str) -> str:
     return f"{indent}g.pack = {pack};\n{indent}oi_gemm_f32(&g);"
 
 
-def _linear(name: str, info: OpInfo, pack: str, epi: EpilogueCode | None) -> str:
+def _linear(name: str, info: OpInfo, pack: str, epi: EpilogueCode | None, prepack: bool) -> str:
     bias = len(info.in_dtypes) > 2
     args = "".join(f", const oi_tensor *x{k}" for k in range(len(info.in_dtypes)))
     pre, extra, setup = _epilogue_parts(name, epi, "g")
@@ -244,13 +251,13 @@ def _linear(name: str, info: OpInfo, pack: str, epi: EpilogueCode | None) -> str
     g.bias = {"(const float *)x2->data" if bias else "NULL"};
     g.c = (float *)o->data;
     g.ldc = g.N;
-{_gemm_call(pack, "    ")}
+{_prepack("g.M >= OI_GEMV_MAX_ROWS", 1) if prepack else ""}{_gemm_call(pack, "    ")}
     return OI_OK;
 }}
 """
 
 
-def _matmul(name: str, pack: str, epi: EpilogueCode | None) -> str:
+def _matmul(name: str, pack: str, epi: EpilogueCode | None, prepack: bool) -> str:
     pre, extra, setup = _epilogue_parts(name, epi, "g")
     ectx = f"    {name}_ectx ectx;\n" if epi else ""
     return f"""{pre}static int {name}(oi_tensor *o, const oi_tensor *x0, const oi_tensor *x1{extra}) {{
@@ -294,7 +301,7 @@ def _matmul(name: str, pack: str, epi: EpilogueCode | None) -> str:
         g.a = A + it.off[0] * M * K;
         g.b = B + it.off[1] * K * N;
         g.c = O + t * M * N;
-{_gemm_call(pack, "        ")}
+{_prepack("M > 1", 0, "        ") if prepack else ""}{_gemm_call(pack, "        ")}
         oi_iter_next(&it);
     }}
     return OI_OK;
@@ -354,11 +361,18 @@ def _conv(name: str, info: OpInfo, pack: str, epi: EpilogueCode | None) -> str:
 """
 
 
-def _attention(name: str, info: OpInfo) -> str:
+#: Operand layouts of the attention kernel (oi_attn_view in oi_attention.h): per q, k, v and
+#: the output, (0, 0) for [.., H, S, D], (1, 0) for [.., S, H, D], (2, H) for [.., S, H * D].
+AttentionLayout = tuple[tuple[int, int], tuple[int, int], tuple[int, int], tuple[int, int]]
+DEFAULT_LAYOUT: AttentionLayout = ((0, 0), (0, 0), (0, 0), (0, 0))
+
+
+def _attention(name: str, info: OpInfo, layout: AttentionLayout) -> str:
     masked = len(info.in_dtypes) > 3
     scale = info.params.get("scale")
     scale_c = "1.0f / sqrtf((float)a.D)" if scale is None else f"(float){float(scale)!r}"
     mask_arg = ", const oi_tensor *x3" if masked else ""
+    (lq, hq), (lk, hk), (lv, hv), (lo, ho) = layout
     if masked:
         field = "mask_b" if info.in_dtypes[3] is DType.BOOL else "mask_f"
         storage = "uint8_t" if info.in_dtypes[3] is DType.BOOL else "float"
@@ -367,7 +381,7 @@ def _attention(name: str, info: OpInfo) -> str:
     for (d = nd - 1; d >= 0; d--) {
         const int ad = d - (nd - x3->ndim);
         const int64_t dim = ad >= 0 ? x3->dims[ad] : 1;
-        const int64_t want = d == nd - 1 ? a.Sk : (d == nd - 2 ? a.Sq : x0->dims[d]);
+        const int64_t want = d == nd - 1 ? a.Sk : (d == nd - 2 ? a.Sq : (d == nd - 3 ? a.Hq : vq.batch[d]));
         if (dim != 1 && dim != want) { oi_set_error("attention: the mask does not broadcast to the scores"); return OI_ERR_SHAPE; }
         mstride[d] = dim == 1 ? 0 : ms;
         ms *= dim;
@@ -376,7 +390,7 @@ def _attention(name: str, info: OpInfo) -> str:
 """
         mask_batch = f"""        {{
             int64_t moff = 0, rem = bb;
-            for (d = nd - 4; d >= 0; d--) {{ moff += (rem % x0->dims[d]) * mstride[d]; rem /= x0->dims[d]; }}
+            for (d = nd - 4; d >= 0; d--) {{ moff += (rem % vq.batch[d]) * mstride[d]; rem /= vq.batch[d]; }}
             a.{field} = (const {storage} *)x3->data + moff;
         }}
 """
@@ -385,37 +399,40 @@ def _attention(name: str, info: OpInfo) -> str:
         mask_batch = ""
     return f"""static int {name}(oi_tensor *o, const oi_tensor *x0, const oi_tensor *x1, const oi_tensor *x2{mask_arg}) {{
     oi_attention_f32_args a;
-    const int nd = x0->ndim;
-    int64_t B = 1, dims[OI_MAX_DIMS], bb;
-    int d, rc;
+    oi_attn_view vq, vk, vv, vo;
+    int64_t B = 1, bb;
+    int d, rc, nd;
     memset(&a, 0, sizeof a);
-    if (nd < 3 || x1->ndim != nd || x2->ndim != nd) {{ oi_set_error("attention: q, k, v need the same rank >= 3"); return OI_ERR_SHAPE; }}
-    a.Hq = x0->dims[nd - 3]; a.Sq = x0->dims[nd - 2]; a.D = x0->dims[nd - 1];
-    a.Hk = x1->dims[nd - 3]; a.Sk = x1->dims[nd - 2]; a.Dv = x2->dims[nd - 1];
-    for (d = 0; d < nd - 3; d++) {{
-        if (x1->dims[d] != x0->dims[d] || x2->dims[d] != x0->dims[d]) {{ oi_set_error("attention: batch dims differ"); return OI_ERR_SHAPE; }}
-        B *= x0->dims[d];
+    if (oi_attn_view_of(x0, {lq}, {hq}, &vq) || oi_attn_view_of(x1, {lk}, {hk}, &vk) || oi_attn_view_of(x2, {lv}, {hv}, &vv)) {{
+        oi_set_error("attention: q, k, v need rank >= 3 ([..., heads, seq, dim])"); return OI_ERR_SHAPE;
     }}
-    if (x1->dims[nd - 1] != a.D || x2->dims[nd - 3] != a.Hk || x2->dims[nd - 2] != a.Sk || a.Hk == 0 || a.Hq % a.Hk) {{
+    if (vk.nb != vq.nb || vv.nb != vq.nb) {{ oi_set_error("attention: q, k, v have different batch ranks"); return OI_ERR_SHAPE; }}
+    for (d = 0; d < vq.nb; d++) {{
+        if (vk.batch[d] != vq.batch[d] || vv.batch[d] != vq.batch[d]) {{ oi_set_error("attention: batch dims differ"); return OI_ERR_SHAPE; }}
+        B *= vq.batch[d];
+    }}
+    a.Hq = vq.H; a.Sq = vq.S; a.D = vq.D; a.Hk = vk.H; a.Sk = vk.S; a.Dv = vv.D;
+    if (vk.D != a.D || vv.H != a.Hk || vv.S != a.Sk || a.Hk == 0 || a.Hq % a.Hk) {{
         oi_set_error("attention: q, k, v shapes do not fit"); return OI_ERR_SHAPE;
     }}
     if (o == x0 || o == x1 || o == x2) {{ oi_set_error("attention: the output must not alias an input"); return OI_ERR_ARGUMENT; }}
-{mask_setup}    for (d = 0; d < nd; d++) dims[d] = x0->dims[d];
-    dims[nd - 1] = a.Dv;
-    rc = oi_set_shape(o, nd, dims);
+    nd = vq.nb + 3;
+    (void)nd;
+{mask_setup}    rc = oi_attn_set_shape(o, &vq, {lo}, a.Hq, a.Sq, a.Dv);
+    if (!rc) rc = oi_attn_view_of(o, {lo}, {ho}, &vo);
     if (rc) return rc;
-    a.q_h = a.Sq * a.D; a.q_i = a.D;
-    a.k_h = a.Sk * a.D; a.k_j = a.D;
-    a.v_h = a.Sk * a.Dv; a.v_j = a.Dv;
-    a.o_h = a.Sq * a.Dv; a.o_i = a.Dv;
+    a.q_h = vq.s_h; a.q_i = vq.s_i;
+    a.k_h = vk.s_h; a.k_j = vk.s_i;
+    a.v_h = vv.s_h; a.v_j = vv.s_i;
+    a.o_h = vo.s_h; a.o_i = vo.s_i;
     a.scale = {scale_c};
     a.causal = {int(bool(info.params.get("causal", False)))};
     a.scratch = (float *)oi_pack;
     for (bb = 0; bb < B; bb++) {{
-        a.q = (const float *)x0->data + bb * a.Hq * a.q_h;
-        a.k = (const float *)x1->data + bb * a.Hk * a.k_h;
-        a.v = (const float *)x2->data + bb * a.Hk * a.v_h;
-        a.o = (float *)o->data + bb * a.Hq * a.o_h;
+        a.q = (const float *)x0->data + bb * vq.s_b;
+        a.k = (const float *)x1->data + bb * vk.s_b;
+        a.v = (const float *)x2->data + bb * vv.s_b;
+        a.o = (float *)o->data + bb * vo.s_b;
 {mask_batch}        oi_attention_f32(&a);
     }}
     return OI_OK;
@@ -424,22 +441,29 @@ def _attention(name: str, info: OpInfo) -> str:
 
 
 def dense_kernel(
-    name: str, info: OpInfo, options: DenseOptions, epilogue: EpilogueCode | None = None
+    name: str,
+    info: OpInfo,
+    options: DenseOptions,
+    epilogue: EpilogueCode | None = None,
+    constant_inputs: frozenset[int] = frozenset(),
+    layout: AttentionLayout | None = None,
 ) -> str | None:
     """The C function `name` for `info` on the runtime's kernels, or None when the op is
     not an f32 linear/matmul/attention/conv (the generic renderers handle it). With
     `epilogue` (linear/matmul/conv only) the function takes the chain's operands and its
-    output tensor after its own arguments."""
+    output tensor after its own arguments; `layout` (attention) says how its operands and
+    output hold their [.., heads, seq, dim] (`AttentionLayout`)."""
     kind = _gemm_kind(info)
     if kind is None:
         return None
     for dtype in info.in_dtypes:
         ctype(dtype)
     if kind == "attention":
-        return _attention(name, info)
+        return _attention(name, info, layout or DEFAULT_LAYOUT)
     pack = "(float *)oi_pack" if _takes_gemm(info, options) else "NULL"
     if kind == "conv":
         return _conv(name, info, pack, epilogue)
+    prepack = options.prepack and 1 in constant_inputs and pack != "NULL"
     if kind == "linear":
-        return _linear(name, info, pack, epilogue)
-    return _matmul(name, pack, epilogue)
+        return _linear(name, info, pack, epilogue, prepack)
+    return _matmul(name, pack, epilogue, prepack)

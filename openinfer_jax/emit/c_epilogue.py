@@ -15,11 +15,11 @@ from collections.abc import Sequence
 
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.emit.analysis import OpInfo
-from openinfer_jax.emit.c_dense import EpilogueCode, fusion_anchor
+from openinfer_jax.emit.c_dense import EpilogueCode, fusion_anchor, runtime_headers
 from openinfer_jax.emit.c_kernels import ELEMENTWISE, KernelRequest, elementwise_expression
 from openinfer_jax.ir.nodes import Op, VarName
 
-__all__ = ["epilogue_code", "fusable", "is_anchor"]
+__all__ = ["epilogue_code", "fusable", "is_anchor", "strided_attention"]
 
 _OPERAND = re.compile(r"\bx(\d+)\b")
 
@@ -27,6 +27,11 @@ _OPERAND = re.compile(r"\bx(\d+)\b")
 def is_anchor(info: OpInfo) -> bool:
     """Whether the kernel of `info` can run an epilogue (f32 linear, matmul, conv)."""
     return fusion_anchor(info)
+
+
+def strided_attention(info: OpInfo) -> bool:
+    """Whether `info` is an attention the runtime kernel runs (it reads strided operands)."""
+    return info.opdef.name == "attention" and runtime_headers(info) == ("oi_attention.h",)
 
 
 def fusable(info: OpInfo) -> str | None:

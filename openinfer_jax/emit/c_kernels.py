@@ -24,7 +24,13 @@ from typing import Any
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import SynthesisError
 from openinfer_jax.emit.analysis import OpInfo
-from openinfer_jax.emit.c_dense import EpilogueCode, dense_kernel, dense_pack_bytes, runtime_headers
+from openinfer_jax.emit.c_dense import (
+    AttentionLayout,
+    EpilogueCode,
+    dense_kernel,
+    dense_pack_bytes,
+    runtime_headers,
+)
 from openinfer_jax.emit.c_options import DenseOptions
 from openinfer_jax.emit.c_types import CType, ctype
 
@@ -52,6 +58,8 @@ class KernelRequest:
     where: str
     dense: DenseOptions = field(default_factory=DenseOptions)
     epilogue: EpilogueCode | None = None
+    constant_inputs: frozenset[int] = frozenset()  # inputs that are read-only model tensors
+    layout: AttentionLayout | None = None  # attention: how operands and output are held
 
 
 @dataclass(frozen=True)
@@ -1546,7 +1554,9 @@ def render_kernel(req: KernelRequest) -> str:
         SynthesisError: the op or one of its dtypes has no C kernel, naming the node.
     """
     op = req.info.opdef.name
-    dense = dense_kernel(req.name, req.info, req.dense, req.epilogue)
+    dense = dense_kernel(
+        req.name, req.info, req.dense, req.epilogue, req.constant_inputs, req.layout
+    )
     if dense is not None:
         return dense
     if op in STRUCTURED:

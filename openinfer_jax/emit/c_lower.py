@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import SynthesisError
 from openinfer_jax.emit.analysis import Analysis, OpInfo, resolve_dims, walk_nodes
-from openinfer_jax.emit.c_dense import EpilogueCode, runtime_headers
+from openinfer_jax.emit.c_dense import AttentionLayout, EpilogueCode, runtime_headers
 from openinfer_jax.emit.c_epilogue import epilogue_code
 from openinfer_jax.emit.c_kernels import (
     ALIAS_SAFE,
@@ -139,8 +139,16 @@ class KernelSet:
     def __len__(self) -> int:
         return len(self.names)
 
-    def function(self, info: OpInfo, where: str, epilogue: EpilogueCode | None = None) -> str:
-        """The C function that runs `info` (rendered on first use), with `epilogue` fused."""
+    def function(
+        self,
+        info: OpInfo,
+        where: str,
+        epilogue: EpilogueCode | None = None,
+        constant_inputs: frozenset[int] = frozenset(),
+        layout: AttentionLayout | None = None,
+    ) -> str:
+        """The C function that runs `info` (rendered on first use), with `epilogue` fused;
+        `constant_inputs` are the positions of read-only model tensors (packed once)."""
         key = repr(
             (
                 info.opdef.name,
@@ -149,13 +157,15 @@ class KernelSet:
                 sorted(info.params.items(), key=str),
                 info.in_shapes if info.opdef.name not in ELEMENTWISE else (),
                 epilogue,
+                sorted(constant_inputs),
+                layout,
             )
         )
         fn = self.names.get(key)
         if fn is None:
             first = info.in_dtypes[0].short if info.in_dtypes else "x"
             fn = f"k{len(self.names)}_{info.opdef.name}_{first}" + ("_fused" if epilogue else "")
-            request = KernelRequest(fn, info, where, self.dense, epilogue)
+            request = KernelRequest(fn, info, where, self.dense, epilogue, constant_inputs, layout)
             self.code.append(render_kernel(request))
             self.pack_bytes = max(self.pack_bytes, matmul_pack_bytes(info, self.dense))
             self.headers.update(runtime_headers(info))
@@ -402,12 +412,16 @@ class _Lowering:
             return []
         info = self.bind_params(self.an.ops[id(node)], scope, where)
         chain = self.epilogues.by_anchor.get(id(node)) if self.vk is None else None
+        view = self.epilogues.views.get(id(node)) if self.vk is None else None
+        inputs = (*view.inputs, *node.inputs[3:]) if view else node.inputs
+        output = view.output if view else node.output
         code = None
         if chain is not None:
             infos = [self.an.ops[id(op)] for op in chain.ops]
             wheres = [self.an.where(op, "epilogue") for op in chain.ops]
             code = epilogue_code(node.output.name, chain.ops, infos, wheres)
-        fn = self.kernels.function(info, where, code)
+        constant = frozenset(i for i, r in enumerate(node.inputs) if self.constant_tensor(r.name))
+        fn = self.kernels.function(info, where, code, constant, view.layout if view else None)
         out: list[Stmt] = []
         if self.vk is not None:
             lines, on_gpu = self.vk.op_node(self, node, info, fn, scope, where)
@@ -418,26 +432,33 @@ class _Lowering:
                 out += [Raw((trace,))] if trace else []
                 return out
         pre: list[str] = []
-        args = [self.ref(r, scope, where, pre) for r in node.inputs]
+        args = [self.ref(r, scope, where, pre) for r in inputs]
         args += self.param_args(node, info, scope, where, pre)
         if chain is not None:  # the chain's other operands, then where its result goes
             running = node.output.name
             for op in chain.ops:
                 args += [self.ref(r, scope, where, pre) for r in op.inputs if r.name != running]
                 running = op.output.name
-        dst = self.ref(node.output, scope, where, pre, write=True)
-        traces = [self.traced(node, block, node.output, dst, scope)]
+        dst = self.ref(output, scope, where, pre, write=True)
+        # in place (a view): the value reaches memory as the output of the last absorbed node
+        writer = (
+            next(
+                (n for n in view.absorbed if isinstance(n, Op) and n.output.name == output.name),
+                node,
+            )
+            if view
+            else node
+        )
+        traces = [self.traced(writer, block, output, dst, scope)]
         if chain is not None:
             final = self.ref(chain.output, scope, where, pre, write=True)
             args.append(final)
             traces = self.chain_traces(node, chain.ops, block, dst, final, scope)
-        out_name = node.output.name
+        out_name = output.name
         # Entries of one prefix table may be the same entry at run time: go through scratch.
-        aliased = any(
-            r.name == out_name and (not r.indices or node.output.indices) for r in node.inputs
-        )
+        aliased = any(r.name == out_name and (not r.indices or output.indices) for r in inputs)
         same_shape = all(
-            s == info.out_shape for r, s in zip(node.inputs, info.in_shapes) if r.name == out_name
+            s == info.out_shape for r, s in zip(inputs, info.in_shapes) if r.name == out_name
         )
         scratch = None
         if aliased and not (info.opdef.name in ALIAS_SAFE and same_shape):
@@ -462,6 +483,18 @@ class _Lowering:
             out.append(self.traced(anchor, block, anchor.output, dst, scope))
         out.append(self.traced(ops[-1], block, ops[-1].output, final, scope))
         return out
+
+    def constant_tensor(self, name: str) -> bool:
+        """A model tensor (or prefix-table entry) no node writes: the same data every step."""
+        if name in self.an.prefixes:
+            return self.an.read_only(name)
+        info = self.an.vars.get(name)
+        return (
+            info is not None
+            and info.kind in ("volatile", "constant")
+            and info.source == "tensor"
+            and self.an.read_only(name)
+        )
 
     def bind_params(self, info: OpInfo, scope: Scope, where: str) -> OpInfo:
         """`info` with the params given as names resolved like the simulator does: a loop

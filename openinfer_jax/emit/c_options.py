@@ -32,12 +32,16 @@ class DenseOptions:
     GEMM's cache block of B (``preferences.gemm_block``, default 256 x 256 floats, 256 KiB
     per thread: sized for a 512 KiB-1 MiB L2). `gemv_max_rows`: products with W [N, K] and
     fewer rows than this take the GEMV kernel (``preferences.gemv_max_rows``, default 4).
+    `prepack`: a model weight the GEMM reads is packed once, on first use, into its panel
+    layout (``preferences.prepack_weights``, default true; false saves that copy's memory and
+    packs on every call instead).
     """
 
     threads: int = 1
     kc: int = 256
     nc: int = 256
     gemv_max_rows: int = 4
+    prepack: bool = True
 
     @classmethod
     def from_preferences(
@@ -88,7 +92,12 @@ class DenseOptions:
                 f"{source}: preferences.gemm_block.nc must be a multiple of {_NR_MAX}, got {nc}"
             )
         rows = positive("gemv_max_rows", prefs.get("gemv_max_rows", 4))
-        return cls(threads, kc, nc, rows)
+        prepack = prefs.get("prepack_weights", True)
+        if not isinstance(prepack, bool):
+            raise SynthesisError(
+                f"{source}: preferences.prepack_weights must be true or false, got {prepack!r}"
+            )
+        return cls(threads, kc, nc, rows, prepack)
 
     @property
     def pack_floats(self) -> int:

@@ -351,8 +351,8 @@ def _oi_init(src: SourceInput) -> list[str]:
 def _oi_free(src: SourceInput) -> list[str]:
     """`oi_free` and `oi_error_string`."""
     out = ["void oi_free(void) {", "    if (oi_ready || oi_m.bytes) oi_model_close(&oi_m);"]
-    if src.low.kernels.headers:  # join the kernel threads (nothing in a 1-thread build)
-        out.append("    oi_parallel_shutdown();")
+    if src.low.kernels.headers:  # packed weights, kernel threads (oi_gemm.h)
+        out.append("    oi_kernels_release();")
     if src.vulkan:
         out.append("    oi_vk_free();")
     out.append("    oi_ready = 0;")

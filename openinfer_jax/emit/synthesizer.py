@@ -15,7 +15,7 @@ from typing import Any
 
 from openinfer_jax.core.errors import GraphValidationError, SynthesisError
 from openinfer_jax.emit.analysis import Analysis, analyze
-from openinfer_jax.emit.c_epilogue import fusable, is_anchor
+from openinfer_jax.emit.c_epilogue import fusable, is_anchor, strided_attention
 from openinfer_jax.emit.c_program import generate_c
 from openinfer_jax.emit.device import DeviceArch, host_arch, load_arch
 from openinfer_jax.emit.plan import Plan
@@ -190,6 +190,7 @@ class Synthesizer:
             anchor=lambda op: is_anchor(an.ops[id(op)]),
             fusable=lambda op: fusable(an.ops[id(op)]),
             strict=bool(self.arch.raw["preferences"].get("prefer_fusion", False)),
+            strided=lambda op: strided_attention(an.ops[id(op)]),
         )
 
     def _vk_options(self, graph: Graph, loader: Any, an: Analysis, strict: bool) -> VkOptions:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from openinfer_jax.core.errors import SynthesisError
 from openinfer_jax.ir.nodes import Graph, Loop, Node, Op, VarRef
+from openinfer_jax.passes.attention_views import AttentionView, plan_attention_view
 from openinfer_jax.passes.context import PassContext, node_text
 from openinfer_jax.passes.dataflow import Frame, dead_after
 
@@ -48,9 +49,11 @@ class Epilogue:
 
 @dataclass
 class EpiloguePlan:
-    """Epilogues by anchor node (``id(node)`` of the planned graph) and the absorbed nodes."""
+    """Epilogues by anchor node (``id(node)`` of the planned graph), attention nodes that read
+    and write in place (`openinfer_jax.passes.attention_views`), and the absorbed nodes."""
 
     by_anchor: dict[int, Epilogue] = field(default_factory=dict)
+    views: dict[int, AttentionView] = field(default_factory=dict)
     absorbed: set[int] = field(default_factory=set)
     report: list[str] = field(default_factory=list)
 
@@ -62,9 +65,11 @@ class _Planner:
         anchor: Callable[[Op], bool],
         fusable: Callable[[Op], str | None],
         strict: bool,
+        strided: Callable[[Op], bool],
     ) -> None:
         self.ctx = ctx
         self.anchor = anchor
+        self.strided = strided
         self.fusable = fusable
         self.strict = strict
         self.plan = EpiloguePlan()
@@ -77,6 +82,12 @@ class _Planner:
             node = nodes[i]
             if isinstance(node, Loop):
                 self.sequence(node.body, (*outer, Frame(nodes, i, loop)), True, block)
+            if isinstance(node, Op) and node.op == "attention" and self.strided(node):
+                view = plan_attention_view(nodes, i, outer, loop, block, self.ctx)
+                if view is not None and not any(id(n) in self.plan.absorbed for n in view.absorbed):
+                    self.plan.views[id(node)] = view
+                    self.plan.absorbed.update(id(n) for n in view.absorbed)
+                    self.plan.report.append(view.describe(node))
             if isinstance(node, Op) and self._is_anchor(node):
                 chain = self._chain(nodes, i, outer, loop, block)
                 if chain:
@@ -144,17 +155,20 @@ def plan_epilogues(
     anchor: Callable[[Op], bool],
     fusable: Callable[[Op], str | None],
     strict: bool = False,
+    strided: Callable[[Op], bool] = lambda op: False,
 ) -> EpiloguePlan:
-    """The epilogue chains of `graph` (see the module docstring).
+    """The epilogue chains of `graph` (see the module docstring), and the attention nodes
+    whose reorderings can be absorbed.
 
     `anchor(op)` says whether the backend can fuse into `op`'s kernel; `fusable(op)` returns
-    None when it can apply `op` in an epilogue, else the reason it cannot.
+    None when it can apply `op` in an epilogue, else the reason it cannot; `strided(op)`
+    whether its attention kernel reads and writes strided operands.
 
     Raises:
         SynthesisError: with `strict`, an op reading an anchor's running value that cannot be
             fused exactly, naming it and the anchor.
     """
-    planner = _Planner(ctx, anchor, fusable, strict)
+    planner = _Planner(ctx, anchor, fusable, strict, strided)
     for block in graph.blocks:
         planner.sequence(block.nodes, (), False, block.name)
     return planner.plan

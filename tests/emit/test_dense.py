@@ -32,10 +32,11 @@ graph {
     x1: f32[1, 70]; x3: f32[3, 70]; x9: f32[9, 70]; x2: f32[2, 7, 70]; xv: f32[70];
     bb: f32[2, 70, 37]; bm: f32[70, 150];
   }
-  constant { w: f32[37, 70]; wb: f32[37]; wide: f32[150, 70]; }
+  constant { w: f32[37, 70]; wb: f32[37]; wide: f32[150, 70]; bc: f32[70, 150]; }
   volatile {
     l1: f32[1, 37]; l3: f32[3, 37]; l9: f32[9, 37]; l2: f32[2, 7, 37]; lw: f32[9, 150];
     m1: f32[1, 150]; m9: f32[9, 150]; mb: f32[2, 7, 37]; mv: f32[150]; ms: f32[2, 7, 150];
+    mc: f32[9, 150];
   }
   block entry {
     op linear(x1, w, wb) >> l1;
@@ -48,11 +49,12 @@ graph {
     op matmul(x2, bb) >> mb;
     op matmul(xv, bm) >> mv;
     op matmul(x2, bm) >> ms;
+    op matmul(x9, bc) >> mc;
     return;
   }
 }
 """
-OUTPUTS = ["l1", "l3", "l9", "l2", "lw", "m1", "m9", "mb", "mv", "ms"]
+OUTPUTS = ["l1", "l3", "l9", "l2", "lw", "m1", "m9", "mb", "mv", "ms", "mc"]
 
 
 def _model(tmp: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
@@ -63,7 +65,7 @@ def _model(tmp: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
 
     model = tmp / "m.oinf"
     write_oinf(model, sizevars={}, metadata={},
-               tensors={"w": f32(37, 70), "wb": f32(37), "wide": f32(150, 70)})  # fmt: skip
+               tensors={"w": f32(37, 70), "wb": f32(37), "wide": f32(150, 70), "bc": f32(70, 150)})  # fmt: skip
     shapes = {"x1": (1, 70), "x3": (3, 70), "x9": (9, 70), "x2": (2, 7, 70), "xv": (70,),
               "bb": (2, 70, 37), "bm": (70, 150)}  # fmt: skip
     steps = [{name: f32(*shape) for name, shape in shapes.items()} for _ in range(2)]
@@ -253,6 +255,94 @@ graph {
     Synthesizer(_arch()).synthesize(model, graph, outputs=["m"])  # not asked: left unfused
 
 
+VIEWS = """
+graph {
+  dynamic {
+    xq: f32[2, 5, 12]; xk: f32[2, 5, 12]; xv: f32[2, 5, 12]; mask: f32[2, 1, 1, 5];
+    q: f32[4, 1, 4]; kn: f32[1, 2, 4]; vn: f32[1, 2, 4];
+  }
+  constant { one: i32 @init(1); }
+  persistent {
+    step: i32 @init(0);
+    K(t): f32[2, 4] @table @fixed(t=8);
+    V(t): f32[2, 4] @table @fixed(t=8);
+  }
+  volatile { y: f32[2, 5, 12]; z: f32[1, 16]; }
+  block entry {
+    assign q4: f32[2, 5, 3, 4];
+    assign k4: f32[2, 5, 3, 4];
+    assign v4: f32[2, 5, 3, 4];
+    assign qh: f32[2, 3, 5, 4];
+    assign kh: f32[2, 3, 5, 4];
+    assign vh: f32[2, 3, 5, 4];
+    assign oh: f32[2, 3, 5, 4];
+    assign o4: f32[2, 5, 3, 4];
+    assign pos: i32;
+    assign end: i32;
+    assign ks: f32[1, 2, 4];
+    assign vs: f32[1, 2, 4];
+    assign kt: f32[2, 1, 4];
+    assign vt: f32[2, 1, 4];
+    assign o: f32[4, 1, 4];
+    assign o3: f32[1, 4, 4];
+    op reshape(xq, shape=[2, 5, 3, 4]) >> q4;
+    op reshape(xk, shape=[2, 5, 3, 4]) >> k4;
+    op reshape(xv, shape=[2, 5, 3, 4]) >> v4;
+    op transpose(q4, perm=[0, 2, 1, 3]) >> qh;
+    op transpose(k4, perm=[0, 2, 1, 3]) >> kh;
+    op transpose(v4, perm=[0, 2, 1, 3]) >> vh;
+    op attention(qh, kh, vh, mask) >> oh;
+    op transpose(oh, perm=[0, 2, 1, 3]) >> o4;
+    op reshape(o4, shape=[2, 5, 12]) >> y;
+    cache.read step >> pos;
+    op add(pos, one) >> end;
+    cache.write kn >> K[step..end];
+    cache.write vn >> V[step..end];
+    cache.read K[0..end] >> ks;
+    cache.read V[0..end] >> vs;
+    op transpose(ks, perm=[1, 0, 2]) >> kt;
+    op transpose(vs, perm=[1, 0, 2]) >> vt;
+    op attention(q, kt, vt, causal=true) >> o;
+    op transpose(o, perm=[1, 0, 2]) >> o3;
+    op reshape(o3, shape=[1, 16]) >> z;
+    cache.increment step;
+    return;
+  }
+}
+"""
+
+
+def test_attention_reads_and_writes_in_place(tmp_path: Path) -> None:
+    rng = np.random.default_rng(13)
+
+    def f32(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    model = tmp_path / "m.oinf"
+    write_oinf(model, sizevars={}, metadata={}, tensors={})
+    mask = np.zeros((2, 1, 1, 5), np.float32)
+    mask[1, ..., 3:] = -1e9
+    steps = [
+        {
+            "xq": f32(2, 5, 12),
+            "xk": f32(2, 5, 12),
+            "xv": f32(2, 5, 12),
+            "mask": mask,
+            "q": f32(4, 1, 4),
+            "kn": f32(1, 2, 4),
+            "vn": f32(1, 2, 4),
+        }
+        for _ in range(3)
+    ]
+    result = parity(tmp_path, model, VIEWS, steps, outputs=["y", "z"], arch=_arch())
+    assert result["compared"] == 6
+    lines = [line for line in result["plan"].passes.fused if "in place" in line]
+    assert len(lines) == 2
+    # every reshape and transpose around the two attentions is gone from the program
+    assert "_transpose_" not in result["plan"].files["prog.c"]
+    assert "_reshape_" not in result["plan"].files["prog.c"]
+
+
 def _arch(**prefs: Any) -> dict[str, Any]:
     arch = test_arch()
     return {**arch, "preferences": {**arch["preferences"], **prefs}}
@@ -261,14 +351,18 @@ def _arch(**prefs: Any) -> dict[str, Any]:
 SMALL_BLOCKS = {"gemm_block": {"kc": 32, "nc": 64}}
 
 
-def test_gemm_paths_match_simulator(tmp_path: Path) -> None:
+@pytest.mark.parametrize("prepack", [True, False])
+def test_gemm_paths_match_simulator(tmp_path: Path, prepack: bool) -> None:
     model, steps = _model(tmp_path)
-    result = parity(tmp_path, model, GRAPH, steps, outputs=OUTPUTS, arch=_arch(**SMALL_BLOCKS))
+    arch = _arch(prepack_weights=prepack, **SMALL_BLOCKS)
+    result = parity(tmp_path, model, GRAPH, steps, outputs=OUTPUTS, arch=arch)
     assert result["compared"] == 2 * len(OUTPUTS)
     files = result["plan"].files
     assert "oi_gemm.h" in files and "oi_pool.h" not in files
     assert "pthread_" not in "".join(files.values())  # threads: 1 emits no thread code
     assert "#define OI_KC 32" in files["prog.c"] and "#define OI_NC 64" in files["prog.c"]
+    # the model weights w, wide (linear) and bc (matmul) are packed once when asked
+    assert ("oi_gemm_prepacked(" in files["prog.c"]) == prepack
 
 
 @pytest.mark.parametrize("which", ["gemm", "attention"])
@@ -315,6 +409,7 @@ def test_attention_paths_match_simulator(tmp_path: Path) -> None:
         ({"gemm_block": {"kc": 64, "nc": 100}}, {}, "gemm_block.nc must be a multiple of 32"),
         ({"gemm_block": {"mc": 4}}, {}, "preferences.gemm_block must be"),
         ({"gemv_max_rows": True}, {}, "preferences.gemv_max_rows must be an int >= 1"),
+        ({"prepack_weights": "yes"}, {}, "preferences.prepack_weights must be true or false"),
     ],
 )
 def test_device_json_thread_and_block_errors(prefs: Any, limits: Any, message: str) -> None:

@@ -44,6 +44,49 @@ typedef struct {
     float *scratch; /* OI_ATTN_SCRATCH_FLOATS(Sk) floats per thread */
 } oi_attention_f32_args;
 
+/* How an operand's tensor holds its logical [batch..., heads, seq, dim] (layouts of the
+ * attention kernels): 0 as [batch..., H, S, D]; 1 as [batch..., S, H, D] (the transpose of
+ * a [seq, heads, dim] tensor, or a cache of such entries, read in place); 2 as
+ * [batch..., S, H * D] with H = `heads` (a projection's output before its reshape). */
+typedef struct {
+    int nb;                     /* batch dims */
+    int64_t batch[OI_MAX_DIMS]; /* their sizes */
+    int64_t H, S, D;
+    int64_t s_b, s_h, s_i; /* element strides of one batch entry, one head, one position */
+} oi_attn_view;
+
+static inline int oi_attn_view_of(const oi_tensor *t, int layout, int64_t heads, oi_attn_view *v) {
+    const int nd = t->ndim, core = layout == 2 ? 2 : 3;
+    int d;
+    if (nd < core) return OI_ERR_SHAPE;
+    v->nb = nd - core;
+    for (d = 0; d < v->nb; d++) v->batch[d] = t->dims[d];
+    if (layout == 0) {
+        v->H = t->dims[nd - 3]; v->S = t->dims[nd - 2]; v->D = t->dims[nd - 1];
+        v->s_h = v->S * v->D; v->s_i = v->D;
+    } else if (layout == 1) {
+        v->S = t->dims[nd - 3]; v->H = t->dims[nd - 2]; v->D = t->dims[nd - 1];
+        v->s_h = v->D; v->s_i = v->H * v->D;
+    } else {
+        if (heads <= 0 || t->dims[nd - 1] % heads) return OI_ERR_SHAPE;
+        v->S = t->dims[nd - 2]; v->H = heads; v->D = t->dims[nd - 1] / heads;
+        v->s_h = v->D; v->s_i = v->H * v->D;
+    }
+    v->s_b = v->H * v->S * v->D;
+    return OI_OK;
+}
+
+/* The shape of an output of logical [batch..., H, S, D] in `layout` (see oi_attn_view). */
+static inline int oi_attn_set_shape(oi_tensor *o, const oi_attn_view *like, int layout, int64_t H, int64_t S, int64_t D) {
+    int64_t dims[OI_MAX_DIMS];
+    int d, n = like->nb;
+    for (d = 0; d < n; d++) dims[d] = like->batch[d];
+    if (layout == 0) { dims[n] = H; dims[n + 1] = S; dims[n + 2] = D; n += 3; }
+    else if (layout == 1) { dims[n] = S; dims[n + 1] = H; dims[n + 2] = D; n += 3; }
+    else { dims[n] = S; dims[n + 1] = H * D; n += 2; }
+    return oi_set_shape(o, n, dims);
+}
+
 /* Per-thread scratch: a GEMM pack buffer and the scores of a query block, or the decode
  * path's running sums (it needs less). */
 #define OI_ATTN_SCRATCH_FLOATS(sk) (OI_GEMM_PACK_FLOATS + OI_ATTN_TILE_ROWS * (sk) + OI_ATTN_TILE_ROWS)

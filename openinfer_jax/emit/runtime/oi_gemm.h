@@ -25,6 +25,8 @@
 #ifndef OI_GEMM_H
 #define OI_GEMM_H
 
+#include <stdlib.h>
+
 #include "oi_parallel.h"
 #include "oi_vec.h"
 
@@ -70,11 +72,73 @@ typedef struct {
     float *c;
     int64_t ldc;
     float *pack;        /* OI_GEMM_PACK_FLOATS floats per thread (GEMM path only) */
+    const float *b_panels; /* B already in panels (oi_gemm_prepacked), or NULL: pack per call */
     oi_epilogue_f32 epilogue;
     const void *epilogue_ctx;
 } oi_gemm_f32_args;
 
 static inline int64_t oi_min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* ---- weights packed once -------------------------------------------------------------------
+ * A constant B (a model weight) is packed on its first use into full-K panels, the GEMM's
+ * own layout (panel p holds B(k, p*NR + jj) at [p][k][jj], zero past N), and kept until
+ * oi_kernels_release(): later calls skip packing. Costs one more copy of each such weight. */
+typedef struct {
+    const float *src;
+    int64_t n, k, ld;
+    int nk;
+    float *panels;
+} oi_prepack_entry;
+
+static struct {
+    oi_prepack_entry *items;
+    int64_t count, cap;
+} oi_prepack_table;
+
+/* The panels of B (W [N, K] with `nk`, else B [K, N]); NULL when out of memory (the caller
+ * then packs per call). */
+static inline const float *oi_gemm_prepacked(const float *b, int64_t n, int64_t k, int64_t ld, int nk) {
+    int64_t i, p, kk, jj;
+    const int64_t panels = (n + OI_NR - 1) / OI_NR;
+    float *out;
+    for (i = 0; i < oi_prepack_table.count; i++) {
+        const oi_prepack_entry *e = &oi_prepack_table.items[i];
+        if (e->src == b && e->n == n && e->k == k && e->ld == ld && e->nk == nk) return e->panels;
+    }
+    if (oi_prepack_table.count == oi_prepack_table.cap) {
+        const int64_t cap = oi_prepack_table.cap ? 2 * oi_prepack_table.cap : 64;
+        oi_prepack_entry *items = (oi_prepack_entry *)realloc(oi_prepack_table.items, sizeof(oi_prepack_entry) * (size_t)cap);
+        if (!items) return NULL;
+        oi_prepack_table.items = items;
+        oi_prepack_table.cap = cap;
+    }
+    out = (float *)malloc(sizeof(float) * (size_t)(panels * OI_NR * (k ? k : 1)));
+    if (!out) return NULL;
+    for (p = 0; p < panels; p++)
+        for (jj = 0; jj < OI_NR; jj++) {
+            const int64_t j = p * OI_NR + jj;
+            float *dst = out + p * k * OI_NR + jj;
+            for (kk = 0; kk < k; kk++) dst[kk * OI_NR] = j < n ? (nk ? b[j * ld + kk] : b[kk * ld + j]) : 0.0f;
+        }
+    oi_prepack_table.items[oi_prepack_table.count].src = b;
+    oi_prepack_table.items[oi_prepack_table.count].n = n;
+    oi_prepack_table.items[oi_prepack_table.count].k = k;
+    oi_prepack_table.items[oi_prepack_table.count].ld = ld;
+    oi_prepack_table.items[oi_prepack_table.count].nk = nk;
+    oi_prepack_table.items[oi_prepack_table.count].panels = out;
+    oi_prepack_table.count++;
+    return out;
+}
+
+/* Free the packed weights and join the kernel threads (oi_free calls it). */
+static inline void oi_kernels_release(void) {
+    int64_t i;
+    for (i = 0; i < oi_prepack_table.count; i++) free(oi_prepack_table.items[i].panels);
+    free(oi_prepack_table.items);
+    oi_prepack_table.items = NULL;
+    oi_prepack_table.count = oi_prepack_table.cap = 0;
+    oi_parallel_shutdown();
+}
 
 /* ---- GEMV: y[j] = dot(x, W[j, :]) for j in [j0, j1) ---------------------------------- */
 static OI_VEC_FN void oi_gemv_rows_f32(int64_t K, const float *restrict x, const float *restrict w,
@@ -292,7 +356,10 @@ static void oi_gemm_block_f32(const oi_gemm_f32_args *g, int64_t i0, int64_t i1,
         for (pc = 0; pc < g->K; pc += OI_KC) {
             const int64_t kc = oi_min64(OI_KC, g->K - pc);
             const int last = pc + kc == g->K, load = pc > 0;
-            oi_gemm_pack_b_f32(g, pc, kc, jc, nc, bp);
+            /* panel q of this block starts at panels + q * stride */
+            const float *panels = g->b_panels ? g->b_panels + (jc / OI_NR) * g->K * OI_NR + pc * OI_NR : bp;
+            const int64_t stride = g->b_panels ? g->K * OI_NR : kc * OI_NR;
+            if (!g->b_panels) oi_gemm_pack_b_f32(g, pc, kc, jc, nc, bp);
             for (ic = i0; ic < i1; ic += OI_MR) {
                 const int64_t mr = oi_min64(OI_MR, i1 - ic);
                 const float *a = g->a + ic * g->lda + pc;
@@ -308,10 +375,11 @@ static void oi_gemm_block_f32(const oi_gemm_f32_args *g, int64_t i0, int64_t i1,
                     float *c = g->c + ic * g->ldc + jc + jr;
                     const float *bias = last && g->bias ? g->bias + jc + jr : NULL;
                     const float *rbias = last && g->bias_m ? g->bias_m + ic : NULL;
+                    const float *panel = panels + (jr / OI_NR) * stride;
                     if (mr == OI_MR && nr == OI_NR)
-                        oi_gemm_micro_f32(kc, a, la, bp + jr * kc, c, g->ldc, load, bias, rbias);
+                        oi_gemm_micro_f32(kc, a, la, panel, c, g->ldc, load, bias, rbias);
                     else
-                        oi_gemm_edge_f32(kc, a, la, bp + jr * kc, c, g->ldc, mr, nr, load, bias, rbias);
+                        oi_gemm_edge_f32(kc, a, la, panel, c, g->ldc, mr, nr, load, bias, rbias);
                 }
                 if (last && g->epilogue) g->epilogue(g->epilogue_ctx, g->c, g->ldc, ic, mr, jc, nc);
             }
