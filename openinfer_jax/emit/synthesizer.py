@@ -144,6 +144,8 @@ class Synthesizer:
             epilogues = None
             if self.target == "c":
                 epilogues = self._epilogues(g, loader, an, outputs)
+                if outputs is None:  # values that never reach memory are not fetchable
+                    chosen = tuple(n for n in chosen if n not in epilogues.hidden)
                 passes = dataclasses.replace(passes, fused=(*passes.fused, *epilogues.report))
             embed = _model_bytes(loader) if embed_weights else None
             vk = self._vk_options(g, loader, an, strict) if self.target == "vulkan" else None

@@ -56,6 +56,10 @@ class EpiloguePlan:
     views: dict[int, AttentionView] = field(default_factory=dict)
     absorbed: set[int] = field(default_factory=set)
     report: list[str] = field(default_factory=list)
+    #: variables some write of which never reaches memory (an absorbed node's output, an
+    #: anchor's own value under its chain, an attention output written in place elsewhere):
+    #: not fetchable by default, like a folded temporary
+    hidden: set[str] = field(default_factory=set)
 
 
 class _Planner:
@@ -88,11 +92,20 @@ class _Planner:
                     self.plan.views[id(node)] = view
                     self.plan.absorbed.update(id(n) for n in view.absorbed)
                     self.plan.report.append(view.describe(node))
+                    self.plan.hidden.update(
+                        n.output.name
+                        for n in (node, *view.absorbed)
+                        if isinstance(n, Op) and n.output.name != view.output.name
+                    )
             if isinstance(node, Op) and self._is_anchor(node):
                 chain = self._chain(nodes, i, outer, loop, block)
                 if chain:
                     self.plan.by_anchor[id(node)] = Epilogue(node, tuple(chain))
                     self.plan.absorbed.update(id(op) for op in chain)
+                    final = chain[-1].output.name
+                    self.plan.hidden.update(
+                        op.output.name for op in (node, *chain[:-1]) if op.output.name != final
+                    )
                     names = ", ".join(f"`{op.op}`" for op in chain)
                     self.plan.report.append(f"fused {names} into {node_text(node)} as its epilogue")
                     i += len(chain)
