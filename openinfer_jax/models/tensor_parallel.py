@@ -17,6 +17,8 @@ The specs are text (``"model, None"``), so building a plan imports no JAX.
 
 from __future__ import annotations
 
+import math
+
 from openinfer_jax.core.errors import ShardingError
 from openinfer_jax.models.llama import LlamaConfig
 
@@ -49,10 +51,12 @@ def llama_plan(cfg: LlamaConfig, devices: int, axis: str = AXIS) -> dict[str, st
     )
     for name, dim, size, what, count in checks:
         if count % devices:
+            common = math.gcd(cfg.heads, cfg.kv_heads, cfg.intermediate)
+            fits = ", ".join(str(n) for n in range(1, common + 1) if common % n == 0)
             raise ShardingError(
                 f"tensor-parallel plan over {devices} devices: variable {name!r} dim {dim} "
-                f"(size {size}, {count} {what}) is not divisible by {devices}; use a device "
-                f"count that divides {count}"
+                f"(size {size}, {count} {what}) is not divisible by {devices}; device counts "
+                f"that fit this model: {fits}"
             )
     column, row, heads = f"{axis}, None", f"None, {axis}", f"None, None, {axis}, None"
     return {

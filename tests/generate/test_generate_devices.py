@@ -61,6 +61,8 @@ def test_impossible_plans_name_variable_and_dim(tmp_path: Path) -> None:
         llama_plan(cfg, 3)
     with pytest.raises(ShardingError, match=r"'Wk' dim 0 \(size 16, 2 key/value heads\).*by 4"):
         llama_plan(cfg, 4)
+    with pytest.raises(ShardingError, match=r"device counts that fit this model: 1, 2$"):
+        llama_plan(cfg, 4)
     odd = _config(write_tiny_llama(tmp_path / "odd.oinf", **{**SHAPE, "inter": 51}))
     with pytest.raises(ShardingError, match=r"'Wg' dim 0 \(size 51.*by 2"):
         llama_plan(odd, 2)
