@@ -78,7 +78,7 @@ sys.path.insert(0, str(HERE.parent))
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from results_file import results_file  # noqa: E402
-from sharding_steps import PureStep, Run  # noqa: E402
+from sharding_steps import PureStep, Run, pipelined  # noqa: E402
 
 from openinfer_jax.sim.sharding_models import DecoderConfig  # noqa: E402
 
@@ -174,11 +174,7 @@ def profile(runner: Run | PureStep, steps: int, trace_dir: Path) -> dict[str, An
         wall.append((time.perf_counter() - t0) * 1e3)
         dispatch.append((t1 - t0) * 1e3)
         cpu.append((time.process_time() - c0) * 1e3)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        runner.dispatch()
-    runner.finish()
-    pipelined = (time.perf_counter() - t0) * 1e3 / steps
+    ahead = pipelined(runner, steps)
     jax.profiler.start_trace(str(trace_dir))
     try:
         for _ in range(steps):
@@ -188,7 +184,7 @@ def profile(runner: Run | PureStep, steps: int, trace_dir: Path) -> dict[str, An
     out = {
         "dispatch_ms": statistics.median(dispatch),
         "wall_ms": statistics.median(wall),
-        "pipelined_ms": pipelined,
+        "pipelined_ms": ahead,
         "host_cpu_ms": statistics.median(cpu),
     }
     out |= read_trace(trace_dir, steps)

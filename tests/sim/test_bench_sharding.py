@@ -46,6 +46,7 @@ def test_sweep_on_two_devices(tmp_path: Path) -> None:
     layers = result["config"]["layers"]
     for row in rows:
         assert row["max_abs_diff"] < 1e-4 and row["pure_jax_max_abs_diff"] < 1e-4, row
+        assert row["pipelined_step_ms"] > 0 and row["pure_jax_pipelined_step_ms"] > 0, row
         if row["devices"] == 2:
             assert row["collectives_per_step"] == 2 * layers, row
             one = next(
