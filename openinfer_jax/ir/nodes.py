@@ -12,6 +12,7 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
+from openinfer_jax.core.blocks import BlockScheme
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.names import VarName
 
@@ -110,6 +111,8 @@ class VarDecl:
 
     `table_indices` are the `(i, j)` names of a prefix/cache table. `fixed` maps table
     indices to capacities (`@fixed(i=4)`), `auto_dim` lists indices that grow dims.
+    `quant` is set for a block-quantized model weight (`W: q4_1[N, K]`): its values are
+    `dtype` (f32), stored as codes and per-block scales (docs/dsl.md, quantized weights).
     """
 
     name: str
@@ -123,7 +126,13 @@ class VarDecl:
     table: bool = False
     auto_dim: tuple[str, ...] = ()
     fixed: tuple[tuple[str, int], ...] = ()
+    quant: BlockScheme | None = None
     loc: SourceLoc | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def type_name(self) -> str:
+        """The DSL spelling of its element type: ``f32``, or the block scheme ``q4_1``."""
+        return str(self.quant) if self.quant is not None else self.dtype.short
 
     @property
     def model_name(self) -> str:

@@ -86,7 +86,7 @@ def format_decl(decl: VarDecl) -> str:
     parts = [decl.name]
     if decl.table_indices:
         parts.append("(" + ", ".join(decl.table_indices) + ")")
-    parts.append(": " + decl.dtype.short + _format_dims(decl.dims))
+    parts.append(": " + decl.type_name + _format_dims(decl.dims))
     if decl.init is not None:
         parts.append(f" @init({format_scalar(decl.init)})")
     if decl.ref is not None:

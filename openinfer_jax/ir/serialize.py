@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from openinfer_jax.core.blocks import BlockScheme
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import DslSyntaxError
 from openinfer_jax.ir.nodes import (
@@ -371,6 +372,20 @@ _DOTTED = (_ident, _dec_dotted)
 _OPT_STR = (_ident, lambda v, p: None if v is None else _dec_str(v, p))
 _NAMES = (_enc_tuple, _dec_names)
 _DTYPE = (lambda d: d.short, _dec_dtype)
+
+
+def _dec_quant(value: Any, path: str) -> BlockScheme | None:
+    if value is None:
+        return None
+    try:
+        return BlockScheme(value)
+    except ValueError:
+        known = ", ".join(_show(s.value) for s in BlockScheme)
+        raise _Fail(
+            path, f"found {_show(value)}; expected a block scheme ({known}) or null"
+        ) from None
+
+
 _DIMS = (_enc_dims, _dec_dims)
 _INT = (_ident, _dec_int)
 _BOUND = (_ident, _dec_int_or_name)
@@ -418,6 +433,7 @@ _DECL_FIELDS: list[_Field] = _fields(
     ("table", (_ident, _dec_bool)),
     ("auto_dim", _NAMES),
     ("fixed", (_enc_fixed, _dec_fixed)),
+    ("quant", (lambda q: None if q is None else q.value, _dec_quant)),
 )
 _LOC_KEYS = ("loc", "file")
 
@@ -510,6 +526,8 @@ def to_json(graph: Graph, *, include_loc: bool = True) -> dict[str, Any]:
     decls = []
     for decl in graph.vars:
         out = {name: enc(getattr(decl, name)) for name, enc, _ in _DECL_FIELDS}
+        if out["quant"] is None:
+            del out["quant"]  # only block-quantized weights carry the key
         if include_loc:
             _enc_loc(decl.loc, out)
         decls.append(out)

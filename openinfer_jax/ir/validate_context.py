@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from openinfer_jax.core.blocks import BlockScheme
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir.nodes import (
     Assign,
@@ -60,6 +61,11 @@ class VarInfo:
         return self.decl.table_indices if self.decl is not None else ()
 
     @property
+    def quant(self) -> BlockScheme | None:
+        """The block scheme of a block-quantized weight (`W: q4_1[N, K]`), else None."""
+        return self.decl.quant if self.decl is not None else None
+
+    @property
     def is_scalar(self) -> bool:
         """True for a non-table variable without dims (`step: i32`, `cond: bool[]`)."""
         return not self.dims and not self.table_indices
@@ -67,13 +73,14 @@ class VarInfo:
     def describe(self) -> str:
         """`volatile 'W' f32[D, D]` style text for messages."""
         kind = self.kind.value if self.kind is not None else "assigned"
-        return f"{kind} '{self.name}' {format_type(self.dtype, self.dims)}"
+        return f"{kind} '{self.name}' {format_type(self.dtype, self.dims, self.quant)}"
 
 
-def format_type(dtype: DType, dims: Iterable[Dim]) -> str:
-    """`f32[B, D]`, or `i32` for a scalar."""
+def format_type(dtype: DType, dims: Iterable[Dim], quant: BlockScheme | None = None) -> str:
+    """`f32[B, D]`, `q4_1[N, K]` for a block-quantized weight, or `i32` for a scalar."""
     dims = tuple(dims)
-    return f"{dtype.short}[{', '.join(str(d) for d in dims)}]" if dims else dtype.short
+    name = str(quant) if quant is not None else dtype.short
+    return f"{name}[{', '.join(str(d) for d in dims)}]" if dims else name
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:
@@ -190,7 +197,7 @@ class Context:
 
     def shape_text(self, info: VarInfo) -> str:
         """`f32[B, D]`, plus the resolved sizes when a model is given."""
-        text = format_type(info.dtype, info.dims)
+        text = format_type(info.dtype, info.dims, info.quant)
         if (
             not self.dims.symbolic
             and info.shape is not None

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from openinfer_jax.core.blocks import BlockScheme
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir.nodes import Assign, Block, Loop, MemoryKind, Node, VarDecl
 from openinfer_jax.ir.validate_context import Context, VarInfo, did_you_mean, format_type
@@ -20,6 +21,7 @@ __all__ = [
     "check_declarations",
     "collect_assigns",
     "model_dtype_shape",
+    "model_quant",
     "model_tensors",
     "walk_nodes",
 ]
@@ -43,8 +45,15 @@ def model_tensors(model: Any) -> dict[str, Any]:
 
 
 def model_dtype_shape(info: Any) -> tuple[DType, tuple[int, ...]]:
-    """(dtype, shape) of a model TensorInfo."""
-    return info.dtype, tuple(int(d) for d in info.shape)
+    """(dtype, shape) of a model TensorInfo; a block-quantized tensor's values are f32."""
+    dtype = DType.F32 if model_quant(info) is not None else info.dtype
+    return dtype, tuple(int(d) for d in info.shape)
+
+
+def model_quant(info: Any) -> BlockScheme | None:
+    """The block scheme of a block-quantized model tensor (q8_0/q4_0/q4_1), else None."""
+    block = getattr(info, "block", None)
+    return block.scheme if block is not None else None
 
 
 def _decl_where(decl: VarDecl) -> str:
@@ -287,13 +296,20 @@ def _check_model_link(ctx: Context, decl: VarDecl, info: VarInfo) -> None:
     linked = decl.model_name
     if linked in tensors:
         file_dtype, file_shape = model_dtype_shape(tensors[linked])
+        file_quant = model_quant(tensors[linked])
         via = f'@ref("{linked}")' if decl.ref is not None else "its name"
-        if file_dtype is not decl.dtype or (info.shape is not None and info.shape != file_shape):
+        if (
+            file_dtype is not decl.dtype
+            or file_quant is not decl.quant
+            or (info.shape is not None and info.shape != file_shape)
+        ):
+            want = format_type(
+                file_dtype, decl.dims if info.shape == file_shape else file_shape, file_quant
+            )
             ctx.error(
                 f"'{decl.name}' is linked (by {via}) to model tensor '{linked}' which is "
-                f"{format_type(file_dtype, file_shape)}, but is declared {ctx.shape_text(info)}; "
-                f"declare it {format_type(file_dtype, decl.dims if info.shape == file_shape else file_shape)}"
-                f" or link another tensor",
+                f"{format_type(file_dtype, file_shape, file_quant)}, but is declared {ctx.shape_text(info)}; "
+                f"declare it {want} or link another tensor",
                 decl.loc,
                 where,
             )
@@ -323,11 +339,45 @@ def _check_model_link(ctx: Context, decl: VarDecl, info: VarInfo) -> None:
         return
     if linked in sizevars:
         return
+    if decl.quant is not None:
+        ctx.error(
+            f"'{decl.name}' is a block-quantized weight ({decl.quant}) but the model has no tensor "
+            f"'{linked}'{did_you_mean(linked, tensors)}; a {decl.quant} variable is read from the model",
+            decl.loc,
+            where,
+        )
+        return
     if decl.ref is not None:
         names = list(tensors) + list(metadata)
         ctx.error(
             f'@ref("{decl.ref}") names nothing in the model{did_you_mean(decl.ref, names)}; '
             f"expected a tensor or metadata key",
+            decl.loc,
+            where,
+        )
+
+
+def _check_quantized(ctx: Context, decl: VarDecl) -> None:
+    """A block-quantized weight is a model tensor: constant/volatile, no @init, not a cache table."""
+    where = _decl_where(decl)
+    if decl.kind not in _PREFIX_KINDS:
+        ctx.error(
+            f"'{decl.name}' is a block-quantized weight ({decl.quant}), which comes from the model: "
+            f"declare it in a constant or volatile section, not {decl.kind.value}",
+            decl.loc,
+            where,
+        )
+    if decl.init is not None:
+        ctx.error(
+            f"'{decl.name}' is a block-quantized weight ({decl.quant}); its values come from the model, "
+            "remove @init",
+            decl.loc,
+            where,
+        )
+    if not decl.dims:
+        ctx.error(
+            f"'{decl.name}' is a block-quantized weight ({decl.quant}) without dims; blocks run along "
+            f"the last axis: declare it {decl.quant}[N, K]",
             decl.loc,
             where,
         )
@@ -376,6 +426,8 @@ def check_declarations(ctx: Context) -> None:
                 f"{decl.dtype.short} is a metadata type, not a variable dtype", decl.loc, where
             )
         _check_table_attributes(ctx, decl)
+        if decl.quant is not None:
+            _check_quantized(ctx, decl)
         _check_init(ctx, decl)
         _check_dims(ctx, decl.dims, decl.loc, where)
         info = VarInfo(

@@ -151,13 +151,27 @@ class NodeChecker:
         )
 
     def _operand(
-        self, ref: VarRef, loops: dict[str, Loop], loc: SourceLoc | None, where: str, role: str
+        self,
+        ref: VarRef,
+        loops: dict[str, Loop],
+        loc: SourceLoc | None,
+        where: str,
+        role: str,
+        quantized_ok: bool = False,
     ) -> VarInfo | None:
         ctx = self.ctx
         info = ctx.lookup(ref.name)
         if info is None:
             hint = " (a loop index cannot be an operand)" if ref.name in loops else ""
             ctx.error(f"{role} {ctx.unknown_name(ref.name)}{hint}", loc, where)
+            return None
+        if info.quant is not None and not quantized_ok:
+            ctx.error(
+                f"{role} '{ref.name}' is a block-quantized weight ({info.quant}); it is read-only "
+                f"and only read by ops that take one ({self._quantized_takers()})",
+                loc,
+                where,
+            )
             return None
         if info.kind is MemoryKind.PERSISTENT:
             ctx.error(
@@ -215,7 +229,7 @@ class NodeChecker:
     def _op(self, node: Op, loops: dict[str, Loop], where: str) -> None:
         ctx = self.ctx
         inputs = [
-            self._operand(ref, loops, node.loc, where, f"input {i + 1}")
+            self._operand(ref, loops, node.loc, where, f"input {i + 1}", quantized_ok=True)
             for i, ref in enumerate(node.inputs)
         ]
         output = self._operand(node.output, loops, node.loc, where, "output")
@@ -233,7 +247,49 @@ class NodeChecker:
                     where,
                 )
             return
+        if not self._quantized_inputs(node, opdef, inputs, where):
+            return
         self._infer(node, opdef, inputs, output, where)
+
+    def _quantized_takers(self) -> str:
+        """`embedding (table), linear (w), ...`: the inputs that take a block-quantized weight."""
+        if self.registry is None:
+            return "linear, matmul, embedding, gather"
+        takers = []
+        for name in self.registry.names():
+            opdef = self.registry.get(name)
+            names = [spec.name for spec in opdef.inputs if spec.quantized]
+            if names:
+                takers.append(f"{name} ({', '.join(names)})")
+        return ", ".join(takers)
+
+    def _quantized_inputs(
+        self, node: Op, opdef: Any, inputs: list[VarInfo | None], where: str
+    ) -> bool:
+        """Block-quantized inputs only where the op declares it takes one (InputSpec.quantized)."""
+        from openinfer_jax.ops.registry import OpCheckError
+
+        quantized = [
+            i for i, info in enumerate(inputs) if info is not None and info.quant is not None
+        ]
+        ok = True
+        for index in quantized:
+            info = inputs[index]
+            assert info is not None
+            try:
+                problem = opdef.quantized_input_problem(index, dict(node.params), quantized)
+            except OpCheckError:
+                problem = None  # a bad param: _infer reports it
+
+            if problem is not None:
+                self.ctx.error(
+                    f"input {index + 1} '{node.inputs[index]}' is a block-quantized weight "
+                    f"({info.quant}): {problem}; ops that take one: {self._quantized_takers()}",
+                    node.loc,
+                    where,
+                )
+                ok = False
+        return ok
 
     def _settings(self, node: Op, loops: dict[str, Loop], where: str) -> None:
         seen: set[str] = set()

@@ -16,7 +16,7 @@ from typing import Any
 
 from openinfer_jax.ir.nodes import Loop, MemoryKind
 from openinfer_jax.ir.validate_context import Context, format_type
-from openinfer_jax.ir.validate_decls import model_dtype_shape, model_tensors
+from openinfer_jax.ir.validate_decls import model_dtype_shape, model_quant, model_tensors
 from openinfer_jax.ir.validate_nodes import TableUse
 
 __all__ = ["MAX_ENUMERATED", "check_tables", "constant_value"]
@@ -158,11 +158,14 @@ def _check_use(ctx: Context, use: TableUse, tensors: dict[str, Any], checked: se
             continue
         checked.add(name)
         file_dtype, file_shape = model_dtype_shape(tensor)
-        if file_dtype is not decl.dtype or (
-            use.info.shape is not None and file_shape != use.info.shape
+        file_quant = model_quant(tensor)
+        if (
+            file_dtype is not decl.dtype
+            or file_quant is not decl.quant
+            or (use.info.shape is not None and file_shape != use.info.shape)
         ):
             ctx.error(
-                f"model tensor '{name}' (for {use.ref}) is {format_type(file_dtype, file_shape)} but "
+                f"model tensor '{name}' (for {use.ref}) is {format_type(file_dtype, file_shape, file_quant)} but "
                 f"table '{decl.name}' declares entries {ctx.shape_text(use.info)}; make them agree",
                 use.loc,
                 use.where,

@@ -132,6 +132,17 @@ class NnOp:
     kernel: str | None = None
     check: CheckRule | None = None
     doc: str = ""
+    quant_check: Callable[[int, Mapping[str, Any]], str | None] | None = None
+
+
+def _gather_rows_only(index: int, params: Mapping[str, Any]) -> str | None:
+    """A block-quantized gather input is selected by rows: blocks run along the last axis."""
+    if params.get("axis", 0) != 0:
+        return (
+            f"gather of a block-quantized input selects whole rows: axis must be 0, got "
+            f"{params.get('axis')}; use embedding, or a plain f32 table"
+        )
+    return None
 
 
 # ---- param checks that need dtypes ----------------------------------------------------------------
@@ -234,11 +245,13 @@ NN_OPS: tuple[NnOp, ...] = (
          nn_reference.batch_norm, nn_shapes.batch_norm_shape, inplace=True,
          params=(_p("epsilon", ParamKind.FLOAT, 1e-5, "added to the variance"),),
          doc="ONNX BatchNormalization, inference: (x - mean) / sqrt(var + eps) * scale + bias per channel"),
-    NnOp("gather", "movement", (InputSpec("data", ANY_DTYPE), InputSpec("indices", INDEX_DTYPES, "I")),
+    NnOp("gather", "movement",
+         (InputSpec("data", ANY_DTYPE, quantized=True), InputSpec("indices", INDEX_DTYPES, "I")),
          nn_jax.gather, nn_reference.gather, nn_shapes.gather_shape,
-         params=(_p("axis", ParamKind.INT, 0, "axis of data to index"),),
+         params=(_p("axis", ParamKind.INT, 0, "axis of data to index"),), quant_check=_gather_rows_only,
          doc="ONNX Gather; negative indices count from the end, out-of-range indices are clamped"),
-    NnOp("embedding", "movement", (InputSpec("table", ANY_DTYPE), InputSpec("ids", INDEX_DTYPES, "I")),
+    NnOp("embedding", "movement",
+         (InputSpec("table", ANY_DTYPE, quantized=True), InputSpec("ids", INDEX_DTYPES, "I")),
          nn_jax.embedding, nn_reference.embedding, nn_shapes.embedding_shape,
          doc="rows of table [V, ...] picked by ids -> ids.shape + table.shape[1:]; ids clamped like gather"),
     NnOp("reshape", "movement", _in("x", ANY_DTYPE), nn_jax.reshape, nn_reference.reshape,
@@ -288,7 +301,8 @@ NN_OPS: tuple[NnOp, ...] = (
          check=_check_attention_mask,
          doc="softmax(q k^T * scale + mask) v; q [..., Hq, Sq, D], k/v [..., Hkv, Skv, D]; Hq % Hkv == 0 "
          "(grouped KV); bool mask true = attend; rows with no visible key give 0"),
-    NnOp("linear", "numerical", _in("x w bias", FLOAT), nn_jax.linear, nn_reference.linear, nn_shapes.linear_shape,
+    NnOp("linear", "numerical",
+         (InputSpec("x", FLOAT), InputSpec("w", FLOAT, quantized=True), InputSpec("bias", FLOAT)), nn_jax.linear, nn_reference.linear, nn_shapes.linear_shape,
          min_inputs=2,
          doc="x @ w^T + bias with w [out, in] (PyTorch/HF layout, no transpose op needed); "
          "bias optional; f8/bf16/f16 in f32"),
@@ -328,6 +342,7 @@ def _register(row: NnOp) -> OpDef:
             check=row.check,
             kernel=row.kernel,
             doc=row.doc,
+            quant_check=row.quant_check,
         )
     )
 

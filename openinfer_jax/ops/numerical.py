@@ -37,6 +37,7 @@ from openinfer_jax.ops.registry import (
     TERNARY,
     UNSIGNED,
     Call,
+    InputSpec,
     OpCheckError,
     OpDef,
     ParamKind,
@@ -117,7 +118,10 @@ register(
     OpDef(
         name="matmul",
         category="numerical",
-        inputs=input_specs("a b", MATMUL_DTYPES),
+        inputs=tuple(
+            InputSpec(spec.name, spec.dtypes, spec.group, quantized=True)
+            for spec in input_specs("a b", MATMUL_DTYPES)
+        ),
         jax_impl=_jax_matmul,
         ref_impl=_ref_matmul,
         params=params_of(ParamSpec("acc", ParamKind.ACC, None, doc="[accumulator, output]")),

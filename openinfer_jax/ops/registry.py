@@ -315,12 +315,16 @@ def _as_dtype(where: str, value: Any) -> DType:
 class InputSpec:
     """One positional input: its name, allowed dtypes, and type group.
 
-    Inputs with the same non-empty `group` must have the same dtype.
+    Inputs with the same non-empty `group` must have the same dtype. `quantized` marks the
+    inputs that may be a block-quantized model weight (``W: q4_1[N, K]``, docs/dsl.md): the
+    op then reads its f32 values straight from the packed codes and scales
+    (`openinfer_jax.ops.quantized`); any other input given such a weight is a validation error.
     """
 
     name: str
     dtypes: frozenset[DType]
     group: str = "T"
+    quantized: bool = False
 
 
 @dataclass(frozen=True)
@@ -425,6 +429,7 @@ class OpDef:
     kernel: str | None = None
     doc: str = ""
     pure: bool = True
+    quant_check: Callable[[int, Mapping[str, Any]], str | None] | None = None
 
     # ---- contract aliases -----------------------------------------------------------------
     @property
@@ -453,6 +458,25 @@ class OpDef:
     def input_spec(self, index: int) -> InputSpec:
         """The spec of positional input `index` (variadic ops repeat their last spec)."""
         return self.inputs[min(index, len(self.inputs) - 1)]
+
+    def quantized_input_problem(
+        self, index: int, params: Mapping[str, Any], quantized: Sequence[int]
+    ) -> str | None:
+        """Why input `index` cannot be a block-quantized weight here (None when it can).
+
+        `quantized` lists every input index that is quantized in this call; ``quant_check``
+        adds op-specific limits (gather: only along axis 0).
+        """
+        spec = self.input_spec(index)
+        takers = [s.name for s in self.inputs if s.quantized]
+        if not spec.quantized:
+            where = f" (it takes one as {', '.join(takers)})" if takers else ""
+            return f"input {spec.name!r} of {self.name} cannot be a block-quantized weight{where}"
+        if len(quantized) > 1:
+            return f"{self.name} takes at most one block-quantized input, got {len(quantized)}"
+        if self.quant_check is not None:
+            return self.quant_check(index, self.resolve_params(params))
+        return None
 
     # ---- params --------------------------------------------------------------------------
     def resolve_params(self, raw: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -665,6 +689,10 @@ class OpDef:
         """
         call = self.bind(arrays, dtypes, params)
         self.output_shape([tuple(np.shape(a)) for a in arrays], call.params)
+        if any(_is_quantized(a) for a in arrays):
+            from openinfer_jax.ops import quantized
+
+            return quantized.lower_jax(self, call, arrays)
         return self.jax_impl(call, *arrays)
 
     def reference(
@@ -677,8 +705,17 @@ class OpDef:
         """
         call = self.bind(arrays, dtypes, params)
         self.output_shape([tuple(np.shape(a)) for a in arrays], call.params)
+        if any(_is_quantized(a) for a in arrays):
+            from openinfer_jax.ops import quantized
+
+            return np.asarray(quantized.reference(self, call, arrays))
         result = self.ref_impl(call, *[np.asarray(a) for a in arrays])
         return np.asarray(result)
+
+
+def _is_quantized(value: Any) -> bool:
+    # A block-quantized weight (openinfer_jax.ops.quantized.QuantizedArray) knows its layout.
+    return getattr(value, "is_block_quantized", False) is True
 
 
 def elementwise_shape(op: OpDef, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:

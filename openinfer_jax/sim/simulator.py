@@ -285,11 +285,15 @@ class Simulator:
             raise SimulationError(f"{decl.name}: the model has no tensor {name!r} (from @pattern)")
         info = self.model.tensors[name]
         shape = self.resolve_dims(decl.dims, f"variable {decl.name!r}")
-        if info.dtype is not decl.dtype or tuple(info.shape) != shape:
+        file_quant = info.block.scheme if getattr(info, "block", None) is not None else None
+        file_type = str(file_quant) if file_quant is not None else info.dtype.short
+        if file_type != decl.type_name or tuple(info.shape) != shape:
             raise SimulationError(
-                f"{decl.name}: model tensor {name!r} is {info.dtype.short}{list(info.shape)}, "
-                f"the declaration says {decl.dtype.short}{list(shape)}"
+                f"{decl.name}: model tensor {name!r} is {file_type}{list(info.shape)}, "
+                f"the declaration says {decl.type_name}{list(shape)}"
             )
+        if file_quant is not None:
+            return self._load_quantized(name, decl, device)
         if not info.has_data:
             return self._filled(decl, shape, device)
         if self.eager:
@@ -297,6 +301,23 @@ class Simulator:
         if self.sharded is not None:  # shard by shard from the mmap
             return self.sharded.load_tensor(self.model.tensor(name), decl)
         return jax.device_put(np.asarray(self.model.tensor(name)), device)
+
+    def _load_quantized(self, name: str, decl: VarDecl, device: Any) -> Any:
+        """A block-quantized weight, kept packed: its planes on `device` (views for numpy)."""
+        from openinfer_jax.ops.quantized import QuantizedArray
+
+        packed = self.model.quantized(name)
+        value = QuantizedArray.from_planes(
+            packed.layout, packed.shape, packed.quants, packed.scales, packed.offsets
+        )
+        if self.eager:
+            return value
+        if self.sharded is not None:
+            raise SimulationError(
+                f"{decl.name}: block-quantized weights ({decl.quant}) are not sharded yet; run "
+                "without a mesh or convert the model with dtype='f32'"
+            )
+        return jax.device_put(value, device)
 
     def initial_value(self, decl: VarDecl, device: Any) -> Any:
         """The value a variable starts from: model tensor, metadata/sizevar scalar, @init, or zeros.

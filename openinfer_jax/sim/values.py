@@ -151,7 +151,12 @@ def materialize(value: Value) -> Any:
 
 
 def to_host(value: Value) -> np.ndarray:
-    """A host NumPy copy of a stored value (packed types stay unpacked int8/uint8)."""
+    """A host NumPy copy of a stored value (packed types stay unpacked int8/uint8).
+
+    A block-quantized weight stays packed: its planes come to the host as they are.
+    """
+    if getattr(value, "is_block_quantized", False):
+        return jax.device_get(value)  # type: ignore[no-any-return]
     return np.asarray(jax.device_get(materialize(value)))
 
 

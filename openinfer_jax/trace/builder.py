@@ -64,6 +64,7 @@ from openinfer_jax.ir.nodes import (
 )
 from openinfer_jax.trace.builder_loc import builder_error, caller_loc
 from openinfer_jax.trace.builder_values import (
+    block_scheme_of,
     is_identifier,
     to_dims,
     to_dtype,
@@ -659,10 +660,12 @@ class GraphBuilder:
                 loc,
             )
         self._claim_name(name, kind.value, loc)
+        quant = block_scheme_of(dtype)
         decl = VarDecl(
             name=name,
             kind=kind,
-            dtype=to_dtype(dtype, what),
+            dtype=DType.F32 if quant is not None else to_dtype(dtype, what),
+            quant=quant,
             dims=to_dims(dims, what),
             init=None
             if attributes.get("init") is None

@@ -13,6 +13,7 @@ import numbers
 import re
 from typing import Any, Protocol, runtime_checkable
 
+from openinfer_jax.core.blocks import BlockScheme
 from openinfer_jax.core.dtypes import DType, dtype_from_name
 from openinfer_jax.ir.nodes import Dim, ParamValue, ScalarValue, VarName
 from openinfer_jax.trace.builder_loc import builder_error
@@ -20,6 +21,7 @@ from openinfer_jax.trace.builder_loc import builder_error
 __all__ = [
     "DTYPE_PARAMS",
     "Named",
+    "block_scheme_of",
     "is_identifier",
     "to_dim",
     "to_dims",
@@ -55,6 +57,15 @@ def is_identifier(text: str) -> bool:
 
 def _known_dtypes() -> str:
     return ", ".join(d.short for d in DType if d not in _NON_TENSOR)
+
+
+def block_scheme_of(value: Any) -> BlockScheme | None:
+    """The block scheme a declaration's type names (``"q4_1"`` or a BlockScheme), else None."""
+    if isinstance(value, BlockScheme):
+        return value
+    if isinstance(value, str) and value.strip().lower() in {s.value for s in BlockScheme}:
+        return BlockScheme(value.strip().lower())
+    return None
 
 
 def to_dtype(value: Any, what: str) -> DType:

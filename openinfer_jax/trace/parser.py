@@ -21,6 +21,7 @@ import difflib
 import math
 from collections.abc import Callable, Iterable
 
+from openinfer_jax.core.blocks import BlockScheme
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import DslSyntaxError
 from openinfer_jax.ir.nodes import (
@@ -71,6 +72,8 @@ __all__ = ["ATTRIBUTES", "DSL_DTYPES", "MAX_LOOP_DEPTH", "NODE_KEYWORDS", "parse
 
 # Dtype spellings of the DSL: the short name of every type a tensor may have.
 DSL_DTYPES: dict[str, DType] = {d.short: d for d in DType if d.is_tensor_type}
+# Block-quantized weight types: only in declarations (`W: q4_1[N, K]`), values are f32.
+BLOCK_SCHEMES: dict[str, BlockScheme] = {s.value: s for s in BlockScheme}
 
 # Memory section keywords; "constants" is seed 002's spelling of "constant".
 _SECTIONS: dict[str, MemoryKind] = {kind.value: kind for kind in MemoryKind}
@@ -297,7 +300,8 @@ class _Parser:
             indices = self.name_list("a table index name", ")")
             self.advance()
         self.expect(":", f"after variable '{name_tok.text}'")
-        dtype = self.parse_dtype()
+        quant = self.parse_block_scheme()
+        dtype = DType.F32 if quant is not None else self.parse_dtype()
         dims = self.parse_dims() if self.at("[") else ()
         attrs: dict[str, object] = {}
         while True:
@@ -340,8 +344,17 @@ class _Parser:
             table=bool(attrs.get("table", False)),
             auto_dim=attrs.get("auto_dim", ()),  # type: ignore[arg-type]
             fixed=fixed,  # type: ignore[arg-type]
+            quant=quant,
             loc=self.loc(name_tok),
         )
+
+    def parse_block_scheme(self) -> BlockScheme | None:
+        """A block-quantized weight type (``q8_0``, ``q4_0``, ``q4_1``) in a declaration, else None."""
+        tok = self.peek()
+        if tok.kind == NAME and tok.text in BLOCK_SCHEMES:
+            self.advance()
+            return BLOCK_SCHEMES[tok.text]
+        return None
 
     def parse_dtype(self) -> DType:
         """DTYPE := one of `DSL_DTYPES`."""
@@ -350,6 +363,12 @@ class _Parser:
             self.advance()
             return DSL_DTYPES[tok.text]
         known = ", ".join(DSL_DTYPES)
+        if tok.kind == NAME and tok.text in BLOCK_SCHEMES:
+            raise self.error(
+                tok,
+                f"'{tok.text}' is a block-quantized weight type; it declares a model weight in a "
+                "constant or volatile section (`W: q4_1[N, K];`), here a plain dtype such as f32 is expected",
+            )
         if tok.kind == NAME:
             hint = _did_you_mean(tok.text, DSL_DTYPES)
             raise self.error(tok, f"unknown dtype '{tok.text}'; expected one of {known}{hint}")
