@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from openinfer_jax.core.blocks import BlockLayout
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import OpenInferError, SynthesisError
 from openinfer_jax.emit.device import DeviceArch
@@ -77,6 +78,7 @@ class VarInfo:
     init: bool | int | float | None = None
     scalar: bool | int | float | None = None
     decl: VarDecl | None = None
+    layout: BlockLayout | None = None  # a block-quantized model weight (the model's layout)
 
     @property
     def numel(self) -> int:
@@ -126,6 +128,8 @@ class OpInfo:
     out_dtype: DType
     in_shapes: tuple[tuple[int, ...], ...] = ()
     out_shape: tuple[int, ...] = ()
+    # per input: the block layout of a block-quantized weight (openinfer_jax.emit.c_quant), else None
+    in_layouts: tuple[BlockLayout | None, ...] = ()
 
 
 @dataclass
@@ -151,6 +155,15 @@ class Analysis:
     # maps a node the passes made (``id``) to the node of `source` whose output it writes.
     source: Graph | None = None
     origins: dict[int, Node] = field(default_factory=dict)
+    # Block-quantized prefix tables -> the layout of their model tensors (one for all entries).
+    prefix_layouts: dict[str, BlockLayout] = field(default_factory=dict)
+
+    def layout_of(self, name: str) -> BlockLayout | None:
+        """The block layout of a block-quantized variable or prefix table, else None."""
+        info = self.vars.get(name)
+        if info is not None:
+            return info.layout
+        return self.prefix_layouts.get(name)
 
     def read_only(self, name: str) -> bool:
         """True for a variable no node writes (its model data can be used in place)."""
@@ -226,6 +239,7 @@ class _Analyzer:
         self.prefixes: dict[str, VarDecl] = {}
         self.ops: dict[int, OpInfo] = {}
         self.shapes: dict[str, tuple[int, ...]] = {}
+        self.prefix_layouts: dict[str, BlockLayout] = {}
 
     # ---- declarations -------------------------------------------------------------------
     def declare(self) -> None:
@@ -236,6 +250,8 @@ class _Analyzer:
                 continue
             if decl.is_table:
                 self.prefixes[decl.name] = decl
+                if decl.quant is not None:
+                    self.prefix_layouts[decl.name] = _prefix_layout(decl, self.model.tensors)
                 continue
             info = VarInfo(
                 decl.name, decl.dtype, decl.kind.value, shape, math.prod(shape), decl=decl
@@ -295,13 +311,17 @@ class _Analyzer:
         tensors = self.model.tensors
         if name in tensors:
             t = tensors[name]
-            if t.dtype is not decl.dtype or tuple(t.shape) != shape:
+            block = getattr(t, "block", None)
+            file_type = str(block.scheme) if block is not None else t.dtype.short
+            if file_type != decl.type_name or tuple(t.shape) != shape:
                 raise SynthesisError(
-                    f"variable {decl.name!r}: model tensor {name!r} is {t.dtype.short}{list(t.shape)}, "
-                    f"the declaration says {decl.dtype.short}{list(shape)}"
+                    f"variable {decl.name!r}: model tensor {name!r} is {file_type}{list(t.shape)}, "
+                    f"the declaration says {decl.type_name}{list(shape)}"
                 )
             if t.has_data:
                 info.source, info.model_name = "tensor", name
+            if block is not None:
+                info.layout = block.layout
             return
         if not shape:
             meta = self.model.metadata
@@ -438,9 +458,14 @@ class _Analyzer:
             raise SynthesisError(
                 f"{where}: the op produces {out_dtype.short} but {node.output.name!r} is {want.short}"
             )
-        self.ops[id(node)] = OpInfo(
-            opdef, params, tuple(d for d, _ in ins), out_dtype, tuple(s for _, s in ins), out_shape
+        layouts = tuple(
+            self.prefix_layouts.get(r.name) if r.indices else self.vars[r.name].layout
+            for r in node.inputs
         )
+        self.ops[id(node)] = OpInfo(
+            opdef, params, tuple(d for d, _ in ins), out_dtype, tuple(s for _, s in ins), out_shape,
+            layouts if any(layouts) else (),
+        )  # fmt: skip
         self.write_shape(node.output, out_shape, where)
 
 
@@ -492,15 +517,37 @@ def analyze(graph: Graph, model: Any, arch: DeviceArch) -> Analysis:
         writes,
         written,
         prefix_writes,
+        an.prefix_layouts,
     )
+
+
+def _pattern_regex(decl: VarDecl) -> str:
+    pattern = decl.pattern or decl.model_name + "".join(f".{{{i}}}" for i in decl.table_indices)
+    parts = re.split(r"(\{[A-Za-z_][A-Za-z0-9_]*\})", pattern)
+    return "".join("(-?[0-9]+)" if p.startswith("{") else re.escape(p) for p in parts)
 
 
 def _pattern_matches(decl: VarDecl, tensors: Mapping[str, Any]) -> int:
     """How many model tensors a prefix table's pattern names (its entries in the model)."""
-    pattern = decl.pattern or decl.model_name + "".join(f".{{{i}}}" for i in decl.table_indices)
-    parts = re.split(r"(\{[A-Za-z_][A-Za-z0-9_]*\})", pattern)
-    regex = "".join("(-?[0-9]+)" if p.startswith("{") else re.escape(p) for p in parts)
+    regex = _pattern_regex(decl)
     return sum(1 for name in tensors if re.fullmatch(regex, name))
+
+
+def _prefix_layout(decl: VarDecl, tensors: Mapping[str, Any]) -> BlockLayout:
+    """The block layout of a quantized prefix table: its model tensors' (they must share it;
+    `oi_model_get_block` checks each entry again when the step reads it)."""
+    regex = _pattern_regex(decl)
+    layouts = {
+        t.block.layout for name, t in tensors.items()
+        if re.fullmatch(regex, name) and getattr(t, "block", None) is not None
+    }  # fmt: skip
+    if len(layouts) != 1:
+        found = ", ".join(sorted(x.describe() for x in layouts)) or "none"
+        raise SynthesisError(
+            f"prefix table {decl.name!r} ({decl.type_name}): its model tensors must share one block "
+            f"layout for the C target, found {found}"
+        )
+    return layouts.pop()
 
 
 def _written(nodes: tuple[Node, ...]) -> set[str]:

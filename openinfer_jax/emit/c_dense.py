@@ -107,8 +107,11 @@ def _attention_fits(info: OpInfo) -> bool:
 
 def _gemm_kind(info: OpInfo) -> str | None:
     """``linear`` / ``matmul`` / ``attention`` when the op runs on the runtime's f32
-    kernels, else None."""
+    kernels, else None (a block-quantized operand has its own kernels, emit/c_quant.py,
+    which take no epilogue)."""
     name = info.opdef.name
+    if any(layout is not None for layout in info.in_layouts):
+        return None
     if name == "attention" and _attention_fits(info):
         return "attention"
     if not _is_f32(info):

@@ -45,6 +45,7 @@ from openinfer_jax.emit.c_kernels import (
     runtime_params,
 )
 from openinfer_jax.emit.c_options import DenseOptions
+from openinfer_jax.emit.c_quant import QUANT_HEADER, render_quant_kernel
 from openinfer_jax.emit.c_stmt import (
     Access,
     Arm,
@@ -159,10 +160,18 @@ class KernelSet:
                 epilogue,
                 sorted(constant_inputs),
                 layout,
+                info.in_layouts,
             )
         )
         fn = self.names.get(key)
-        if fn is None:
+        if fn is None and info.in_layouts:
+            # a block-quantized weight: the kernels of openinfer_jax.emit.c_quant
+            scheme = next(lay for lay in info.in_layouts if lay is not None).scheme
+            fn = f"k{len(self.names)}_{info.opdef.name}_{scheme}"
+            self.code.append(render_quant_kernel(fn, info, where))
+            self.headers.add(QUANT_HEADER)
+            self.names[key] = fn
+        elif fn is None:
             first = info.in_dtypes[0].short if info.in_dtypes else "x"
             fn = f"k{len(self.names)}_{info.opdef.name}_{first}" + ("_fused" if epilogue else "")
             request = KernelRequest(fn, info, where, self.dense, epilogue, constant_inputs, layout)

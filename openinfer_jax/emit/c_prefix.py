@@ -119,6 +119,8 @@ def _lookup_function(an: Analysis, pname: str, fmt: str, order: list[int]) -> li
     """``oi_prefix_<P>``: the entry's overlay slot when this step wrote it, else the model
     tensor the pattern names (copied into `slot` when not NULL)."""
     decl = an.prefixes[pname]
+    if pname in an.prefix_layouts:
+        return _block_lookup_function(an, pname, fmt, order)
     shape, nbytes = _entry_bytes(an, pname)
     args = ", ".join(f"(long long)i{k}" for k in order)
     out = [
@@ -148,6 +150,34 @@ def _lookup_function(an: Analysis, pname: str, fmt: str, order: list[int]) -> li
         f"    for (d = 0; d < {len(shape)}; d++) t->dims[d] = dims[d];",
         f"    t->cap = {math.prod(shape)};",
         "    (void)rc;",
+        "    return OI_OK;",
+        "}",
+        "",
+    ]
+
+
+def _block_lookup_function(an: Analysis, pname: str, fmt: str, order: list[int]) -> list[str]:
+    """``oi_prefix_<P>`` of a block-quantized table: the entry's `oi_block_tensor` in the model
+    (validation rejects writes into such entries, so there is no overlay and no slot)."""
+    decl = an.prefixes[pname]
+    layout = an.prefix_layouts[pname]
+    shape = resolve_dims(decl.dims, an.sizevars, f"variable {decl.name!r}")
+    args = ", ".join(f"(long long)i{k}" for k in order)
+    return [
+        f"static int oi_prefix_{pname}(oi_tensor *t, unsigned char *slot, {_params(an, pname)}) {{",
+        f"    static const int64_t dims[{max(len(shape), 1)}] = {_dims_init(shape)};",
+        "    char nm[256];",
+        "    const oi_block_tensor *p;",
+        "    int d, rc;",
+        f'    snprintf(nm, sizeof nm, "{fmt}"{", " + args if args else ""});',
+        f"    rc = oi_model_get_block(&oi_m, nm, {layout.data_dtype.code}u, {layout.block_size}u, "
+        f"{layout.scale_dtype.code}u, {len(shape)}, dims, &p);",
+        "    if (rc) return rc;",
+        "    (void)slot;",
+        "    t->data = (void *)p;",
+        f"    t->ndim = {len(shape)};",
+        f"    for (d = 0; d < {len(shape)}; d++) t->dims[d] = dims[d];",
+        f"    t->cap = {math.prod(shape)};",
         "    return OI_OK;",
         "}",
         "",

@@ -65,6 +65,8 @@ class SourceInput:
 def in_place(info: VarInfo, an: Analysis, target: str) -> bool:
     """Model data used where it lies: constants, and volatile variables no node writes (their
     per-step reset would copy the same bytes again). Not on Vulkan: the GPU sees only the arena."""
+    if info.layout is not None:  # a block-quantized weight: only host kernels read it, in place
+        return info.source == "tensor"
     if target == "vulkan" or info.source != "tensor":
         return False
     return info.kind == "constant" or (info.kind == "volatile" and an.read_only(info.name))
@@ -206,6 +208,8 @@ def _var_init(info: VarInfo, in_place: bool = True) -> list[str]:
     ct = ctype(info.dtype, f"variable {info.name!r}")
     v, nd, dims = f"V_{info.name}", len(info.shape), dims_name(info.name)
     lines = [f"static int oi_init_{info.name}(void) {{", "    int rc;"]
+    if info.layout is not None:
+        return [*lines, *_block_init(info), "}", ""]
     if info.source == "tensor":
         lines.append("    const void *p;")
         lines.append(
@@ -235,6 +239,22 @@ def _var_init(info: VarInfo, in_place: bool = True) -> list[str]:
         lit = ct.store.format(c_literal(value, ct))
         lines.append(f"    for (i = 0; i < {info.numel}; i++) X[i] = {lit};")
     return [*lines, "    return OI_OK;", "}", ""]
+
+
+def _block_init(info: VarInfo) -> list[str]:
+    """Bind a block-quantized weight in place: V_<var>.data is its `oi_block_tensor`."""
+    lay = info.layout
+    assert lay is not None
+    v, nd, dims = f"V_{info.name}", len(info.shape), dims_name(info.name)
+    return [
+        "    const oi_block_tensor *p;",
+        f'    rc = oi_model_get_block(&oi_m, "{info.model_name}", {lay.data_dtype.code}u, '
+        f"{lay.block_size}u, {lay.scale_dtype.code}u, {nd}, {dims}, &p);",
+        "    if (rc) return rc;",
+        f"    {v}.data = (void *)p; /* codes, scales, offsets stay packed in the model */",
+        f"    {v}.cap = {info.numel};",
+        f"    return oi_set_shape(&{v}, {nd}, {dims});",
+    ]
 
 
 def _initialized(an: Analysis) -> list[str]:

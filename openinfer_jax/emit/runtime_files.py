@@ -18,6 +18,7 @@ _HEADER_DEPS = {
     "oi_gemm.h": ("oi_parallel.h", "oi_vec.h"),
     "oi_attention.h": ("oi_gemm.h", "oi_parallel.h", "oi_vec.h"),
     "oi_conv.h": ("oi_gemm.h", "oi_parallel.h", "oi_vec.h"),
+    "oi_quant.h": ("oi_parallel.h",),
 }
 
 

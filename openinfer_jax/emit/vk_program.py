@@ -177,6 +177,9 @@ class VkState:
     def placement(self, node: Op, info: OpInfo, alias_ok: bool) -> list[_Variant] | str:
         """The prepared shapes of a GPU op node (one unless its shapes change at run
         time), or why it runs on the host."""
+        if info.in_layouts:
+            # the weight stays packed in the loaded model, which only the host reads
+            return "block-quantized weight (C kernel on the host)"
         aliased = any(r.name == node.output.name and not r.indices for r in node.inputs)
         if aliased and not alias_ok:
             return "output overwrites an input the kernel still reads"

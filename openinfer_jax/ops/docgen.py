@@ -58,7 +58,8 @@ Dtype sets: **F** = f8 (e5m2), bf16, f16, f32, f64; **S** = i8, i16, i32, i64;
 **U** = u8, u16, u32, u64; packed i4/i2/i1, u4/u2/u1 and ternary t2/t1; bool.
 Columns: *bcast* = NumPy broadcasting of the inputs (ops without it require equal shapes);
 *in-place* = the output may name an input. Ops the original (47-op) registry defined are
-marked ★.
+marked ★. Inputs marked † may be a block-quantized model weight (`W: q4_1[N, K]`: q8_0,
+q4_0, q4_1; docs/dsl.md), read packed: the op sees its f32 values.
 
 ## Precision and representation
 
@@ -115,7 +116,7 @@ def _param_text(spec: ParamSpec) -> str:
 
 
 def _inputs_text(op: OpDef) -> str:
-    names = [spec.name for spec in op.inputs]
+    names = [spec.name + ("†" if spec.quantized else "") for spec in op.inputs]
     text = ", ".join(names)
     if op.variadic:
         most = f"..{op.max_inputs}" if op.max_inputs is not None else "+"

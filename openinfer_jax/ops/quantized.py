@@ -210,8 +210,24 @@ def _run(op: Any, impl: Any, call: Any, arrays: Sequence[Any]) -> Any:
     return impl(call, *[dequantize(a) if isinstance(a, QuantizedArray) else a for a in arrays])
 
 
+def _linear_jax(x: Any, w: QuantizedArray, *bias: Any) -> Any:
+    """`x @ W^T (+ bias)` as a product with the transposed dequantized weight.
+
+    XLA CPU turns ``x @ transpose(dequantize(W))`` into one matrix-vector kernel that reads
+    the codes (3 ms for the 49152x576 q8_0 logits of SmolLM2), while contracting W's second
+    axis directly (`lax.dot_general`, what the f32 lowering does) fuses the dequantization
+    into a naive loop nest (94 ms). Inputs are f32 (linear's type group), so no widening.
+    """
+    import jax.numpy as jnp
+
+    y = jnp.matmul(x, dequantize(w).T)
+    return y + bias[0] if bias else y
+
+
 def lower_jax(op: Any, call: Any, arrays: Sequence[Any]) -> Any:
     """The JAX lowering of `op` with block-quantized inputs (see the module docstring)."""
+    if op.name == "linear" and isinstance(arrays[1], QuantizedArray):
+        return _linear_jax(*arrays)
     return _run(op, op.jax_impl, call, arrays)
 
 

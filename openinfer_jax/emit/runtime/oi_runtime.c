@@ -1014,8 +1014,9 @@ static int check_block(oi_model_tensor *t, const unsigned char *q, uint64_t qn, 
         if (q[i]) FAIL("R37", qoff + i, "per-block quant padding byte is not 0");
     t->block_size = block;
     t->block_value = vtype;
-    t->block_scales = q + 56;
-    t->block_offsets = zcount ? q + 56 + width * scount : NULL;
+    t->block.codes = t->raw;
+    t->block.scales = q + 56;
+    t->block.offsets = zcount ? q + 56 + width * scount : NULL;
     return OI_OK;
 }
 
@@ -1324,7 +1325,7 @@ static oi_model_tensor *find_tensor(oi_model *m, const char *name) {
 }
 
 int oi_model_get_block(oi_model *m, const char *name, uint32_t dtype, uint32_t block_size, uint32_t value_type,
-                       int ndim, const int64_t *dims, oi_block_tensor *out) {
+                       int ndim, const int64_t *dims, const oi_block_tensor **out) {
     oi_model_tensor *t = find_tensor(m, name);
     const uint16_t probe = 1;
     int i;
@@ -1341,14 +1342,12 @@ int oi_model_get_block(oi_model *m, const char *name, uint32_t dtype, uint32_t b
                          (long long)dims[i]);
             return OI_ERR_MODEL;
         }
-    if (*(const unsigned char *)&probe != 1 || (uintptr_t)t->block_scales % (value_type == 9 ? 2 : 4)) {
+    if (*(const unsigned char *)&probe != 1 || (uintptr_t)t->block.scales % (value_type == 9 ? 2 : 4)) {
         /* the kernels read scales as host-order words in place (8-aligned blobs keep them aligned) */
         oi_set_error("model tensor %s: block scales need a little-endian host and an aligned payload", name);
         return OI_ERR_MODEL;
     }
-    out->codes = t->raw;
-    out->scales = t->block_scales;
-    out->offsets = t->block_offsets;
+    *out = &t->block;
     return OI_OK;
 }
 

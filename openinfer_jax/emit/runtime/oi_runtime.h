@@ -31,6 +31,14 @@ typedef struct {
     int64_t cap;
 } oi_tensor;
 
+/* A block-quantized weight (docs/oinf.md section 5.1) in place in the model: packed codes,
+   per-block scales and (q4_1) offsets. Kernels get it as the `data` of an oi_tensor. */
+typedef struct {
+    const uint8_t *codes;
+    const void *scales;
+    const void *offsets; /* NULL for symmetric schemes */
+} oi_block_tensor;
+
 /* One model tensor as indexed by the loader (data converted to host order, packed unpacked). */
 typedef struct {
     const char *name;
@@ -46,8 +54,7 @@ typedef struct {
     /* block-quantized tensors (docs/oinf.md section 5.1): 0 when the tensor is not blocked */
     uint32_t block_size;      /* elements per block along the last axis */
     uint32_t block_value;     /* type code of scales/offsets: 9 (f16) or 10 (f32) */
-    const unsigned char *block_scales;  /* in the file; offsets follow when present */
-    const unsigned char *block_offsets; /* NULL for symmetric schemes */
+    oi_block_tensor block;    /* codes, scales, offsets in the file */
 } oi_model_tensor;
 
 typedef struct {
@@ -73,16 +80,10 @@ int oi_model_sizevar(const oi_model *m, const char *name, uint64_t *value);
 /* Host-ready data of tensor `name` checked against dtype and shape; NULL + error when absent. */
 int oi_model_get(oi_model *m, const char *name, uint32_t dtype, int ndim, const int64_t *dims,
                  const void **out);
-/* A block-quantized model tensor (q8_0: dtype 1, q4_0: 18, q4_1: 21) in place in the file:
-   packed codes, scales and (q4_1) offsets, checked against the block layout and shape the
-   program was synthesized for. The codes are never unpacked. */
-typedef struct {
-    const uint8_t *codes;
-    const void *scales;
-    const void *offsets;
-} oi_block_tensor;
+/* A block-quantized model tensor (q8_0: dtype 1, q4_0: 18, q4_1: 21), checked against the
+   block layout and shape the program was synthesized for; the codes are never unpacked. */
 int oi_model_get_block(oi_model *m, const char *name, uint32_t dtype, uint32_t block_size, uint32_t value_type,
-                       int ndim, const int64_t *dims, oi_block_tensor *out);
+                       int ndim, const int64_t *dims, const oi_block_tensor **out);
 
 /* dtype helpers */
 float oi_f16_to_f32(uint16_t h);
