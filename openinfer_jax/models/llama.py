@@ -16,8 +16,10 @@ cache beyond the new ``step``; later writes overwrite them and reads never reach
 With ``chunk=1`` the graph is decode-only: ``tokens: i32[1]``, no ``count``, no branch.
 
 Per-layer weights are prefix tables over the names of the converter's ``llama`` preset
-(``q.weight.{l}``...), read through `_linear` (one place, so a quantized weight changes one
-helper). Every size comes from the `.oinf` (see `LlamaConfig.from_model`).
+(``q.weight.{l}``...), read through `_linear`. Every size comes from the `.oinf` (see
+`LlamaConfig.from_model`). Weights are declared with the model's types: a GGUF converted
+with its Q4_1/Q8_0 blocks kept packed gives ``Wq(l): q4_1[...]`` and ``tok_emb: q8_0[...]``,
+which `linear` and `embedding` read packed (docs/dsl.md); activations are f32 then.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import ArchitectureError
 from openinfer_jax.ir import Graph
-from openinfer_jax.models.config import metadata_float, require_tensors, sizevar
+from openinfer_jax.models.config import metadata_float, require_tensors, sizevar, weight_type
 from openinfer_jax.oinf import ModelLoader
 from openinfer_jax.trace import GraphBuilder
 
@@ -124,7 +127,7 @@ class LlamaConfig:
         for layer in range(config.layers):
             for pattern, dims in LLAMA_LAYER_TENSORS.values():
                 expected[pattern.format(l=layer)] = tuple(getattr(config, d) for d in dims)
-        dtype = require_tensors(model, ARCH, expected, hint=_HINT)
+        dtype = require_tensors(model, ARCH, expected, hint=_HINT, quantized=True)
         return cls(**{**config.__dict__, "dtype": dtype})
 
 
@@ -230,15 +233,23 @@ def llama_decoder(
     g = GraphBuilder()
     tokens = g.dynamic("tokens", "i32", chunk)
     count = g.dynamic("count", "i32") if chunk > 1 else None
+    emb_type = weight_type(model, "tok_emb.weight")
     t: dict[str, Any] = {
-        "tok_emb": g.volatile("tok_emb", dt, "vocab_size", "hidden_size", ref="tok_emb.weight"),
+        "tok_emb": g.volatile(
+            "tok_emb", emb_type, "vocab_size", "hidden_size", ref="tok_emb.weight"
+        ),
         "final_norm": g.volatile("final_norm", dt, "hidden_size", ref="norm.weight"),
     }
     if not cfg.tied:
-        t["lm_head"] = g.volatile("lm_head", dt, "vocab_size", "hidden_size", ref="lm_head.weight")
+        head_type = weight_type(model, "lm_head.weight")
+        t["lm_head"] = g.volatile(
+            "lm_head", head_type, "vocab_size", "hidden_size", ref="lm_head.weight"
+        )
     for name, (pattern, dims) in LLAMA_LAYER_TENSORS.items():
         shape = [_dim_name(d, cfg) for d in dims]
-        t[name] = g.volatile(name, dt, *shape, index="l", pattern=pattern)
+        t[name] = g.volatile(
+            name, _table_type(model, pattern, cfg.layers), *shape, index="l", pattern=pattern
+        )
     t["last"] = g.volatile("last", dt, 1, "hidden_size")
     logits = g.volatile("logits", dt, 1, "vocab_size")
     # Row counts of the two paths, as scalars for the cache bounds (pos + rows).
@@ -292,6 +303,25 @@ def llama_decoder(
             stack.emit(b, chunk, tokens, pos, end_p, last_row, "_p")
             b.return_()
     return g.build()
+
+
+def _table_type(model: ModelLoader, pattern: str, layers: int) -> str:
+    """The one type every layer's tensor of a prefix table has (f32, or q4_1 when packed).
+
+    Raises:
+        ArchitectureError: two layers store the tensor differently (a partly quantized model).
+    """
+    first = pattern.format(l=0)
+    kind = weight_type(model, first)
+    for layer in range(1, layers):
+        name = pattern.format(l=layer)
+        other = weight_type(model, name)
+        if other != kind:
+            raise ArchitectureError(
+                f"tensor {name!r} is {other} but {first!r} is {kind}; a prefix table needs one type "
+                "for every layer: convert the whole model one way (--quantize or --dtype f32)"
+            )
+    return kind
 
 
 def _dim_name(field: str, cfg: LlamaConfig) -> Any:

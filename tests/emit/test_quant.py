@@ -68,7 +68,7 @@ int main(int argc, char **argv) {
 def kernel_driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("qkernel")
     (work / "kt.c").write_text(KERNEL_DRIVER)
-    for name in ("oi_runtime.c", "oi_runtime.h", "oi_quant.h"):
+    for name in ("oi_runtime.c", "oi_runtime.h", "oi_quant.h", "oi_parallel.h"):
         shutil.copy(RUNTIME_DIR / name, work / name)
     subprocess.run(
         [CC, *CFLAGS, "-I.", "kt.c", "oi_runtime.c", "-lm", "-o", "kt"], cwd=work, check=True
@@ -259,3 +259,29 @@ def test_vulkan_target_runs_quantized_nodes_on_the_host(tmp_path: Path) -> None:
             want = np.asarray(ex.fetch(var))
             got = read_tensor(tmp_path / "out" / f"{var}.{s}.bin", DType.F32)
             np.testing.assert_allclose(got, want, rtol=0, atol=2e-3 * float(np.abs(want).max()))
+
+
+def test_one_and_two_threads_are_bit_identical(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Quantized products split their output rows over the kernel threads (oi_parallel.h)."""
+    from tests.emit.cases import test_arch
+
+    model = tmp_path / "m.oinf"
+    _program_model(model)
+    base = test_arch()
+    arch = {**base, "preferences": {**base["preferences"], "threads": 2}}
+    plan = Synthesizer(arch).synthesize(model, PROGRAM, name="prog", outputs=["y", "z", "h"])
+    assert "oi_pool.h" in plan.files and "oi_parallel.h" in plan.files
+    steps = [{"ids": np.array([t], np.int32)} for t in (3, 7)]
+    flags = [*CFLAGS, "-DOI_PARALLEL_MIN_WORK=0"]  # split even these small products
+    outs = {}
+    for threads in ("1", "2"):
+        monkeypatch.setenv("OI_THREADS", threads)
+        exe = build(plan, tmp_path / f"t{threads}", flags=flags)
+        result = run_driver(exe, model, steps, tmp_path / f"run{threads}")
+        assert result.returncode == 0, result.stderr
+        outs[threads] = {
+            p.name: p.read_bytes() for p in sorted((tmp_path / f"run{threads}" / "out").iterdir())
+        }
+    assert outs["1"] == outs["2"] and len(outs["1"]) == 6

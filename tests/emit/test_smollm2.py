@@ -2,7 +2,9 @@
 openinfer_jax.models emitted as C with a preallocated KV cache: the prompt prefilled in ONE
 step, then the reference continuation decoded one token per step (teacher forcing): every
 greedy token equals transformers' and the top-8 logits agree to 1e-3
-(tests/fixtures/references/smollm2.npz)."""
+(tests/fixtures/references/smollm2.npz). With the GGUF's Q4_1/Q8_0 blocks kept packed
+(`q4_1`/`q8_0` weights, the C kernels of oi_quant.h), all 32 reference steps: every greedy
+token of the dequantized-f32 reference, logits to 2e-2."""
 
 from __future__ import annotations
 
@@ -27,7 +29,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def test_smollm2_prefill_and_decode_in_emitted_c(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("weights", "generated"), [("f32", GENERATED), ("q4", 32)])
+def test_smollm2_prefill_and_decode_in_emitted_c(
+    tmp_path: Path, weights: str, generated: int
+) -> None:
     from openinfer_jax.converters import convert
     from openinfer_jax.models import build_graph
 
@@ -37,13 +42,13 @@ def test_smollm2_prefill_and_decode_in_emitted_c(tmp_path: Path) -> None:
         Path(CHECKPOINT.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf",
         model,
         pattern="llama",
-        dtype="f32",
+        dtype="f32" if weights == "f32" else None,
         force=True,
     )
     chunk = 8
-    graph = build_graph(model, "llama", chunk=chunk, context=16)
+    graph = build_graph(model, "llama", chunk=chunk, context=48)
     ref = np.load(ROOT / "tests" / "fixtures" / "references" / "smollm2.npz")
-    prompt, want = ref["prompt0_ids"].tolist(), ref["prompt0_generated"][:GENERATED]
+    prompt, want = ref["prompt0_ids"].tolist(), ref["prompt0_generated"][:generated]
     feeds = []
     for tokens in [prompt, *([int(t)] for t in want[:-1])]:
         padded = np.zeros(chunk, np.int32)
@@ -53,8 +58,10 @@ def test_smollm2_prefill_and_decode_in_emitted_c(tmp_path: Path) -> None:
     exe = build(plan, tmp_path / "c")
     result = run_driver(exe, model, feeds, tmp_path)
     assert result.returncode == 0, result.stderr
-    for k in range(GENERATED):
+    # q4: the kernels quantize activations to 16 bits per block (docs/synthesis.md)
+    atol = 1e-3 if weights == "f32" else 2e-2
+    for k in range(generated):
         logits = read_tensor(tmp_path / "out" / f"logits.{k}.bin", DType.F32)[0]
-        assert int(np.argmax(logits)) == int(want[k])
+        assert int(np.argmax(logits)) == int(want[k]), f"step {k}"
         top = ref["prompt0_topk_ids"][k]
-        np.testing.assert_allclose(logits[top], ref["prompt0_topk_logits"][k], atol=1e-3)
+        np.testing.assert_allclose(logits[top], ref["prompt0_topk_logits"][k], atol=atol)

@@ -177,13 +177,40 @@ def test_unknown_arch_and_option(tiny: Path) -> None:
     assert build_graph(tiny).blocks[0].name == "entry"  # detected from model_type
 
 
-def test_block_quantized_weights_name_the_conversion(tiny: Path, tmp_path: Path) -> None:
-    from openinfer_jax.oinf.quantized import quantize
+def test_block_quantized_weights(tiny: Path, tmp_path: Path) -> None:
+    """Packed q4_1/q8_0 weights are declared with their schemes and read packed; a model whose
+    layers are stored differently is an ArchitectureError naming both tensors."""
+    from openinfer_jax.oinf import OinfWriter, quantize
 
+    packed, dense = tmp_path / "q.oinf", tmp_path / "f.oinf"
+    with ModelLoader.open(tiny) as m, OinfWriter(packed) as wq, OinfWriter(dense) as wf:
+        for name, value in m.sizevars.items():
+            wq.add_sizevar(name, value)
+            wf.add_sizevar(name, value)
+        for key in m.metadata:
+            wq.add_metadata(key, m.metadata[key])
+            wf.add_metadata(key, m.metadata[key])
+        for name, info in m.tensors.items():
+            array = np.asarray(m.tensor(name))
+            if len(info.shape) == 2:
+                scheme = "q8_0" if name == "tok_emb.weight" else "q4_1"
+                qt = quantize(array, scheme, 16)
+                wq.add_tensor(name, qt)
+                wf.add_tensor(name, qt.dequantize())
+            else:
+                wq.add_tensor(name, array)
+                wf.add_tensor(name, array)
+    graph = build_graph(packed, "llama", chunk=CHUNK, context=32)
+    text = format_graph(graph)
+    assert "Wq(l): q4_1[" in text and "tok_emb: q8_0[vocab_size, hidden_size]" in text
+    feeds = [chunk_feed(IDS[:4]), chunk_feed([IDS[4]])]
+    got = run(Simulator(packed, graph), feeds)
+    want = run(Simulator(dense, build_graph(dense, "llama", chunk=CHUNK, context=32)), feeds)
+    np.testing.assert_allclose(np.stack(got), np.stack(want), atol=2e-5)
     with ModelLoader.open(tiny) as m:
         weight = np.asarray(m.tensor("up.weight.0"))
-    bad = _drop(tiny, tmp_path / "q.oinf", "", **{"up.weight.0": quantize(weight, "q8_0", 16)})
+    bad = _drop(tiny, tmp_path / "mixed.oinf", "", **{"up.weight.0": quantize(weight, "q8_0", 16)})
     with pytest.raises(
-        ArchitectureError, match=r"'up.weight.0' is block-quantized \(q8_0\).*--dtype f32"
+        ArchitectureError, match=r"'up.weight.1' is f32 but 'up.weight.0' is q8_0; a prefix table"
     ):
         build_graph(bad, "llama")

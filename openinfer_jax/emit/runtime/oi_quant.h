@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "oi_parallel.h"
 #include "oi_runtime.h"
 
 /* The products below stay separate functions: inlined into a program's large step function
@@ -168,6 +169,31 @@ OI_Q_KERNEL void oi_q_gemv(const oi_block_tensor *w, uint32_t dtype, int f32, in
         else
             y[n] = oi_q4_row(q, d, m, f32, sym, nb, B, a);
     }
+}
+
+/* The rows of one product, split over the kernel threads (oi_parallel.h): each thread
+   computes whole output rows, so results do not depend on the thread count. */
+typedef struct {
+    const oi_block_tensor *w;
+    uint32_t dtype;
+    int f32;
+    int64_t K, B;
+    const oi_q_act *a;
+    float *y;
+} oi_q_gemv_job;
+
+OI_Q_KERNEL void oi_q_gemv_task(void *ctx, int64_t begin, int64_t end, int slot) {
+    const oi_q_gemv_job *j = (const oi_q_gemv_job *)ctx;
+    (void)slot;
+    oi_q_gemv(j->w, j->dtype, j->f32, j->K, j->B, begin, end, j->a, j->y);
+}
+
+/* y[0..N) = W x for W [N, K], on the kernel threads when the product is large enough. */
+OI_Q_KERNEL void oi_q_gemv_rows(const oi_block_tensor *w, uint32_t dtype, int f32, int64_t K, int64_t B,
+                                int64_t N, const oi_q_act *a, float *y) {
+    oi_q_gemv_job job;
+    job.w = w; job.dtype = dtype; job.f32 = f32; job.K = K; job.B = B; job.a = a; job.y = y;
+    oi_parallel_work(N, (double)N * (double)K, oi_q_gemv_task, &job);
 }
 
 /* The f32 values of row `r` of W [rows, K] into out[0..K). */
