@@ -863,7 +863,10 @@ class Executor:
         cached = self._vk_weights.get(id(value))
         if cached is not None and cached[0] is value:
             return cached[1]
-        tensor = backend.upload(np.asarray(to_host(value)), dtype)
+        if getattr(value, "is_block_quantized", False):  # stays packed on the device too
+            tensor = backend.upload_quantized(to_host(value))
+        else:
+            tensor = backend.upload(np.asarray(to_host(value)), dtype)
         self._vk_transfers["vk_uploads"] += 1
         self._vk_transfers["vk_bytes"] += tensor.nbytes
         if any(value is w for w in self._pristine.values()) or any(
@@ -951,7 +954,9 @@ class Executor:
         try:
             params, out_dtype, _bound = self._op_setup(node, scope)
             dtypes = [self._ref_dtype(r) for r in node.inputs]
-            verdict = backend.supports(node.op, dtypes, params)
+            quantized = [self._decls[r.name].quant is not None if r.name in self._decls else False
+                         for r in node.inputs]  # fmt: skip
+            verdict = backend.supports(node.op, dtypes, params, quantized)
             if verdict is True:
                 opdef = registry.get(node.op)
                 assert opdef is not None

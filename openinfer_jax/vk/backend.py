@@ -35,6 +35,7 @@ from openinfer_jax.vk.capabilities import DeviceCapabilities, query_capabilities
 from openinfer_jax.vk.compiler import compile_glsl, compile_many
 from openinfer_jax.vk.expressions import ELEMENTWISE
 from openinfer_jax.vk.glsl import glsl_type
+from openinfer_jax.vk.quant_kernels import DeviceQuantized, quant_kernel, quantized_reason
 from openinfer_jax.vk.storage import decode_words, encode_words, storage_words
 
 __all__ = ["DeviceTensor", "VulkanBackend", "vulkan_available"]
@@ -208,6 +209,33 @@ class VulkanBackend:
         self._eval(self._manager.sequence().record(self._kp.OpTensorSyncDevice([handle])), "upload")
         return DeviceTensor(dtype, tuple(int(d) for d in host.shape), handle, int(words.size))
 
+    def upload_quantized(self, value: Any) -> DeviceQuantized:
+        """Put a block-quantized weight (`openinfer_jax.ops.quantized.QuantizedArray`) on the
+        device as it is stored: its codes, scales and offsets, never expanded.
+
+        Raises:
+            BackendError: an allocation failure.
+        """
+        layout = value.layout
+        numel = int(np.prod(value.shape, dtype=np.int64))
+        blocks = numel // layout.block_size
+        codes = self._upload_raw(np.asarray(value.quants), layout.data_dtype, (numel,))
+        scales = self._upload_raw(np.asarray(value.scales), layout.scale_dtype, (blocks,))
+        offsets = None
+        if value.offsets is not None:
+            offsets = self._upload_raw(np.asarray(value.offsets), layout.scale_dtype, (blocks,))
+        return DeviceQuantized(layout, tuple(value.shape), codes, scales, offsets)
+
+    def _upload_raw(self, plane: np.ndarray, dtype: DType, shape: tuple[int, ...]) -> DeviceTensor:
+        """A device tensor of `dtype` whose words are `plane`'s bytes (already in the layout)."""
+        raw = np.ascontiguousarray(plane).reshape(-1).view(np.uint8)
+        words = np.zeros(storage_words(dtype, int(np.prod(shape, dtype=np.int64))), np.uint32)
+        words.view(np.uint8)[: raw.size] = raw
+        handle = self._allocate_words(words, f"a {dtype.short}{list(shape)} plane")
+        self._wait()
+        self._eval(self._manager.sequence().record(self._kp.OpTensorSyncDevice([handle])), "upload")
+        return DeviceTensor(dtype, shape, handle, int(words.size))
+
     def empty(self, dtype: DType, shape: Sequence[int]) -> DeviceTensor:
         """A new device tensor of `shape` whose contents are undefined until written."""
         shape = tuple(int(d) for d in shape)
@@ -278,13 +306,22 @@ class VulkanBackend:
 
     # ---- ops -------------------------------------------------------------------------------------
     def supports(
-        self, op_name: str, in_dtypes: Sequence[DType], params: Mapping[str, Any]
+        self,
+        op_name: str,
+        in_dtypes: Sequence[DType],
+        params: Mapping[str, Any],
+        quantized: Sequence[bool] = (),
     ) -> bool | str:
         """True if `op_name` runs on this device for these dtypes/params, else the reason.
 
         The reason is meant for the simulator's trace when it falls back to the CPU
-        (for example a device without ``shaderInt64`` and an i64 input).
+        (for example a device without ``shaderInt64`` and an i64 input). `quantized` marks
+        the inputs that are block-quantized weights (vk/quant_kernels.py).
         """
+        for index, flag in enumerate(quantized):
+            if flag:
+                reason = quantized_reason(op_name, index, params)
+                return True if reason is None else reason
         try:
             self._plan(op_name, list(in_dtypes), params)
         except OpenInferError as exc:
@@ -356,6 +393,8 @@ class VulkanBackend:
                 dtype/shape that disagrees with the registry, or a device failure.
             GraphValidationError: (`OpCheckError`) params or dtypes break the op's rules.
         """
+        if any(isinstance(t, DeviceQuantized) for t in inputs):
+            return self._run_quantized(op_name, inputs, params, out_dtype, out_shape)
         self._check_own(*inputs)
         in_dtypes = [t.dtype for t in inputs]
         opdef, resolved, expected = self._plan(op_name, in_dtypes, params)
@@ -396,6 +435,35 @@ class VulkanBackend:
         kernel = self._kernel(op_name, inputs, resolved, out_dtype, out_shape)
         bound = [] if op_name == "fill" else list(inputs)
         self._launch(kernel, [*bound, target])
+        return target
+
+    def _run_quantized(
+        self,
+        op_name: str,
+        inputs: Sequence[Any],
+        params: Mapping[str, Any],
+        out_dtype: DType,
+        out_shape: Sequence[int],
+    ) -> DeviceTensor:
+        """`run` with a block-quantized weight among the inputs (vk/quant_kernels.py)."""
+        from openinfer_jax.ops import registry
+
+        opdef = registry.get(op_name)
+        if opdef is None:
+            raise BackendError(f"unknown op {op_name!r}")
+        resolved = opdef.resolve_params(params)
+        shape = opdef.output_shape([tuple(t.shape) for t in inputs], resolved)
+        out_shape = tuple(int(d) for d in out_shape)
+        if out_dtype is not DType.F32 or shape != out_shape:
+            raise BackendError(
+                f"{op_name}: asked for {out_dtype.short}{list(out_shape)}, but the op gives "
+                f"f32{list(shape)} for these inputs"
+            )
+        kernel, bound = quant_kernel(op_name, inputs, resolved, out_shape)
+        self._check_own(*bound)
+        target = self.empty(DType.F32, out_shape)
+        if math.prod(out_shape):
+            self._launch(kernel, [*bound, target])
         return target
 
     @property
