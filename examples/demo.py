@@ -130,7 +130,9 @@ def _quantized_llm(console: Console, tokens: int = 16) -> int:
     ref = np.load(REFERENCES.parent / "smollm2.npz")
     start = time.perf_counter()
     gen = Generator(out, target="c", chunk=8, context=64)
-    result = gen.generate([int(t) for t in ref["prompt0_ids"]], max_new_tokens=tokens, stop_at_eos=False)
+    result = gen.generate(
+        [int(t) for t in ref["prompt0_ids"]], max_new_tokens=tokens, stop_at_eos=False
+    )
     want = ref["prompt0_generated"][:tokens].tolist()
     console.print(f"emitted, built and generated {tokens} tokens in {time.perf_counter() - start:.1f} s "
                   f"({result.decode_tokens_per_s:.1f} tokens/s decode)")  # fmt: skip

@@ -43,7 +43,11 @@ class Decoder:
     def _step(self, ex: object, tokens: list[int]) -> np.ndarray:
         padded = np.zeros(self.chunk, np.int32)
         padded[: len(tokens)] = tokens
-        feed = {"tokens": padded} if self.chunk == 1 else {"tokens": padded, "count": np.int32(len(tokens))}
+        feed = (
+            {"tokens": padded}
+            if self.chunk == 1
+            else {"tokens": padded, "count": np.int32(len(tokens))}
+        )
         ex.insert(feed)  # type: ignore[attr-defined]
         ex.step()  # type: ignore[attr-defined]
         return np.asarray(ex.fetch("logits"))[0]  # type: ignore[attr-defined]
