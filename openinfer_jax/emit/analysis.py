@@ -517,7 +517,7 @@ def analyze(graph: Graph, model: Any, arch: DeviceArch) -> Analysis:
         writes,
         written,
         prefix_writes,
-        an.prefix_layouts,
+        prefix_layouts=an.prefix_layouts,
     )
 
 
