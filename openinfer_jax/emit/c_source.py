@@ -23,6 +23,7 @@ from openinfer_jax.emit.c_prefix import overlay_resets, prefix_functions
 from openinfer_jax.emit.c_stmt import RenderContext, render
 from openinfer_jax.emit.c_types import ctype
 from openinfer_jax.emit.memory import MemoryPlan
+from openinfer_jax.emit.runtime_files import included_headers
 from openinfer_jax.emit.vk_program import ALIGN as VK_ALIGN
 
 __all__ = [
@@ -371,8 +372,11 @@ def _oi_init(src: SourceInput) -> list[str]:
 def _oi_free(src: SourceInput) -> list[str]:
     """`oi_free` and `oi_error_string`."""
     out = ["void oi_free(void) {", "    if (oi_ready || oi_m.bytes) oi_model_close(&oi_m);"]
-    if src.low.kernels.headers:  # packed weights, kernel threads (oi_gemm.h)
+    headers = included_headers(src.low.kernels.headers)
+    if "oi_gemm.h" in headers:  # packed weights, kernel threads
         out.append("    oi_kernels_release();")
+    elif "oi_parallel.h" in headers:  # kernel threads only (oi_quant.h)
+        out.append("    oi_parallel_shutdown();")
     if src.vulkan:
         out.append("    oi_vk_free();")
     out.append("    oi_ready = 0;")

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
-__all__ = ["RUNTIME_DIR", "kernel_files", "runtime_files", "vulkan_files"]
+__all__ = ["RUNTIME_DIR", "included_headers", "kernel_files", "runtime_files", "vulkan_files"]
 
 RUNTIME_DIR = Path(__file__).with_name("runtime")
 
@@ -28,13 +28,19 @@ def runtime_files() -> dict[str, str]:
     return {p.name: p.read_text(encoding="utf-8") for p in sorted(RUNTIME_DIR.glob("oi_runtime.*"))}
 
 
-def kernel_files(headers: Iterable[str], threads: int) -> dict[str, str]:
-    """File name -> text of the kernel headers a program includes and what they include
-    (oi_pool.h only when `threads` > 1)."""
+def included_headers(headers: Iterable[str]) -> set[str]:
+    """The kernel headers `headers` name and those they include."""
     names = set()
     for header in headers:
         names.add(header)
         names.update(_HEADER_DEPS.get(header, ()))
+    return names
+
+
+def kernel_files(headers: Iterable[str], threads: int) -> dict[str, str]:
+    """File name -> text of the kernel headers a program includes and what they include
+    (oi_pool.h only when `threads` > 1)."""
+    names = included_headers(headers)
     if names and threads > 1:
         names.add("oi_pool.h")
     return {n: (RUNTIME_DIR / n).read_text(encoding="utf-8") for n in sorted(names)}
