@@ -59,20 +59,34 @@ def render(
         "of that set per backend (*folded*: every output was computed at import, so the "
         "backend ran no op; counted separately):"
     )
+    sampled = [
+        b for b in backends if any(_status(results, t, b)["status"] == "not run" for t in tests)
+    ]
+    if sampled:
+        lines.append("")
+        lines.append(
+            f"{', '.join(LABELS[b] for b in sampled)}: a sample of the tests that pass on cpu "
+            "and numpy (`--sample`: at most one per op), so their share is of the tests run, "
+            "not of the set."
+        )
     lines.append("")
-    lines.append("| backend | pass | folded | fail | error | unsupported | pass of the set |")
-    lines.append("|---|---|---|---|---|---|---|")
+    lines.append(
+        "| backend | run | pass | folded | fail | error | unsupported | pass of those run |"
+    )
+    lines.append("|---|---|---|---|---|---|---|---|")
     for b in backends:
         counts = collections.Counter(_status(results, t, b)["status"] for t in target)
-        share = counts["pass"] / len(target) if target else 0.0
-        with_folded = (counts["pass"] + counts["folded"]) / len(target) if target else 0.0
+        run = len(target) - counts["not run"]
+        share = counts["pass"] / run if run else 0.0
+        with_folded = (counts["pass"] + counts["folded"]) / run if run else 0.0
         lines.append(
-            f"| {LABELS[b]} | {counts['pass']} | {counts['folded']} | {counts['fail']} | "
+            f"| {LABELS[b]} | {run} | {counts['pass']} | {counts['folded']} | {counts['fail']} | "
             f"{counts['error']} | {counts['unsupported']} | {share:.1%} ({with_folded:.1%} with folded) |"
         )
     lines += [
         "",
-        "Per op (all node tests, including those outside the set; *n/m*: n of m tests pass, folded included):",
+        "Per op (all node tests, including those outside the set; *n/m*: n of m tests pass, folded "
+        "included; for a sampled backend m counts the tests run, – none):",
         "",
     ]
     header = "| op | tests | " + " | ".join(LABELS[b] for b in backends) + " | not passing: why |"
@@ -81,8 +95,10 @@ def render(
         group = by_op[op]
         cells = []
         for b in backends:
-            ok = sum(_status(results, t, b)["status"] in ("pass", "folded") for t in group)
-            cells.append(f"{ok}/{len(group)}")
+            statuses = [_status(results, t, b)["status"] for t in group]
+            ok = sum(s in ("pass", "folded") for s in statuses)
+            run = len(group) - statuses.count("not run") if b in sampled else len(group)
+            cells.append(f"{ok}/{run}" if run else "–")
         lines.append(
             f"| {op} | {len(group)} | "
             + " | ".join(cells)
