@@ -223,12 +223,32 @@ def build_plan(
             )
         else:
             metadata[key] = value
+    if pattern is None and not rename_rules:
+        notes += _preset_hint(metadata)
     all_sizevars = {**checkpoint.sizevars, **_checked_sizevars(sizevars or {})}
     if sizevars:
         check_shapes(all_sizevars, checkpoint.tensors, source="--sizevar")
     for key in all_sizevars:
         check_name(key, f"sizevar {key}")
     return ConversionPlan(checkpoint, planned, all_sizevars, metadata, skipped, notes)
+
+
+# A source's model type -> the preset whose names openinfer_jax.models reads.
+_PRESET_OF_MODEL_TYPE = {"bert": "bert", "llama": "llama", "mistral": "llama"}
+_USER_OF_PRESET = {"bert": "embed", "llama": "generate"}
+
+
+def _preset_hint(metadata: dict[str, Any]) -> list[str]:
+    """A note when a checkpoint of a known architecture is converted without its preset."""
+    kind = metadata.get("model_type", metadata.get("general.architecture"))
+    preset = _PRESET_OF_MODEL_TYPE.get(kind) if isinstance(kind, str) else None
+    if preset is None:
+        return []
+    return [
+        f"a {kind} checkpoint converted without --pattern keeps the source's tensor names; "
+        f"--arch {preset} and openinfer {_USER_OF_PRESET[preset]} read the names of "
+        f"--pattern {preset}"
+    ]
 
 
 def _quantization_notes(planned: Sequence[PlannedTensor], quantizing: bool) -> list[str]:
