@@ -22,6 +22,7 @@ from typing import Any
 from openinfer_jax.cli import model_graph
 from openinfer_jax.core.errors import SynthesisError
 from openinfer_jax.emit import TARGETS, Synthesizer
+from openinfer_jax.emit.driver_run import build_command
 
 __all__ = ["emit_command", "register"]
 
@@ -86,4 +87,9 @@ def emit_command(args: argparse.Namespace) -> int:
     out = plan.emit(args.out, force=args.force)
     print(plan.summary())
     print(f"wrote {len(plan.files)} files to {out}")
+    print(f"build the test driver: cd {out} && {' '.join(build_command(plan, 'cc'))}")
+    print(
+        f"run it: ./driver {args.model} STEPS IN_DIR OUT_DIR (docs/synthesis.md), or on .npy "
+        "inputs: openinfer run --target " + ("c" if plan.target == "c" else "vulkan") + " ..."
+    )
     return 0

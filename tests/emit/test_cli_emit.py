@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
 from pathlib import Path
 
 from openinfer_jax.cli import main
@@ -54,6 +56,13 @@ def test_emit_c_writes_sources(tmp_path: Path, capsys) -> None:
     ]
     assert "int oi_fetch_y(float *out" in (out / "mlp.h").read_text()
     assert "oi_fetch_h" not in (out / "mlp.h").read_text()
+    # the printed build line builds the driver as printed
+    line = next(x for x in printed.splitlines() if x.startswith("build the test driver: cd "))
+    command = line.split(" && ", 1)[1]
+    assert command.startswith("cc -std=c99 ") and command.endswith(" -lm -o driver")
+    subprocess.run(shlex.split(command), cwd=out, check=True, capture_output=True)
+    assert (out / "driver").is_file()
+    assert "or on .npy inputs: openinfer run --target c" in printed
 
 
 def test_emit_with_arch_and_errors(tmp_path: Path, capsys) -> None:
