@@ -500,7 +500,7 @@ class TableCache:
                 f"cache.write into {self.name!r}: value shape {list(shape)} does not match the "
                 f"entry shape {list(want)}"
             )
-        fresh = self._beyond_counts(sel)
+        fresh = self.beyond_counts(sel)
         # One transaction: the buffer is donated inside storage.write, so the table must
         # hold the returned buffer, and the undo record must exist, before a signal lands.
         with atomic():
@@ -515,18 +515,20 @@ class TableCache:
             else:
                 self.record_restore(old, starts_t, undo)
 
-    def _beyond_counts(self, sel: tuple[Index, ...]) -> bool:
+    def beyond_counts(self, sel: tuple[Index, ...], counts: dict[str, int] | None = None) -> bool:
         """Whether the whole selected block lies beyond the current counts (never written).
 
         True when some table axis gets a non-negative scalar index, or a slice starting, at or
         past its count: every element of the block then has such a coordinate, so all of it
-        is zero.
+        is zero. `counts` (default: the current ones) are the counts to judge against (wide.py:
+        those at the start of a region, before its own writes).
         """
+        counts = self.counts if counts is None else counts
         for axis, idx in zip(self.indices, sel):
             if axis not in self.table_axes:
                 continue
             first = idx if isinstance(idx, int) else idx.start
-            if first is not None and first >= self.counts[axis]:
+            if first is not None and first >= counts[axis]:
                 return True
         return False
 

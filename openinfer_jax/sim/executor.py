@@ -26,10 +26,8 @@ from openinfer_jax.ir.nodes import (
     CacheAccess,
     CacheDecrement,
     CacheIncrement,
-    CacheIndex,
     CacheRead,
     CacheReset,
-    CacheSlice,
     CacheWrite,
     Dep,
     Loop,
@@ -43,13 +41,14 @@ from openinfer_jax.ir.nodes import (
     Yield,
 )
 from openinfer_jax.ops import registry
-from openinfer_jax.sim.caches import Index, PersistentStore, Slice, TableCache
+from openinfer_jax.sim.caches import PersistentStore, TableCache
 from openinfer_jax.sim.events import TraceEvent, print_event, split_micros
 from openinfer_jax.sim.interrupts import GUARD, atomic, signal_guard
 from openinfer_jax.sim.long_loops import LoopTooLong, fori_body_ok, fori_region
 from openinfer_jax.sim.plan import RegionPlan
 from openinfer_jax.sim.ragged import NeedExact, Rag
 from openinfer_jax.sim.regions import NodeFailure, fill_lengths, static_params
+from openinfer_jax.sim.stats import CompileStats
 from openinfer_jax.sim.summaries import summarize
 from openinfer_jax.sim.values import (
     Deferred,
@@ -57,11 +56,11 @@ from openinfer_jax.sim.values import (
     Zeros,
     coerce_input,
     materialize,
-    scalar_of,
     to_host,
     value_dtype_name,
     value_shape,
 )
+from openinfer_jax.sim.variables import Variables
 from openinfer_jax.sim.vulkan_store import DeviceResident, DeviceStore
 from openinfer_jax.sim.vulkan_tables import (
     CACHE_STATS,
@@ -107,14 +106,12 @@ class Executor:
         self.plan = sim.plan
         self.compiler = sim.compiler
         self.device = sim.jax_device
-        self._decls: dict[str, VarDecl] = {d.name: d for d in self.graph.vars}
         self._inserted: dict[str, np.ndarray] = {}
+        self.persistent = PersistentStore()
         # Vulkan: op results stay on the device until the host reads them (vulkan_store.py).
-        self._store: dict[str, Any] = {} if sim.vulkan is None else DeviceStore(self._vk_download)
-        self._indexed: dict[str, Any] = {}
-        self._dtypes: dict[str, DType] = {d.name: d.dtype for d in self.graph.vars}
-        self._pristine: dict[str, Any] = {}
-        self._var_initial: dict[str, Any] = {}
+        store: dict[str, Any] = {} if sim.vulkan is None else DeviceStore(self._vk_download)
+        self.vars = Variables(sim, self.persistent, store)
+        self.vars.write_check = self._check_yield_lock
         self._params_cache = sim.params_cache
         self._vk_weights: dict[int, tuple[Any, Any]] = {}
         self._vk_transfers = {
@@ -129,12 +126,13 @@ class Executor:
         self._vk_device_caches = sim.vulkan is not None and device_caches_enabled()
         self._pending_warnings: list[str] = []
         self._emit = False
-        self._loaded_now: list[str] = []
         self._events: list[TraceEvent] = []
         self._steps = 0
         self._t0 = time.perf_counter_ns()
-        self.persistent = PersistentStore()
         self.region_calls = 0
+        self.compile_stats = CompileStats()
+        # Per-executor state of compiled regions (wide.py: model tensors bound per template).
+        self.region_state: dict[int, Any] = {}
         self._fori_cache: dict[tuple[Any, ...], Any] = {}  # long loops as fori_loop (long_loops.py)
         self._yield_state: _YieldState | None = None
         self._current_block = ""
@@ -150,14 +148,20 @@ class Executor:
 
     @property
     def stats(self) -> dict[str, int]:
-        """Counters: steps, XLA compilations, exact-shape fallbacks, region calls; with
-        ``device="vulkan"`` also host-to-device tensor uploads and device-to-host downloads
-        (``vk_uploads``/``vk_downloads``, ``vk_bytes`` moved), and the part of them made by
-        persistent memory (``vk_cache_uploads``/``vk_cache_downloads``, ``vk_cache_bytes``)."""
+        """Counters of this executor: steps, XLA compilations of regions it was the first to
+        run (``compilations``; executors of one simulator share compiled regions, so a
+        second executor counts only what it compiled itself), regions loaded from JAX's
+        persistent compilation cache instead (``compile_cache_hits``), exact-shape
+        fallbacks, region calls; with ``device="vulkan"`` also host-to-device tensor uploads
+        and device-to-host downloads (``vk_uploads``/``vk_downloads``, ``vk_bytes`` moved),
+        and the part of them made by persistent memory (``vk_cache_uploads``/
+        ``vk_cache_downloads``, ``vk_cache_bytes``)."""
+        counts = self.compile_stats
         stats = {
             "steps": self._steps,
-            "compilations": self.compiler.compilations + self.sim.wide.compilations,
-            "exact_fallbacks": self.compiler.exact_fallbacks + self.sim.wide.exact_fallbacks,
+            "compilations": counts.compilations,
+            "compile_cache_hits": counts.cache_hits,
+            "exact_fallbacks": counts.exact_fallbacks,
             "region_calls": self.region_calls,
             "regions": len(self.plan.regions),
         }
@@ -176,15 +180,15 @@ class Executor:
         items.update(named)
         checked: dict[str, np.ndarray] = {}
         for name, value in items.items():
-            decl = self._decls.get(name)
+            decl = self.vars.decls.get(name)
             if decl is None:
                 raise SimulationError(
-                    f"insert {name!r}: no such variable; dynamic variables: {self._names(MemoryKind.DYNAMIC)}"
+                    f"insert {name!r}: no such variable; dynamic variables: {self.vars.names(MemoryKind.DYNAMIC)}"
                 )
             if decl.kind is not MemoryKind.DYNAMIC:
                 raise SimulationError(
                     f"insert {name!r}: it is {decl.kind.value} memory; only dynamic variables "
-                    f"({self._names(MemoryKind.DYNAMIC)}) take host values"
+                    f"({self.vars.names(MemoryKind.DYNAMIC)}) take host values"
                 )
             shape = self.sim.resolve_dims(decl.dims, f"variable {name!r}")
             checked[name] = coerce_input(name, value, decl.dtype, shape)
@@ -201,9 +205,9 @@ class Executor:
         Raises:
             SimulationError: the name has no value in the step's variable store.
         """
-        if name not in self._store:
+        if name not in self.vars.store:
             raise SimulationError(f"fetch_device {name!r}: no value in the variable store")
-        value = self._store[name]
+        value = self.vars.store[name]
         return value.data if isinstance(value, Ragged) else materialize(value)
 
     def fetch(self, name: str) -> np.ndarray:
@@ -214,16 +218,16 @@ class Executor:
         Raises:
             SimulationError: unknown name, or a dynamic input that was not inserted.
         """
-        if name in self._store:
-            return to_host(self._store[name])
-        decl = self._decls.get(name)
+        if name in self.vars.store:
+            return to_host(self.vars.store[name])
+        decl = self.vars.decls.get(name)
         if decl is None:
-            known = sorted(set(self._decls) | set(self._store))
+            known = sorted(set(self.vars.decls) | set(self.vars.store))
             raise SimulationError(f"fetch {name!r}: no such variable; known: {', '.join(known)}")
         if decl.kind is MemoryKind.PERSISTENT:
             if name in self.persistent.tables:
                 return self.persistent.tables[name].host_view()
-            return to_host(self._vk_host(self.persistent.values[name]))
+            return to_host(self.vars.host_value(self.persistent.values[name]))
         if decl.kind is MemoryKind.DYNAMIC:
             if name in self._inserted:
                 return np.array(self._inserted[name])
@@ -234,7 +238,7 @@ class Executor:
             raise SimulationError(
                 f"fetch {name!r}: a prefix table has no single value; fetch an entry's variable instead"
             )
-        return to_host(self._initial(decl))
+        return to_host(self.vars.initial(decl))
 
     def set_persistent(self, name: str, value: Any) -> None:
         """Set a persistent variable between steps: a scalar/tensor, or a whole table.
@@ -245,7 +249,7 @@ class Executor:
         Raises:
             SimulationError: not persistent, or a dtype/shape that does not fit.
         """
-        decl = self._decls.get(name)
+        decl = self.vars.decls.get(name)
         if decl is None or decl.kind is not MemoryKind.PERSISTENT:
             known = sorted(d.name for d in self.graph.vars if d.kind is MemoryKind.PERSISTENT)
             raise SimulationError(
@@ -338,15 +342,15 @@ class Executor:
         )
         emit = force_events or self.sim.tracing or self.sim.env_trace > 0
         with atomic():
-            saved_store = self._store.copy()  # Vulkan: resident entries stay on the device
-            saved_dtypes = dict(self._dtypes)
+            saved_store = self.vars.store.copy()  # Vulkan: resident entries stay on the device
+            saved_dtypes = dict(self.vars.dtypes)
             # Dynamic inputs move into the store; volatile values start again from the model.
             for name, value in self._inserted.items():
-                self._store[name] = jax.device_put(value, self.sim.placement(name, self.device))
+                self.vars.store[name] = jax.device_put(value, self.sim.placement(name, self.device))
             for decl in self.graph.vars:
                 if decl.kind is MemoryKind.VOLATILE:
-                    self._store.pop(decl.name, None)
-            self._indexed.clear()
+                    self.vars.store.pop(decl.name, None)
+            self.vars.entries.clear()
             self._yield_state = _YieldState()
             self._emit = emit
         ok = False
@@ -377,13 +381,13 @@ class Executor:
                 if ok:
                     self.persistent.commit()
                     for name in self._inserted:
-                        self._store.pop(name, None)
+                        self.vars.store.pop(name, None)
                     self._inserted.clear()
                     self._steps += 1
                 else:
                     self.persistent.rollback()
-                    self._store = saved_store
-                    self._dtypes = saved_dtypes
+                    self.vars.store = saved_store
+                    self.vars.dtypes = saved_dtypes
                 self._yield_state = None
             finally:
                 GUARD.leave()
@@ -410,8 +414,8 @@ class Executor:
             start = time.perf_counter_ns()
             try:
                 if isinstance(node, Loop):
-                    lo = self._bound(node.start, scope, node, "start")
-                    hi = self._bound(node.end, scope, node, "end")
+                    lo = self.vars.bound(node.start, scope, node, "start")
+                    hi = self.vars.bound(node.end, scope, node, "end")
                     if self._emit:
                         yield self._event(
                             node, scope, start, params=[str(node.start), str(node.end)]
@@ -476,12 +480,12 @@ class Executor:
         store = self.persistent
         if isinstance(node, CacheRead):
             value = self._cache_read(node.src, scope)
-            self._write_ref(node.dst, value, scope)
+            self.vars.write(node.dst, value, scope)
         elif isinstance(node, CacheWrite):
             value = self._vk_cache_source(node.src, scope)
             self._cache_write(node.dst, value, scope)
         elif isinstance(node, (CacheIncrement, CacheDecrement)):
-            decl = self._persistent_decl(node.name)
+            decl = self.vars.persistent_decl(node.name)
             if decl.is_table or decl.dims:
                 raise SimulationError(
                     f"{node.name!r} is not a scalar; cache.increment/decrement need a persistent scalar"
@@ -494,22 +498,22 @@ class Executor:
             old = np.asarray(store.values[node.name])
             store.set_value(node.name, np.asarray(old + delta).astype(decl.dtype.numpy))
         elif isinstance(node, CacheReset):
-            decl = self._persistent_decl(node.target.name)
+            decl = self.vars.persistent_decl(node.target.name)
             if decl.name in store.tables:
-                sel = self._cache_selection(node.target, scope)
+                sel = self.vars.selection(node.target, scope)
                 store.tables[decl.name].reset(sel, store.undo)
             else:
                 store.set_value(decl.name, store.initial[decl.name])
         elif isinstance(node, (Barrier, Dep)):
             pass  # ordering hints: the scheduler already runs nodes in program order
         elif isinstance(node, Assign):  # only outside regions in hand-built plans
-            self._assign(node)
+            self.vars.assign(node)
         else:  # pragma: no cover - every node kind is handled above or in _run_list
             raise SimulationError(f"unhandled node {type(node).__name__}")
 
     def _effect_io(self, node: Node) -> dict[str, Any]:
         if isinstance(node, CacheRead):
-            value = dict.get(self._store, node.dst.name)
+            value = dict.get(self.vars.store, node.dst.name)
             if isinstance(value, DeviceResident):  # describe it without downloading it
                 value = np.empty(value.tensor.shape, value.tensor.dtype.numpy)
             out: dict[str, Any] = {"params": [str(node.src)], "output": [str(node.dst)]}
@@ -527,40 +531,18 @@ class Executor:
             return {"params": [node.after, node.before]}
         return {}
 
-    def _persistent_decl(self, name: str) -> VarDecl:
-        decl = self._decls.get(name)
-        if decl is None or decl.kind is not MemoryKind.PERSISTENT:
-            raise SimulationError(
-                f"{name!r} is not a persistent variable; cache ops work on persistent memory only"
-            )
-        return decl
-
-    def _cache_selection(self, access: CacheAccess, scope: dict[str, int]) -> tuple[Index, ...]:
-        out: list[Index] = []
-        for idx in access.indices:
-            if isinstance(idx, CacheIndex):
-                out.append(self._index_value(idx.value, scope, access.name))
-            else:
-                assert isinstance(idx, CacheSlice)
-                start = (
-                    None if idx.start is None else self._index_value(idx.start, scope, access.name)
-                )
-                end = None if idx.end is None else self._index_value(idx.end, scope, access.name)
-                out.append(Slice(start, end))
-        return tuple(out)
-
     def _cache_read(self, access: CacheAccess, scope: dict[str, int]) -> Any:
-        decl = self._persistent_decl(access.name)
+        decl = self.vars.persistent_decl(access.name)
         store = self.persistent
         if decl.name in store.tables:
-            sel = self._cache_selection(access, scope)
+            sel = self.vars.selection(access, scope)
             return store.tables[decl.name].read(sel, store.undo, bucket=self.sim.bucketing)
         if access.indices:
             raise SimulationError(f"{access.name!r} is not a table; read it without indices")
         return store.values[decl.name]
 
     def _cache_write(self, access: CacheAccess, value: Any, scope: dict[str, int]) -> None:
-        decl = self._persistent_decl(access.name)
+        decl = self.vars.persistent_decl(access.name)
         store = self.persistent
         if isinstance(value, DeviceResident):
             value = self._vk_resident_write(decl, value)
@@ -571,7 +553,7 @@ class Executor:
                 f"the table's {decl.dtype.short}"
             )
         if decl.name in store.tables:
-            sel = self._cache_selection(access, scope)
+            sel = self.vars.selection(access, scope)
             store.tables[decl.name].write(sel, value, store.undo)
             return
         if access.indices:
@@ -608,161 +590,20 @@ class Executor:
         store.values[decl.name] = value
         store.initial[decl.name] = value
 
-    # ---- variable access ------------------------------------------------------------------
-    def _names(self, kind: MemoryKind) -> str:
-        names = [d.name for d in self.graph.vars if d.kind is kind]
-        return ", ".join(names) if names else "none"
-
-    def _scalar_lookup(self, name: str, scope: dict[str, int]) -> Any:
-        """A scalar named in an index, bound or param: loop index, variable or sizevar."""
-        if name in scope:
-            return scope[name]
-        decl = self._decls.get(name)
-        if decl is not None:
-            if decl.kind is MemoryKind.PERSISTENT:
-                if name in self.persistent.tables:
-                    raise SimulationError(f"{name!r} is a cache table, not a scalar")
-                return scalar_of(self.persistent.values[name], f"{name!r}")
-            return scalar_of(self._read_ref(VarRef(name), scope), f"{name!r}")
-        if name in self._store:
-            return scalar_of(self._store[name], f"{name!r}")
-        if name in self.sim.sizevars:
-            return self.sim.sizevars[name]
-        raise SimulationError(f"unknown name {name!r}: not a loop index, variable or sizevar")
-
-    def _index_value(self, raw: int | str, scope: dict[str, int], what: str) -> int:
-        if isinstance(raw, int):
-            return raw
-        value = self._scalar_lookup(raw, scope)
-        if isinstance(value, bool) or not float(value).is_integer():
-            raise SimulationError(f"index {raw!r} of {what!r} must be an integer, got {value!r}")
-        return int(value)
-
-    def _bound(self, raw: int | str, scope: dict[str, int], node: Loop, which: str) -> int:
-        if isinstance(raw, int):
-            return raw
-        decl = self._decls.get(raw)
-        if decl is not None and (decl.dtype.is_float or decl.dtype is DType.BOOL):
-            raise SimulationError(
-                f"loop {node.name}: {which} bound {raw!r} is {decl.dtype.short}; a loop bound must be "
-                f"an integer scalar"
-            )
-        value = self._scalar_lookup(raw, scope)
-        if isinstance(value, (bool, float)):
-            raise SimulationError(
-                f"loop {node.name}: {which} bound {raw!r} must be an integer scalar, got {value!r}"
-            )
-        return int(value)
-
+    # ---- control flow ------------------------------------------------------------------
     def _branch_target(self, node: Branch, scope: dict[str, int]) -> str:
         if node.cond is None:
             return node.then_block
-        decl = self._decls.get(node.cond)
-        dtype = decl.dtype if decl is not None else self._dtypes.get(node.cond)
+        decl = self.vars.decls.get(node.cond)
+        dtype = decl.dtype if decl is not None else self.vars.dtypes.get(node.cond)
         if dtype is not None and dtype.is_packed:
             raise SimulationError(
                 f"branch condition {node.cond!r} is packed ({dtype.short}); use a non-packed scalar"
             )
-        value = self._scalar_lookup(node.cond, scope)
+        value = self.vars.scalar(node.cond, scope)
         if node.else_block is None:
             raise SimulationError(f"conditional branch on {node.cond!r} needs an else block")
         return node.then_block if value else node.else_block
-
-    def _model_name(self, decl: VarDecl, ref: VarRef, scope: dict[str, int]) -> str:
-        if len(ref.indices) != len(decl.table_indices):
-            raise SimulationError(
-                f"{decl.name!r} takes {len(decl.table_indices)} indices "
-                f"({', '.join(decl.table_indices)}), got {len(ref.indices)}"
-            )
-        values = {
-            idx: self._index_value(raw, scope, decl.name)
-            for idx, raw in zip(decl.table_indices, ref.indices)
-        }
-        pattern = decl.pattern or decl.model_name + "".join(f".{{{i}}}" for i in decl.table_indices)
-        try:
-            return pattern.format(**values)
-        except (KeyError, IndexError, ValueError) as err:
-            raise SimulationError(
-                f"@pattern({pattern!r}) of {decl.name!r} cannot be filled: {err}"
-            ) from None
-
-    def _read_ref(self, ref: VarRef, scope: dict[str, int]) -> Any:
-        name = ref.name
-        if ref.indices:
-            decl = self._decls.get(name)
-            if decl is None or not decl.is_table or decl.kind is MemoryKind.PERSISTENT:
-                raise SimulationError(
-                    f"{ref}: {name!r} is not a prefix table (persistent tables need cache.read)"
-                )
-            key = self._model_name(decl, ref, scope)
-            if key in self._indexed:
-                return self._vk_host(self._indexed[key])  # Vulkan: entries may be resident
-            return self._load_model(key, decl)
-        value = self._store.get(name)
-        if value is not None:
-            return value
-        if name in scope:
-            return np.asarray(scope[name], np.int64)
-        decl = self._decls.get(name)
-        if decl is None:
-            raise SimulationError(f"{name!r} is not declared and was not assigned before use")
-        if decl.kind is MemoryKind.PERSISTENT:
-            raise SimulationError(f"persistent cache {name!r} must be read via cache.read")
-        if decl.kind is MemoryKind.DYNAMIC:
-            raise SimulationError(f"dynamic input {name!r} was not inserted before step()")
-        value = self._initial(decl)
-        self._store[name] = value
-        return value
-
-    def _write_ref(self, ref: VarRef, value: Any, scope: dict[str, int]) -> None:
-        name = ref.name
-        decl = self._decls.get(name)
-        state = self._yield_state
-        if (
-            state is not None
-            and name in state.locked
-            and self._current_block == self.sim.entry.name
-        ):
-            raise SimulationError(f"entry writes {name!r} after yielding it; await {name} first")
-        if decl is not None:
-            if decl.kind is MemoryKind.CONSTANT:
-                raise SimulationError(f"constant {name!r} is read-only")
-            if decl.kind is MemoryKind.PERSISTENT:
-                raise SimulationError(f"persistent cache {name!r} must be written via cache.write")
-            if ref.indices:
-                self._indexed[self._model_name(decl, ref, scope)] = value
-                return
-        elif ref.indices:
-            raise SimulationError(f"{ref}: {name!r} is not a declared prefix table")
-        self._store[name] = value
-
-    def _assign(self, node: Assign) -> None:
-        if node.name in self._decls:
-            raise SimulationError(
-                f"assign {node.name!r} shadows a declared variable; pick another name"
-            )
-        shape = self.sim.resolve_dims(node.dims, f"assign {node.name!r}")
-        self._store[node.name] = Zeros(shape, node.dtype.numpy)
-        self._dtypes[node.name] = node.dtype
-
-    def _initial(self, decl: VarDecl) -> Any:
-        """A volatile/constant variable's value at the start of a step (shared, immutable)."""
-        cached = self._var_initial.get(decl.name)
-        if cached is None:
-            loaded = self.sim.will_load(decl)
-            cached = self.sim.initial_value(decl, self.device)
-            if loaded:
-                self._loaded_now.append(decl.model_name)
-            self._var_initial[decl.name] = cached
-        return cached
-
-    def _load_model(self, tensor: str, decl: VarDecl) -> Any:
-        cached = self._pristine.get(tensor)
-        if cached is None:
-            cached = self.sim.load_tensor(tensor, decl, self.device)
-            self._loaded_now.append(tensor)
-            self._pristine[tensor] = cached
-        return cached
 
     # ---- regions ------------------------------------------------------------------------------
     def _run_region_eager(
@@ -774,22 +615,22 @@ class Executor:
             extra: dict[str, Any] = {}
             try:
                 if isinstance(node, Assign):
-                    self._assign(node)
+                    self.vars.assign(node)
                     extra["output"] = [node.name]
                 elif isinstance(node, Transfer):
-                    self._check_transfer(node)
-                    self._write_ref(node.dst, self._read_ref(node.src, scope), scope)
+                    self.check_transfer(node)
+                    self.vars.write(node.dst, self.vars.read(node.src, scope), scope)
                     extra = {"params": [str(node.src)], "output": [str(node.dst)]}
                 elif isinstance(node, Op):
-                    params, out_dtype, _bound = self._op_setup(node, scope)
+                    params, out_dtype, _bound = self.op_setup(node, scope)
                     opdef = registry.get(node.op)
                     assert opdef is not None
-                    xs = [to_host(self._read_ref(r, scope)) for r in node.inputs]
-                    dts = [self._ref_dtype(r) for r in node.inputs]
+                    xs = [to_host(self.vars.read(r, scope)) for r in node.inputs]
+                    dts = [self.vars.dtype(r) for r in node.inputs]
                     out = np.asarray(opdef.reference(*xs, dtypes=dts, **params)).astype(
                         out_dtype.numpy, copy=False
                     )
-                    self._write_ref(node.output, out, scope)
+                    self.vars.write(node.output, out, scope)
                     extra = {
                         "params": [str(r) for r in node.inputs],
                         "output": [str(node.output)],
@@ -813,7 +654,7 @@ class Executor:
     ) -> Generator[TraceEvent, None, None]:
         """A region with cache reads/writes and unrolled loops, as one XLA call (wide.py)."""
         start = time.perf_counter_ns()
-        before = self.sim.wide.compilations
+        before = self.compile_stats.compilations
         try:
             prog, compiled, outs = self.sim.wide.run(self, region, scope)
             self.region_calls += 1
@@ -834,12 +675,12 @@ class Executor:
             jax.block_until_ready(outs)
         total = time.perf_counter_ns() - start
         share = total // max(len(prog.visited), 1)
-        loaded, self._loaded_now = self._loaded_now, []
+        loaded, self.vars.loaded_now = self.vars.loaded_now, []
         for k, (node, node_scope, step_no) in enumerate(prog.visited):
             ev = self._event(
                 node, node_scope, start + k * share, duration=share, loaded=loaded if k == 0 else []
             )
-            ev.region, ev.compiled = region.id, self.sim.wide.compilations > before
+            ev.region, ev.compiled = region.id, self.compile_stats.compilations > before
             ev.region_ns = total if self.sim.timing else 0
             shapes = compiled.shapes.get(step_no) if step_no is not None else None
             if shapes is not None:
@@ -869,9 +710,7 @@ class Executor:
             tensor = backend.upload(np.asarray(to_host(value)), dtype)
         self._vk_transfers["vk_uploads"] += 1
         self._vk_transfers["vk_bytes"] += tensor.nbytes
-        if any(value is w for w in self._pristine.values()) or any(
-            value is w for w in self._var_initial.values()
-        ):
+        if self.vars.is_model_value(value):
             self._vk_weights[id(value)] = (value, tensor)
         return tensor
 
@@ -890,12 +729,12 @@ class Executor:
     def _vk_input(self, ref: VarRef, dtype: DType, scope: dict[str, int]) -> Any:
         """A device tensor for an op input: the resident buffer when there is one."""
         plain = not ref.indices and ref.name not in scope
-        store = self._store
+        store = self.vars.store
         assert isinstance(store, DeviceStore)
         resident = self._vk_resident(ref, scope)
         if resident is not None:
             return resident.tensor
-        value = materialize(self._read_ref(ref, scope))
+        value = materialize(self.vars.read(ref, scope))
         tensor = self._vk_upload(value, dtype)
         if plain and dict.get(store, ref.name) is not None:
             # Later ops in this step read the same buffer instead of uploading it again.
@@ -905,16 +744,16 @@ class Executor:
     def _vk_resident(self, ref: VarRef, scope: dict[str, int]) -> DeviceResident | None:
         """The `DeviceResident` behind a plain variable or a written prefix-table entry
         (`W[l]` after `op ... >> W[l]`), or None when the value is only on the host."""
-        store = self._store
+        store = self.vars.store
         if not isinstance(store, DeviceStore) or ref.name in scope:
             return None
         if not ref.indices:
             raw = store.raw(ref.name)
         else:
-            decl = self._decls.get(ref.name)
+            decl = self.vars.decls.get(ref.name)
             if decl is None or not decl.is_table or decl.kind is MemoryKind.PERSISTENT:
-                return None  # _read_ref reports the mistake
-            raw = self._indexed.get(self._model_name(decl, ref, scope))
+                return None  # Variables.read reports the mistake
+            raw = self.vars.entries.get(self.vars.entry_name(decl, ref, scope))
         return raw if isinstance(raw, DeviceResident) else None
 
     def _vk_cache_source(self, ref: VarRef, scope: dict[str, int]) -> Any:
@@ -923,22 +762,14 @@ class Executor:
             resident = self._vk_resident(ref, scope)
             if resident is not None:
                 return resident
-        return self._read_ref(ref, scope)
+        return self.vars.read(ref, scope)
 
     def _vk_resident_write(self, decl: VarDecl, value: DeviceResident) -> Any:
         """What `cache.write` stores for a resident value: itself for a table or a
         persistent tensor (a device-side copy / a shared immutable buffer), the host value
         for a scalar (counters and indices are read on the host)."""
         if not decl.is_table and not decl.dims:
-            return self._vk_host(value)
-        return value
-
-    def _vk_host(self, value: Any) -> Any:
-        """The host value of a possibly device-resident value held outside the variable
-        store (persistent tensors, prefix-table entries); downloaded once, then kept."""
-        store = self._store
-        if isinstance(value, DeviceResident) and isinstance(store, DeviceStore):
-            return store.host_value(value)
+            return self.vars.host_value(value)
         return value
 
     def _run_op_vulkan(
@@ -952,9 +783,10 @@ class Executor:
         warning = ""
         out = None
         try:
-            params, out_dtype, _bound = self._op_setup(node, scope)
-            dtypes = [self._ref_dtype(r) for r in node.inputs]
-            quantized = [self._decls[r.name].quant is not None if r.name in self._decls else False
+            params, out_dtype, _bound = self.op_setup(node, scope)
+            dtypes = [self.vars.dtype(r) for r in node.inputs]
+            decls = self.vars.decls
+            quantized = [decls[r.name].quant is not None if r.name in decls else False
                          for r in node.inputs]  # fmt: skip
             verdict = backend.supports(node.op, dtypes, params, quantized)
             if verdict is True:
@@ -983,7 +815,7 @@ class Executor:
             return
         try:
             # Plain variables and prefix-table entries (`>> W[l]`) alike stay on the device.
-            self._write_ref(node.output, DeviceResident(out), scope)
+            self.vars.write(node.output, DeviceResident(out), scope)
         except OpenInferError as err:
             raise self._node_error(node, err) from err
         if self._emit:
@@ -1012,7 +844,7 @@ class Executor:
             yield from self._run_region_wide(region, scope)
             return
         start = time.perf_counter_ns()
-        before = self.compiler.compilations
+        before = self.compile_stats.compilations
         try:
             arrays, rags, lengths, dtypes = self._region_inputs(region, scope)
             out_dtypes: list[DType] = []
@@ -1020,27 +852,35 @@ class Executor:
             scalars: dict[str, Any] = {}
             for pos, node in enumerate(region.nodes):
                 if isinstance(node, Assign):
-                    if node.name in self._decls:
+                    if node.name in self.vars.decls:
                         raise NodeFailure(
                             node,
                             SimulationError(
                                 f"assign {node.name!r} shadows a declared variable; pick another name"
                             ),
                         )
-                    self._dtypes[node.name] = node.dtype
+                    self.vars.dtypes[node.name] = node.dtype
                 elif isinstance(node, Op):
-                    params_i, out_dtype, bound = self._op_setup(node, scope)
+                    params_i, out_dtype, bound = self.op_setup(node, scope)
                     params.append(params_i)
                     out_dtypes.append(out_dtype)
                     for k, v in bound.items():
                         scalars[f"{pos}.{k}"] = v
                 elif isinstance(node, Transfer):
-                    self._check_transfer(node)
+                    self.check_transfer(node)
             # Static shapes of assigns are resolved here (sizevars), so the region sees ints.
             region_nodes = self._resolved_assigns(region)
             try:
                 compiled = self.compiler.get(
-                    region_nodes, arrays, rags, len(lengths), dtypes, out_dtypes, scalars, params
+                    region_nodes,
+                    arrays,
+                    rags,
+                    len(lengths),
+                    dtypes,
+                    out_dtypes,
+                    scalars,
+                    params,
+                    self.compile_stats,
                 )
             except NeedExact:
                 arrays = [
@@ -1050,15 +890,27 @@ class Executor:
                 rags = [None] * len(arrays)
                 lengths = []
                 compiled = self.compiler.get(
-                    region_nodes, arrays, rags, 0, dtypes, out_dtypes, scalars, params
+                    region_nodes,
+                    arrays,
+                    rags,
+                    0,
+                    dtypes,
+                    out_dtypes,
+                    scalars,
+                    params,
+                    self.compile_stats,
                 )
             lens = tuple(np.asarray(n, np.int32) for n in lengths)
-            outs = compiled.fn(tuple(arrays), lens)
+            if compiled.fresh:  # XLA compiles it now: counted for this executor
+                compiled.fresh = False
+                outs = self.compile_stats.first_call(compiled.fn, tuple(arrays), lens)
+            else:
+                outs = compiled.fn(tuple(arrays), lens)
             self.region_calls += 1
             # Dead writes come back as Zeros/Deferred placeholders (regions.py, plan_layout).
             values = compiled.values(outs, tuple(arrays), lens, lengths)
             for ref, value in zip(region.writes, values):
-                self._write_ref(ref, value, scope)
+                self.vars.write(ref, value, scope)
         except NodeFailure as err:
             raise self._node_error(err.node, err.cause) from err.cause
         except OpenInferError as err:
@@ -1071,7 +923,7 @@ class Executor:
             jax.block_until_ready(outs)
         total = time.perf_counter_ns() - start
         share = total // max(len(region.nodes), 1)
-        loaded, self._loaded_now = self._loaded_now, []
+        loaded, self.vars.loaded_now = self.vars.loaded_now, []
         for k, node in enumerate(region.nodes):
             shapes = compiled.shapes[k] if k < len(compiled.shapes) else None
             ev = self._event(
@@ -1079,7 +931,7 @@ class Executor:
             )
             ev.region = region.id
             ev.region_ns = total if self.sim.timing else 0
-            ev.compiled = self.compiler.compilations > before
+            ev.compiled = self.compile_stats.compilations > before
             if shapes is not None:
                 ev.input_shapes = fill_lengths(shapes.input_shapes, lengths)
                 ev.input_dtypes = shapes.input_dtypes
@@ -1122,20 +974,24 @@ class Executor:
             params: list[dict[str, Any]] = []
             for node in region.nodes:
                 if isinstance(node, Assign):
-                    self._dtypes[node.name] = node.dtype
+                    self.vars.dtypes[node.name] = node.dtype
                 elif isinstance(node, Op):
-                    params_i, out_dtype, _bound = self._op_setup(node, scope)
+                    params_i, out_dtype, _bound = self.op_setup(node, scope)
                     params.append(params_i)
                     out_dtypes.append(out_dtype)
             key = ("fori", region.id, tuple((a.shape, a.dtype) for a in arrays))
             fn = self._fori_cache.get(key)
             if fn is None:
                 nodes = self._resolved_assigns(region)
-                fn = fori_region(nodes, dtypes, out_dtypes, params, self.compiler._trace_op)
+                fn = fori_region(nodes, dtypes, out_dtypes, params, self.compiler.trace_op)
                 self._fori_cache[key] = fn
-            outs = fn(tuple(materialize(a) for a in arrays), np.int32(count))
+                outs = self.compile_stats.first_call(
+                    fn, tuple(materialize(a) for a in arrays), np.int32(count)
+                )
+            else:
+                outs = fn(tuple(materialize(a) for a in arrays), np.int32(count))
             for ref, value in zip(region.writes, outs):
-                self._write_ref(ref, value, scope)
+                self.vars.write(ref, value, scope)
         except NodeFailure as err:
             raise self._node_error(err.node, err.cause) from err.cause
         except OpenInferError as err:
@@ -1152,7 +1008,7 @@ class Executor:
         dtypes: list[DType] = []
         for ref in region.reads:
             try:
-                value = self._read_ref(ref, scope)
+                value = self.vars.read(ref, scope)
             except SimulationError as err:
                 node = next(n for n in region.nodes if _reads(n, ref))
                 raise NodeFailure(node, err) from None
@@ -1169,16 +1025,10 @@ class Executor:
             else:
                 arrays.append(value)
                 rags.append(None)
-            dtypes.append(self._ref_dtype(ref))
+            dtypes.append(self.vars.dtype(ref))
         return arrays, rags, lengths, dtypes
 
-    def _ref_dtype(self, ref: VarRef) -> DType:
-        dtype = self._dtypes.get(ref.name)
-        if dtype is None:
-            raise SimulationError(f"{ref.name!r} has no declared dtype")
-        return dtype
-
-    def _op_setup(
+    def op_setup(
         self, node: Op, scope: dict[str, int]
     ) -> tuple[dict[str, Any], DType, dict[str, Any]]:
         """Resolved params (cached per node and runtime-scalar values), output dtype, bindings.
@@ -1194,7 +1044,7 @@ class Executor:
 
         def lookup(name: str) -> Any:
             try:
-                return self._scalar_lookup(name, scope)
+                return self.vars.scalar(name, scope)
             except SimulationError:
                 return None
 
@@ -1207,16 +1057,16 @@ class Executor:
             except OpenInferError as err:
                 raise NodeFailure(node, err) from None
             self._params_cache[key] = params
-        out_dtype = self._dtypes.get(node.output.name)
+        out_dtype = self.vars.dtypes.get(node.output.name)
         if out_dtype is None:
             raise NodeFailure(
                 node, SimulationError(f"output {node.output.name!r} is not declared or assigned")
             )
         return params, out_dtype, bound
 
-    def _check_transfer(self, node: Transfer) -> None:
-        src_dtype = self._dtypes.get(node.src.name)
-        dst_dtype = self._dtypes.get(node.dst.name)
+    def check_transfer(self, node: Transfer) -> None:
+        src_dtype = self.vars.dtypes.get(node.src.name)
+        dst_dtype = self.vars.dtypes.get(node.dst.name)
         if src_dtype is not None and dst_dtype is not None and src_dtype is not dst_dtype:
             raise NodeFailure(
                 node,
@@ -1243,12 +1093,22 @@ class Executor:
         return cached
 
     # ---- yield / await ---------------------------------------------------------------------------
+    def _check_yield_lock(self, name: str) -> None:
+        """Entry may not write a variable it yielded until it awaits it."""
+        state = self._yield_state
+        if (
+            state is not None
+            and name in state.locked
+            and self._current_block == self.sim.entry.name
+        ):
+            raise SimulationError(f"entry writes {name!r} after yielding it; await {name} first")
+
     def _on_yield(self, block: str, node: Yield) -> bool:
         state = self._yield_state
         assert state is not None
         if block != self.sim.entry.name:
             # A consumer's yield is its terminator: hand its yielded values back.
-            state.results[block] = {v: self._store.get(v) for v in node.vars}
+            state.results[block] = {v: self.vars.store.get(v) for v in node.vars}
             return True
         if state.locked:
             raise SimulationError(
@@ -1270,8 +1130,8 @@ class Executor:
             state.ran.add(blk.name)
             # The consumer works on a snapshot: its writes stay in its fork, and only the
             # variables it yields come back, at entry's await.
-            entry_store = self._store
-            self._store = entry_store.copy()
+            entry_store = self.vars.store
+            self.vars.store = entry_store.copy()
             locked, state.locked = state.locked, set()
             try:
                 yield from self._run_list(blk.name, self.plan.block_items(blk, fused), {}, fused)
@@ -1284,7 +1144,7 @@ class Executor:
                     if v in writes and val is not None
                 }
             finally:
-                self._store = entry_store
+                self.vars.store = entry_store
                 state.locked = locked
 
     def _on_await(self, block: str, node: Await) -> None:
@@ -1301,7 +1161,7 @@ class Executor:
                     f"await {var}: consumers {', '.join(writers)} both mutate {var!r}; only one may"
                 )
             if writers:
-                self._store[var] = state.results[writers[0]][var]
+                self.vars.store[var] = state.results[writers[0]][var]
             state.locked.discard(var)
 
     # ---- events and errors ------------------------------------------------------------------------
@@ -1322,7 +1182,7 @@ class Executor:
         if duration is None:
             duration = time.perf_counter_ns() - start
         if loaded is None:
-            loaded, self._loaded_now = self._loaded_now, []
+            loaded, self.vars.loaded_now = self.vars.loaded_now, []
         ev = TraceEvent(
             block_name=info.block if self._current_block == info.block else self._current_block,
             node_index=info.index,
@@ -1359,9 +1219,9 @@ class Executor:
             ref = node.dst
         else:
             return []
-        decl = self._decls.get(ref.name)
-        dtype = decl.dtype if ref.indices and decl is not None else self._dtypes[ref.name]
-        return [summarize(to_host(self._read_ref(ref, scope)), dtype)]
+        decl = self.vars.decls.get(ref.name)
+        dtype = decl.dtype if ref.indices and decl is not None else self.vars.dtypes[ref.name]
+        return [summarize(to_host(self.vars.read(ref, scope)), dtype)]
 
     def _node_error(self, node: Any, err: BaseException) -> SimulationError:
         """A SimulationError naming the block, node and DSL location (raised once per error)."""

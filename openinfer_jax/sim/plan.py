@@ -181,7 +181,7 @@ def _written_names(node: Node) -> set[str]:
     """Variables a node (or a loop body) writes."""
     if isinstance(node, Op):
         return {node.output.name}
-    if isinstance(node, (Transfer, CacheRead)):
+    if isinstance(node, (Transfer, CacheRead, CacheWrite)):
         return {node.dst.name}
     if isinstance(node, Assign):
         return {node.name}
@@ -280,8 +280,8 @@ class GraphPlan:
     ) -> list[Item]:
         """The items of a node list (cached; identity of the tuple is the key).
 
-        Fused regions also take in table cache reads/writes and whole loops whose bodies
-        qualify (a *wide* region, run by `WideRunner`), as long as every cache index and
+        Fused regions also take in cache reads/writes of persistent memory and whole loops
+        whose bodies qualify (a *wide* region, run by `WideRunner`), as long as every cache index and
         loop bound they name is known on the host when the region starts, i.e. not
         written by an earlier node of the same region. `wide=False` keeps this list's
         effects (and loops) out of regions: the plan of a wide region whose loops turned
@@ -317,16 +317,20 @@ class GraphPlan:
         self._items[key] = out
         return out
 
-    def _is_table(self, name: str) -> bool:
+    def _is_persistent(self, name: str) -> bool:
         decl = self.graph.var(name)
-        return decl is not None and decl.kind.value == "persistent" and decl.is_table
+        return decl is not None and decl.kind.value == "persistent"
 
     def _wide_ok(self, node: Node, written: set[str]) -> bool:
-        """Can `node` join a wide region after nodes that wrote `written`?"""
+        """Can `node` join a wide region after nodes that wrote `written`?
+
+        Cache reads and writes of persistent memory (tables and plain persistent variables)
+        can, as long as the indices they name are not written earlier in the region.
+        """
         if isinstance(node, CacheRead):
-            return self._is_table(node.src.name) and not (_index_names(node.src) & written)
+            return self._is_persistent(node.src.name) and not (_index_names(node.src) & written)
         if isinstance(node, CacheWrite):
-            return self._is_table(node.dst.name) and not (_index_names(node.dst) & written)
+            return self._is_persistent(node.dst.name) and not (_index_names(node.dst) & written)
         if isinstance(node, Loop):
             bounds = {b for b in (node.start, node.end) if isinstance(b, str)}
             if bounds & written:

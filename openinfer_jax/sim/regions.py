@@ -22,6 +22,7 @@ from openinfer_jax.ir.nodes import Assign, Dep, Op, Transfer, VarName, VarRef
 from openinfer_jax.ops import registry
 from openinfer_jax.sim.plan import RegionPlan
 from openinfer_jax.sim.ragged import NeedExact, Rag, apply_op
+from openinfer_jax.sim.stats import CompileStats
 from openinfer_jax.sim.values import Deferred, Ragged, Zeros
 
 __all__ = [
@@ -83,6 +84,7 @@ class CompiledRegion:
     exact: bool
     layout: list[Slot] = field(default_factory=list)
     recipe: Callable[..., Any] | None = None
+    fresh: bool = True  # not called yet: XLA compiles it at its first call (sim/stats.py)
 
     def values(
         self,
@@ -170,7 +172,7 @@ _NEEDS_EXACT: Any = object()
 
 
 class RegionCompiler:
-    """Builds and caches region executables; counts XLA compilations.
+    """Builds and caches region executables (shared by a simulator's executors).
 
     `dtype_of(ref)` gives the declared DType of a variable reference (packed types are
     int8/uint8 in memory, so the array alone cannot tell i4 from i8).
@@ -178,8 +180,6 @@ class RegionCompiler:
 
     def __init__(self) -> None:
         self.cache: dict[tuple[int, Signature], CompiledRegion] = {}
-        self.compilations = 0
-        self.exact_fallbacks = 0
         # Sharding hooks (docs/sharding.md, set by sim/sharding.py): pin a planned
         # activation's sharding as it is produced; wrap a region's jitted function.
         self.constrain: Callable[[str, Any], Any] | None = None
@@ -203,8 +203,14 @@ class RegionCompiler:
         out_dtypes: list[DType],
         scalars: dict[str, Any],
         params: list[dict[str, Any]],
+        stats: CompileStats | None = None,
     ) -> CompiledRegion:
-        """The executable for this call's signature (built on first use)."""
+        """The executable for this call's signature (built on first use; a signature that
+        needs exact shapes counts in `stats.exact_fallbacks` of the executor that found it).
+
+        Raises:
+            NeedExact: the region cannot run on these padded inputs.
+        """
         sig: Signature = (
             tuple(
                 (a.shape, a.dtype, r.axis if r else None, r.slot if r else None)
@@ -220,10 +226,10 @@ class RegionCompiler:
             try:
                 compiled = self._build(region, arrays, rags, n_lengths, dtypes, out_dtypes, params)
             except NeedExact:
-                self.exact_fallbacks += 1
+                if stats is not None:
+                    stats.exact_fallbacks += 1
                 compiled = _NEEDS_EXACT
             self.cache[key] = compiled
-            self.compilations += compiled is not _NEEDS_EXACT
         if compiled is _NEEDS_EXACT:
             raise NeedExact(f"region {region.id} needs exact shapes")
         return compiled
@@ -265,7 +271,7 @@ class RegionCompiler:
                     shapes.append(info)
                 try:
                     if isinstance(node, Op):
-                        self._trace_op(
+                        self.trace_op(
                             node, env, lengths, params[op_index], out_dtypes[op_index], info
                         )
                         op_index += 1
@@ -325,7 +331,7 @@ class RegionCompiler:
             )
         return CompiledRegion(fn, list(out_rags), list(shapes), not any(rags), list(layout), recipe)
 
-    def _trace_op(
+    def trace_op(
         self,
         node: Op,
         env: dict[VarRef, tuple[Any, Rag | None, DType]],
@@ -334,6 +340,7 @@ class RegionCompiler:
         out_dtype: DType,
         info: NodeShapes,
     ) -> None:
+        """Trace one op node into `env` (ref -> (value, rag, dtype)), recording its shapes."""
         opdef = registry.get(node.op)
         assert opdef is not None
         xs = [env[r][0] for r in node.inputs]

@@ -284,7 +284,7 @@ class ShardedPlacement:
         outputs: dict[str, str] = {}
         for ref in ev.output:
             name = re.split(r"[\[(]", ref, maxsplit=1)[0].strip()
-            value = ex._store.get(name)
+            value = ex.vars.store.get(name)
             if value is None and name in ex.persistent.tables:
                 value = ex.persistent.tables[name].buffer
             sharding = getattr(getattr(value, "data", value), "sharding", None)

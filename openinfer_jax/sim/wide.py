@@ -1,15 +1,31 @@
-"""Wide regions: pure ops, table cache reads/writes and whole loops in ONE jitted function.
+"""Wide regions: pure ops, cache reads/writes and whole loops in ONE jitted function.
 
 A wide region runs in two phases. On the host, a walk over its nodes (loops unrolled,
 `W[l]` resolved to model tensors, cache indices resolved to ints) grows the tables that
-will be written (capacity doubling, counts, undo records) and produces a *program*: a flat
-list of static steps plus the runtime operands (input arrays, table buffers, int32 start
-vectors, valid lengths). The program's static part is the compile-cache key, so the next
-decode step (same shapes, new `step` value, same length bucket) reuses the executable.
-Then XLA runs the program: table buffers are donated and updated in place with
-`dynamic_update_slice`; each write also returns the block it overwrote, which becomes the
-undo record of the step. This is how a whole decode step (12 layers, KV cache) becomes one
-dispatch instead of ~70 (DESIGN.md, "Pure regions go to XLA").
+will be written (capacity doubling, counts) and produces a *program*: a flat list of
+static steps plus the runtime operands (input arrays, table buffers, one int32 vector of
+block offsets and valid lengths). The program's static part is the compile-cache key, so
+the next decode step (same shapes, new `step` value, same length bucket) reuses the
+executable. Then XLA runs the program: table buffers are donated and updated in place
+with `dynamic_update_slice`. This is how a whole decode step (12 layers, KV cache) becomes
+one dispatch instead of ~70 (DESIGN.md, "Pure regions go to XLA").
+
+The host work of a call is O(1) in the number of layers and cache ops once the region has
+been walked (symbolic.py): the walk plans with the scalars named in cache indices, the
+tables' counts and the valid lengths of padded inputs as plan variables, so every block
+offset, valid length and new count is an affine function of them, valid under recorded
+guards. A later call evaluates guards and functions with a few NumPy operations, reuses
+the executor's bound model tensors, and walks again only when a guard fails (a new
+bucket, a table that must grow, an index out of range).
+
+Persistent variables that are not tables (`cache.read state >> s`, `cache.write s >>
+state`) are region inputs and outputs too, so a streaming step with persistent state is
+one XLA call.
+
+Atomic steps: a call pushes one undo record for the counts of the tables it touches and
+one for the blocks it overwrote (the block read before the call, or zeros for a block
+beyond the counts at the region's start: an append) and one per persistent variable it
+writes; a failed step replays them backwards (docs/semantics.md).
 """
 
 from __future__ import annotations
@@ -35,11 +51,13 @@ from openinfer_jax.ir.nodes import (
     VarRef,
 )
 from openinfer_jax.ops import registry
+from openinfer_jax.sim.caches import TableCache
 from openinfer_jax.sim.interrupts import atomic
 from openinfer_jax.sim.long_loops import LoopTooLong, unrolled_iterations
 from openinfer_jax.sim.plan import RegionPlan
 from openinfer_jax.sim.ragged import NeedExact, Rag, apply_op
 from openinfer_jax.sim.regions import NodeFailure, NodeShapes, Slot, plan_layout, slot_value
+from openinfer_jax.sim.symbolic import AffinePlan, SymInt, pin, recording
 from openinfer_jax.sim.values import Deferred, Ragged, Zeros
 
 if TYPE_CHECKING:
@@ -47,53 +65,61 @@ if TYPE_CHECKING:
 
 __all__ = ["WideProgram", "WideRunner"]
 
-Key = tuple[str, ...]  # ("v", name) for a variable, ("m", decl, tensor) for a prefix-table entry
+# ("v", name) a variable, ("m", decl, tensor) a prefix-table entry, ("p", name) a
+# persistent variable that is not a table.
+Key = tuple[str, ...]
+Scope = dict[str, int]
 
-
-def _dst_key(ex: Executor, ref: VarRef, sc: dict[str, int]) -> Key:
-    """The program key a node writes: a variable, or the model entry of a prefix table (W[l])."""
-    if not ref.indices:
-        return ("v", ref.name)
-    return ("m", ref.name, ex._model_name(ex._decls[ref.name], ref, sc))
+# Templates kept per template key (scope and loop bounds): executors at different contexts
+# of one simulator alternate between a few.
+_TEMPLATES_PER_KEY = 4
 
 
 @dataclass
 class WideProgram:
-    """What the host walk produced for one call of a wide region."""
+    """What the host walk produced for one call of a wide region (and the template a later
+    call replays, see `WideRunner.run`)."""
 
     steps: list[tuple[Any, ...]] = field(default_factory=list)
     params: list[dict[str, Any]] = field(default_factory=list)
     input_keys: list[Key] = field(default_factory=list)
     inputs: list[Any] = field(default_factory=list)
     input_rags: list[Rag | None] = field(default_factory=list)
+    # How each input is fetched again: (ref, scope, node); inputs[:dynamic] change from call
+    # to call (variables, persistent values), the rest are model tensors.
+    input_sources: list[tuple[VarRef, Scope, Node]] = field(default_factory=list)
+    dynamic: int = 0
     tables: list[str] = field(default_factory=list)
     starts: list[tuple[int, ...]] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
     dtypes: dict[Key, DType] = field(default_factory=dict)
     written: list[Key] = field(default_factory=list)
-    visited: list[tuple[Node, dict[str, int], int | None]] = field(default_factory=list)
-    # Host work in walk order, so a later call can replay it without walking the nodes:
-    # ("in", key, ref, scope, node), ("read"|"write", node, scope, step), ("assign", name, dtype).
-    events: list[tuple[Any, ...]] = field(default_factory=list)
+    visited: list[tuple[Node, Scope, int | None]] = field(default_factory=list)
+    # Cache writes in program order: (table, starts slot, block sizes, fresh); a fresh
+    # block lay beyond the counts at the region's start (zeros: nothing to read for undo).
+    writes: list[tuple[str, int, tuple[int, ...], bool]] = field(default_factory=list)
+    assigned: dict[str, DType] = field(default_factory=dict)
     replayable: bool = True
     steps_id: int | None = None
+    # Replay (symbolic.py): the affine plan, the table capacities it assumed, the order of
+    # the new counts in its outputs, and the signature of the dynamic inputs.
+    plan: AffinePlan | None = None
+    capacities: dict[str, dict[str, int]] = field(default_factory=dict)
+    count_axes: list[tuple[str, str]] = field(default_factory=list)
+    dynamic_signature: tuple[Any, ...] = ()
+    compiled: Any = None
 
-    def write_slots(self) -> list[tuple[int, int]]:
-        """(table number, starts slot) of every cache write, in program order."""
-        return [(s[2], s[4]) for s in self.steps if s[0] == "write"]
+    width: int = 1  # columns of the block-offset matrix (the largest table rank)
 
-    def packed_starts(self) -> np.ndarray:
-        """All block offsets as ONE int32 matrix (row = slot): one host-to-device copy per
-        call instead of one per cache op (it matters on a GPU)."""
-        width = max((len(s) for s in self.starts), default=1)
-        out = np.zeros((max(len(self.starts), 1), width), np.int32)
+    def packed_ints(self) -> np.ndarray:
+        """Block offsets (row per cache op) and valid lengths as ONE int32 vector: one
+        host-to-device copy per call (it matters on a GPU)."""
+        width = self.width
+        out = np.zeros(len(self.starts) * width + len(self.lengths), np.int32)
         for row, starts in enumerate(self.starts):
-            out[row, : len(starts)] = starts
+            out[row * width : row * width + len(starts)] = starts
+        out[len(self.starts) * width :] = self.lengths
         return out
-
-    def packed_lengths(self) -> np.ndarray:
-        """The valid lengths as one int32 vector."""
-        return np.asarray(self.lengths if self.lengths else [0], np.int32)
 
     def length_slot(self, length: int) -> int:
         """The slot of a valid length (equal lengths share one, so masks are shared)."""
@@ -110,7 +136,27 @@ class _Compiled:
     out_rags: list[Rag | None]
     shapes: dict[int, NodeShapes]
     layout: list[Slot] = field(default_factory=list)
-    recipe: Any = None  # recipe(inputs, lengths, k): write k alone (Deferred slots)
+    recipe: Any = None  # recipe(inputs, ints, k): write k alone (Deferred slots)
+    fresh: bool = True  # not called yet: XLA compiles it at its first call (sim/stats.py)
+
+
+@dataclass
+class _Call:
+    """One call's operands and the template they came from."""
+
+    prog: WideProgram
+    inputs: tuple[Any, ...]
+    ints: np.ndarray
+    lengths: list[int]
+    counts: dict[str, dict[str, int]] | None = None  # new counts (replays; walks set them)
+
+
+@dataclass
+class _Binding:
+    """An executor's model tensors for one template (loaded once, reused every call)."""
+
+    prog: WideProgram
+    model_inputs: tuple[Any, ...]
 
 
 _NEEDS_EXACT: Any = object()
@@ -121,13 +167,11 @@ class WideRunner:
 
     def __init__(self) -> None:
         self.cache: dict[Any, Any] = {}
-        self.templates: dict[tuple[Any, ...], WideProgram] = {}
+        self.templates: dict[tuple[Any, ...], list[WideProgram]] = {}
         self._bound_names: dict[int, tuple[str, ...]] = {}
         self._steps_ids: dict[Any, int] = {}
         # template key -> whether its loops fit Limits.max_unrolled_iterations (long_loops.py)
         self.unroll_fits: dict[tuple[Any, ...], bool] = {}
-        self.compilations = 0
-        self.exact_fallbacks = 0
         # Sharding hooks (docs/sharding.md, set by sim/sharding.py): pin a planned
         # activation's sharding as it is produced; wrap a region's jitted function.
         self.constrain: Any = None
@@ -139,299 +183,236 @@ class WideRunner:
         return region.lean and self.lean and self.constrain is None and self.wrap is None
 
     # ---- host walk ----------------------------------------------------------------------
-    def walk(
-        self, ex: Executor, region: RegionPlan, scope: dict[str, int], bucket: bool
-    ) -> WideProgram:
-        """Resolve every reference and cache index of the region (loops unrolled)."""
-        prog = WideProgram()
-        written: set[Key] = set()
-        input_index: dict[Key, int] = {}
-        table_index: dict[str, int] = {}
-        undo = ex.persistent.undo
-
-        def key_of(ref: VarRef, sc: dict[str, int]) -> Key:
-            if not ref.indices:
-                return ("v", ref.name)
-            decl = ex._decls.get(ref.name)
-            if decl is None or not decl.is_table:
-                raise SimulationError(f"{ref}: {ref.name!r} is not a prefix table")
-            return ("m", ref.name, ex._model_name(decl, ref, sc))
-
-        def use(ref: VarRef, sc: dict[str, int], node: Node) -> Key:
-            key = key_of(ref, sc)
-            if key in written or key in input_index:
-                return key
+    def walk(self, ex: Executor, region: RegionPlan, scope: Scope, bucket: bool) -> WideProgram:
+        """Resolve every reference and cache index of the region (loops unrolled), grow the
+        tables' counts (one undo record per table), and record the affine replay plan."""
+        walk = _Walk(self, ex, bucket)
+        with recording() as rec:
             try:
-                value = ex._read_ref(ref, sc)
-            except SimulationError as err:
-                raise NodeFailure(node, err) from None
-            if isinstance(value, (Zeros, Deferred)):
-                value = value.exact()
-            if isinstance(value, Ragged):
-                if bucket:
-                    prog.input_rags.append(Rag(value.axis, prog.length_slot(value.length)))
-                    value = value.data
-                else:
-                    prog.input_rags.append(None)
-                    value = value.exact()
-            else:
-                prog.input_rags.append(None)
-            input_index[key] = len(prog.inputs)
-            prog.events.append(("in", key, ref, sc, node))
-            prog.input_keys.append(key)
-            prog.inputs.append(value)
-            prog.dtypes[key] = ex._ref_dtype(ref)
-            return key
-
-        def define(key: Key, dtype: DType) -> None:
-            written.add(key)
-            if key not in prog.written:
-                prog.written.append(key)
-            prog.dtypes[key] = dtype
-
-        def table(name: str) -> int:
-            if name not in table_index:
-                table_index[name] = len(prog.tables)
-                prog.tables.append(name)
-            return table_index[name]
-
-        def visit(nodes: tuple[Node, ...], sc: dict[str, int]) -> None:
-            for node in nodes:
-                step_no = len(prog.steps)
-                if isinstance(node, Loop):
-                    prog.visited.append((node, sc, None))  # the Loop event precedes its body
-                try:
-                    self._visit_node(ex, prog, node, sc, use, define, table, visit, bucket, undo)
-                except NodeFailure:
-                    raise
-                except OpenInferError as err:
-                    raise NodeFailure(node, err) from None
-                if not isinstance(node, Loop):
-                    prog.visited.append((node, sc, step_no if len(prog.steps) > step_no else None))
-
-        visit(region.nodes, scope)
+                walk.visit(region.nodes, scope)
+            finally:
+                finals = walk.finish_counts()
+        prog = walk.prog
+        # Dynamic inputs first, model tensors after: a replay rebinds only the first part.
+        order = sorted(range(len(prog.inputs)), key=lambda k: prog.input_keys[k][0] == "m")
+        for name in ("input_keys", "inputs", "input_rags", "input_sources"):
+            values = getattr(prog, name)
+            setattr(prog, name, [values[k] for k in order])
+        prog.dynamic = sum(1 for key in prog.input_keys if key[0] != "m")
+        grew = any(ex.persistent.tables[t].capacity != cap for t, cap in walk.capacity.items())
+        if prog.replayable and not grew:
+            variables = [
+                *walk.free_names,
+                *(("count", t, a) for t, counts in walk.initial.items() for a in counts),
+                *walk.input_lengths,
+            ]
+            width = prog.width
+            flat: list[Any] = []
+            for starts in prog.starts:
+                flat += [*starts, *([0] * (width - len(starts)))]
+            prog.count_axes = [(t, a) for t, counts in finals.items() for a in counts]
+            outputs = [*flat, *prog.lengths, *(finals[t][a] for t, a in prog.count_axes)]
+            prog.plan = rec.plan(variables, outputs)
+            prog.capacities = walk.capacity
+        prog.starts = [tuple(int(s) for s in row) for row in prog.starts]
+        prog.lengths = [int(n) for n in prog.lengths]
+        prog.dynamic_signature = _signature(prog.inputs[: prog.dynamic], prog.input_rags)
         return prog
-
-    def _visit_node(self, ex, prog, node, sc, use, define, table, visit, bucket, undo) -> None:  # type: ignore[no-untyped-def]
-        if isinstance(node, Op):
-            opdef = registry.get(node.op)
-            if opdef is None:
-                raise SimulationError(f"unknown op {node.op!r}; see `openinfer ops` for the list")
-            ins = tuple(use(r, sc, node) for r in node.inputs)
-            params, out_dtype, bound = ex._op_setup(node, sc)
-            if bound:
-                prog.replayable = False  # runtime-scalar params are part of the program
-            out = _dst_key(ex, node.output, sc)
-            prog.params.append(params)
-            prog.steps.append(("op", id(node), ins, out, id(params), out_dtype.code))
-            define(out, out_dtype)
-        elif isinstance(node, Assign):
-            if node.name in ex._decls:
-                raise SimulationError(
-                    f"assign {node.name!r} shadows a declared variable; pick another name"
-                )
-            shape = ex.sim.resolve_dims(node.dims, f"assign {node.name!r}")
-            ex._dtypes[node.name] = node.dtype
-            prog.events.append(("assign", node.name, node.dtype))
-            prog.steps.append(("assign", ("v", node.name), shape, node.dtype.code))
-            define(("v", node.name), node.dtype)
-        elif isinstance(node, Transfer):
-            ex._check_transfer(node)
-            src = use(node.src, sc, node)
-            dst = _dst_key(ex, node.dst, sc)
-            prog.steps.append(("transfer", src, dst))
-            define(dst, prog.dtypes[src])
-        elif isinstance(node, Dep):
-            pass
-        elif isinstance(node, CacheRead):
-            decl = ex._persistent_decl(node.src.name)
-            tab = ex.persistent.tables[decl.name]
-            plan = tab.prepare_read(ex._cache_selection(node.src, sc), undo, bucket=bucket)
-            prog.events.append(("read", node, sc, len(prog.steps)))
-            slot = len(prog.starts)
-            prog.starts.append(plan.starts)
-            lslot = prog.length_slot(plan.length) if plan.axis is not None else None
-            dst = _dst_key(ex, node.dst, sc)
-            dst_dtype = ex._dtypes.get(node.dst.name)
-            if dst_dtype is not None and dst_dtype is not decl.dtype:
-                raise SimulationError(
-                    f"cache.read {node.src} >> {node.dst}: {node.dst.name!r} is {dst_dtype.short}, the table holds {decl.dtype.short}"
-                )
-            prog.steps.append(
-                (
-                    "read",
-                    id(node),
-                    table(decl.name),
-                    slot,
-                    plan.sizes,
-                    plan.shape,
-                    plan.axis,
-                    lslot,
-                    dst,
-                    decl.dtype.code,
-                )
-            )
-            define(dst, decl.dtype)
-        elif isinstance(node, CacheWrite):
-            decl = ex._persistent_decl(node.dst.name)
-            src = use(node.src, sc, node)
-            tab = ex.persistent.tables[decl.name]
-            starts, sizes, want = tab.prepare_write(ex._cache_selection(node.dst, sc), undo)
-            prog.events.append(("write", node, sc, len(prog.steps)))
-            slot = len(prog.starts)
-            prog.starts.append(starts)
-            prog.steps.append(
-                ("write", id(node), table(decl.name), src, slot, sizes, want, decl.dtype.code)
-            )
-        elif isinstance(node, Loop):
-            lo = ex._bound(node.start, sc, node, "start")
-            hi = ex._bound(node.end, sc, node, "end")
-            prog.steps.append(("loop", id(node), lo, hi))
-            for i in range(lo, hi):
-                visit(node.body, {**sc, node.index: i})
-        else:  # pragma: no cover - plan.py only admits the kinds above
-            raise SimulationError(f"{type(node).__name__} cannot run in a wide region")
 
     # ---- compile and run --------------------------------------------------------------------
     def run(
-        self, ex: Executor, region: RegionPlan, scope: dict[str, int]
+        self, ex: Executor, region: RegionPlan, scope: Scope
     ) -> tuple[WideProgram, _Compiled, Any]:
-        """Walk (or replay), compile (cached), run; store outputs and undo records."""
+        """Replay (or walk), compile (cached), run; store outputs and undo records."""
         bucket = ex.sim.bucketing
         tkey = self._template_key(ex, region, scope, bucket)
         fits = self.unroll_fits.get(tkey)
         if fits is None:
             budget = ex.sim.limits.max_unrolled_iterations
-            fits = unrolled_iterations(region.nodes, scope, ex._bound, budget) <= budget
+            fits = unrolled_iterations(region.nodes, scope, ex.vars.bound, budget) <= budget
             self.unroll_fits[tkey] = fits
         if not fits:
             raise LoopTooLong(region.id)
-        template = self.templates.get(tkey)
-        prog = self.replay(ex, template, bucket) if template is not None else None
-        if prog is None:
+        templates = self.templates.setdefault(tkey, [])
+        call = None
+        for template in templates:
+            call = self._replay(ex, template, scope)
+            if call is not None:
+                break
+        if call is None:
             prog = self.walk(ex, region, scope, bucket)
-            if prog.replayable:
-                self.templates[tkey] = prog
-        compiled = self._get(ex, region, prog)
-        if compiled is _NEEDS_EXACT:
-            self.templates.pop(tkey, None)
-            prog = self.walk(ex, region, scope, False)
             compiled = self._get(ex, region, prog)
-        # One transaction (interrupts.atomic): the call donates the table buffers, so each
-        # table must hold its returned buffer, with the undo records, before a signal lands.
-        with atomic():
-            buffers = tuple(ex.persistent.tables[name].buffer for name in prog.tables)
-            # Undo records first, in their own call: reading a buffer in the same computation
-            # that updates it in place makes XLA copy the whole buffer.
-            starts = prog.packed_starts()
-            olds = compiled.olds(buffers, starts) if compiled.olds is not None else ()
-            inputs, lengths = tuple(prog.inputs), prog.packed_lengths()
-            outs, new_buffers = compiled.fn(inputs, buffers, starts, lengths)
-            undo = ex.persistent.undo
-            for name, buf in zip(prog.tables, new_buffers):
-                ex.persistent.tables[name].buffer = buf
-            for (table_no, slot), old in zip(prog.write_slots(), olds):
-                ex.persistent.tables[prog.tables[table_no]].record_restore(
-                    old, np.asarray(prog.starts[slot], np.int32), undo
-                )
+            if compiled is _NEEDS_EXACT:
+                prog = self.walk(ex, region, scope, False)
+                prog.plan = None  # the first walk already grew the counts it judged from
+                compiled = self._get(ex, region, prog)
+            prog.compiled = compiled
+            if prog.plan is not None:
+                templates.insert(0, prog)
+                del templates[_TEMPLATES_PER_KEY:]
+            call = _Call(prog, tuple(prog.inputs), prog.packed_ints(), prog.lengths)
+        prog, compiled = call.prog, call.prog.compiled
+        outs = self._execute(ex, call, compiled)
         # Dead writes come back as Zeros/Deferred placeholders (regions.py, plan_layout).
-        for k, (key, slot) in enumerate(zip(prog.written, compiled.layout)):
-            value = slot_value(
-                slot, k, outs, compiled.out_rags, prog.lengths, compiled.recipe, inputs, lengths
-            )
+        values = [
+            slot_value(slot, k, outs, compiled.out_rags, call.lengths, compiled.recipe,
+                       call.inputs, call.ints)
+            for k, slot in enumerate(compiled.layout)
+        ]  # fmt: skip
+        ex.vars.dtypes.update(prog.assigned)
+        for key, value in zip(prog.written, values):
             if key[0] == "v":
-                ex._write_ref(VarRef(key[1]), value, scope)
+                ex.vars.write(VarRef(key[1]), value, scope)
+            elif key[0] == "m":
+                ex.vars.entries[key[2]] = value
             else:
-                ex._indexed[key[2]] = value
+                with atomic():
+                    ex.persistent.set_value(key[1], value)
         return prog, compiled, outs
 
+    def _execute(self, ex: Executor, call: _Call, compiled: _Compiled) -> Any:
+        """Run the executable: new counts, donated table buffers, undo records, as one
+        transaction (interrupts.atomic): each table must hold its returned buffer, with the
+        undo records, before a signal lands."""
+        prog = call.prog
+        tables = ex.persistent.tables
+        undo = ex.persistent.undo
+        with atomic():
+            if call.counts is not None:
+                old = {name: tables[name].counts for name in call.counts}
+
+                def restore_counts() -> None:
+                    for name, counts in old.items():
+                        tables[name].counts = counts
+
+                undo.append(restore_counts)
+                for name, counts in call.counts.items():
+                    tables[name].counts = counts
+            buffers = tuple(tables[name].buffer for name in prog.tables)
+            # Undo blocks first, in their own call: reading a buffer in the same computation
+            # that updates it in place makes XLA copy the whole buffer.
+            olds = compiled.olds(buffers, call.ints) if compiled.olds is not None else ()
+            if compiled.fresh:  # XLA compiles it now: counted for this executor
+                compiled.fresh = False
+                outs, new_buffers = ex.compile_stats.first_call(
+                    compiled.fn, call.inputs, buffers, call.ints
+                )
+            else:
+                outs, new_buffers = compiled.fn(call.inputs, buffers, call.ints)
+            for name, buf in zip(prog.tables, new_buffers):
+                tables[name].buffer = buf
+            if prog.writes:
+                undo.append(_restore_blocks(tables, prog, call.ints, olds))
+        return outs
+
+    def _replay(self, ex: Executor, prog: WideProgram, scope: Scope) -> _Call | None:
+        """The operands of a call from a template, or None where its plan does not hold
+        (the caller then walks, which also reports any error)."""
+        plan = prog.plan
+        if plan is None:
+            return None
+        tables = ex.persistent.tables
+        for name, capacity in prog.capacities.items():
+            if tables[name].capacity != capacity:
+                return None
+        inputs = self._bind(ex, prog)
+        if inputs is None:
+            return None
+        x: list[int] = []
+        for var in plan.variables:
+            kind = var[0]
+            if kind == "count":
+                x.append(tables[var[1]].counts[var[2]])
+            elif kind == "length":
+                x.append(inputs[1][prog.input_keys.index(var[1])].length)
+            else:
+                try:
+                    x.append(ex.vars.index(var[1], scope, var[1]))
+                except SimulationError:
+                    return None
+        out = plan.evaluate(x)
+        if out is None:
+            return None
+        arrays = inputs[0]
+        n_starts = len(prog.starts) * prog.width
+        n_lengths = len(prog.lengths)
+        ints = out[: n_starts + n_lengths].astype(np.int32)
+        counts: dict[str, dict[str, int]] = {}
+        for (name, axis), value in zip(prog.count_axes, out[n_starts + n_lengths :].tolist()):
+            counts.setdefault(name, {})[axis] = value
+        return _Call(prog, arrays, ints, ints[n_starts:].tolist(), counts)
+
+    def _bind(
+        self, ex: Executor, prog: WideProgram
+    ) -> tuple[tuple[Any, ...], dict[int, Any]] | None:
+        """This call's input arrays (and its padded inputs by position), or None when one
+        differs from the template in shape, dtype or padding."""
+        dynamic: list[Any] = []
+        padded: dict[int, Any] = {}
+        for pos in range(prog.dynamic):
+            ref, sc, _node = prog.input_sources[pos]
+            key = prog.input_keys[pos]
+            try:
+                if key[0] == "p":
+                    value = ex.vars.host_value(ex.persistent.values[key[1]])
+                else:
+                    value = ex.vars.read(ref, sc)
+            except SimulationError:
+                return None
+            if isinstance(value, (Zeros, Deferred)):
+                value = value.exact()
+            if isinstance(value, Ragged):
+                padded[pos] = value
+                value = value.data
+            dynamic.append(value)
+        if _signature(dynamic, prog.input_rags, padded) != prog.dynamic_signature:
+            return None
+        binding = ex.region_state.get(id(prog))
+        entries = ex.vars.entries
+        if (
+            binding is None
+            or binding.prog is not prog
+            or (entries and any(key[2] in entries for key in prog.input_keys[prog.dynamic :]))
+        ):
+            try:
+                model = tuple(
+                    self._model_input(ex, key, ref, sc)
+                    for key, (ref, sc, _node) in zip(
+                        prog.input_keys[prog.dynamic :], prog.input_sources[prog.dynamic :]
+                    )
+                )
+            except SimulationError:
+                return None
+            if any(
+                getattr(a, "shape", None) != getattr(b, "shape", None)
+                for a, b in zip(model, prog.inputs[prog.dynamic :])
+            ):
+                return None
+            binding = _Binding(prog, model)
+            if not entries:
+                ex.region_state[id(prog)] = binding
+        return (*dynamic, *binding.model_inputs), padded
+
+    @staticmethod
+    def _model_input(ex: Executor, key: Key, ref: VarRef, sc: Scope) -> Any:
+        value = ex.vars.entries.get(key[2])
+        if value is None:
+            value = ex.vars.weights.get(key[2])
+        if value is None:
+            value = ex.vars.read(ref, sc)
+        if isinstance(value, (Zeros, Deferred)):
+            value = value.exact()
+        return value
+
     def _template_key(
-        self, ex: Executor, region: RegionPlan, scope: dict[str, int], bucket: bool
+        self, ex: Executor, region: RegionPlan, scope: Scope, bucket: bool
     ) -> tuple[Any, ...]:
         """What fixes a region's unrolled structure: scope and the loop bounds' values."""
         names = self._bound_names.get(region.id)
         if names is None:
             names = self._bound_names[region.id] = _free_bound_names(region.nodes, set())
-        bounds = tuple(ex._scalar_lookup(n, scope) for n in names)
+        bounds = tuple(ex.vars.scalar(n, scope) for n in names)
         return (region.id, bucket, tuple(scope.items()), bounds)
-
-    def replay(self, ex: Executor, template: WideProgram, bucket: bool) -> WideProgram | None:
-        """Redo only the host work of a previous walk (inputs, cache plans) with fresh values.
-
-        Returns None when a cache plan's static part (bucket size, shape) or the sharing of
-        valid lengths differs from the template: then the caller walks afresh.
-        """
-        prog = WideProgram(
-            steps=template.steps,
-            params=template.params,
-            input_keys=template.input_keys,
-            tables=template.tables,
-            dtypes=template.dtypes,
-            written=template.written,
-            visited=template.visited,
-            events=template.events,
-            steps_id=template.steps_id,
-        )
-        undo = ex.persistent.undo
-        tables = ex.persistent.tables
-        for event in template.events:
-            kind = event[0]
-            if kind == "in":
-                _, key, ref, sc, node = event
-                try:
-                    value = None
-                    if key[0] == "m":  # prefix-table entry: override, else the cached weight
-                        value = ex._indexed.get(key[2])
-                        if value is None:
-                            value = ex._pristine.get(key[2])
-                    if value is None:
-                        value = ex._read_ref(ref, sc)
-                except SimulationError as err:
-                    raise NodeFailure(node, err) from None
-                if isinstance(value, (Zeros, Deferred)):
-                    value = value.exact()
-                if isinstance(value, Ragged):
-                    prog.input_rags.append(Rag(value.axis, prog.length_slot(value.length)))
-                    value = value.data
-                else:
-                    prog.input_rags.append(None)
-                prog.inputs.append(value)
-            elif kind == "read":
-                _, node, sc, pos = event
-                try:
-                    decl = ex._persistent_decl(node.src.name)
-                    plan = tables[decl.name].prepare_read(
-                        ex._cache_selection(node.src, sc), undo, bucket=bucket
-                    )
-                except OpenInferError as err:
-                    raise NodeFailure(node, err) from None
-                lslot = prog.length_slot(plan.length) if plan.axis is not None else None
-                step = template.steps[pos]
-                if (plan.sizes, plan.shape, plan.axis, lslot) != (
-                    step[4],
-                    step[5],
-                    step[6],
-                    step[7],
-                ):
-                    return None
-                prog.starts.append(plan.starts)
-            elif kind == "write":
-                _, node, sc, pos = event
-                try:
-                    decl = ex._persistent_decl(node.dst.name)
-                    starts, sizes, want = tables[decl.name].prepare_write(
-                        ex._cache_selection(node.dst, sc), undo
-                    )
-                except OpenInferError as err:
-                    raise NodeFailure(node, err) from None
-                step = template.steps[pos]
-                if (sizes, want) != (step[5], step[6]):
-                    return None
-                prog.starts.append(starts)
-            else:
-                _, name, dtype = event
-                ex._dtypes[name] = dtype
-        return prog
 
     def _get(self, ex: Executor, region: RegionPlan, prog: WideProgram) -> Any:
         if prog.steps_id is None:
@@ -452,9 +433,8 @@ class WideRunner:
                 compiled = self._build(prog, buffers, region, self.lean_for(region))
                 if self.wrap is not None:
                     compiled.fn = self.wrap(f"region {region.id}", compiled.fn)
-                self.compilations += 1
             except NeedExact:
-                self.exact_fallbacks += 1
+                ex.compile_stats.exact_fallbacks += 1
                 compiled = _NEEDS_EXACT
             self.cache[signature] = compiled
         return compiled
@@ -468,16 +448,19 @@ class WideRunner:
         rags = list(prog.input_rags)
         dtypes = dict(prog.dtypes)
         written = list(prog.written)
+        n_starts, width = len(prog.starts), prog.width
         out_rags: list[Rag | None] = []
         shapes: dict[int, NodeShapes] = {}
         layout: list[Slot] = []
         nodes = {id(n): n for n, _sc, _i in prog.visited}
 
+        def unpack(ints: Any) -> tuple[Any, Any]:
+            return ints[: n_starts * width].reshape(n_starts, width), ints[n_starts * width :]
+
         def run(
             inputs: tuple[Any, ...],
             buffers: tuple[Any, ...] | None,
-            starts: Any,
-            lengths: Any,
+            ints: Any,
             target: int = -1,
         ) -> Any:
             # target >= 0: the recipe of one deferred write: no tables (reads give dummy
@@ -485,6 +468,7 @@ class WideRunner:
             record = target < 0
             if record:
                 out_rags.clear()
+            starts, lengths = unpack(ints)
             env: dict[Key, tuple[Any, Rag | None]] = {
                 k: (x, r) for k, x, r in zip(keys, inputs, rags)
             }
@@ -535,6 +519,15 @@ class WideRunner:
                     _, src, dst = step
                     env[dst] = env[src]
                     _mark(tainted, dst, src in tainted)
+                elif kind == "pwrite":
+                    _, node_id, src, dst, want, code = step
+                    value, rag = env[src]
+                    if rag is not None:
+                        raise NeedExact("a padded value is written into a persistent variable")
+                    _check_write(nodes[node_id], dst[1], value, want, DType(code), "declaration")
+                    env[dst] = (value, None)
+                    _mark(tainted, dst, src in tainted)
+                    info.input_shapes.append(list(value.shape))
                 elif kind == "read":
                     _, _node_id, t, slot, sizes, shape, axis, lslot, dst, code = step
                     rag = Rag(axis, lslot) if axis is not None else None
@@ -555,20 +548,7 @@ class WideRunner:
                     value, rag = env[src]
                     if rag is not None:
                         raise NeedExact("a padded value is written into a cache table")
-                    if tuple(value.shape) != tuple(want):
-                        raise NodeFailure(
-                            nodes[node_id],
-                            SimulationError(
-                                f"value shape {list(value.shape)} does not match the entry shape {list(want)}"
-                            ),
-                        )
-                    if value.dtype != DType(code).numpy:
-                        raise NodeFailure(
-                            nodes[node_id],
-                            SimulationError(
-                                f"value dtype {value.dtype} does not match the table's {DType(code).short}"
-                            ),
-                        )
+                    _check_write(nodes[node_id], None, value, want, DType(code), "entry")
                     buf = bufs[t]
                     idx = tuple(starts[slot, k] for k in range(buf.ndim))
                     bufs[t] = jax.lax.dynamic_update_slice(buf, value.reshape(sizes), idx)
@@ -592,27 +572,320 @@ class WideRunner:
                 out_rags.append(rag)
             return tuple(outs), tuple(bufs)
 
-        writes = [(s[2], s[4], s[5]) for s in steps if s[0] == "write"]
+        table_no = {name: k for k, name in enumerate(prog.tables)}
+        olds = [(table_no[t], slot, sizes) for t, slot, sizes, fresh in prog.writes if not fresh]
 
-        def read_olds(buffers: tuple[Any, ...], starts: Any) -> tuple[Any, ...]:
+        def read_olds(buffers: tuple[Any, ...], ints: Any) -> tuple[Any, ...]:
+            starts, _lengths = unpack(ints)
             return tuple(
                 jax.lax.dynamic_slice(
                     buffers[t], tuple(starts[slot, k] for k in range(buffers[t].ndim)), sizes
                 )
-                for t, slot, sizes in writes
+                for t, slot, sizes in olds
             )
 
         fn = jax.jit(run, donate_argnums=(1,))
-        olds_fn = jax.jit(read_olds) if writes else None
+        olds_fn = jax.jit(read_olds) if olds else None
         buffers0 = tuple(jax.ShapeDtypeStruct(b.shape, b.dtype) for b in buffers)
         # Trace now so NeedExact and node errors surface before any buffer is donated.
-        fn.trace(tuple(prog.inputs), buffers0, prog.packed_starts(), prog.packed_lengths())
+        fn.trace(tuple(prog.inputs), buffers0, prog.packed_ints())
         recipe = None
         if any(slot[0] == "deferred" for slot in layout):
-            recipe = jax.jit(
-                lambda inputs, lengths, k: run(inputs, None, None, lengths, k), static_argnums=2
-            )
+            recipe = jax.jit(lambda inputs, ints, k: run(inputs, None, ints, k), static_argnums=2)
         return _Compiled(fn, olds_fn, list(out_rags), shapes, list(layout), recipe)
+
+
+class _Walk:
+    """One host walk of a wide region (see `WideRunner.walk`)."""
+
+    def __init__(self, runner: WideRunner, ex: Executor, bucket: bool) -> None:
+        self.runner = runner
+        self.ex = ex
+        self.bucket = bucket
+        self.prog = WideProgram()
+        self.written: set[Key] = set()
+        self.input_index: dict[Key, int] = {}
+        self.table_index: dict[str, int] = {}
+        # Plan variables: scalars named in cache indices, tables' counts at the start,
+        # valid lengths of padded inputs.
+        self.free_names: list[tuple[str, str]] = []
+        self.input_lengths: list[tuple[str, Key]] = []
+        self.initial: dict[str, dict[str, Any]] = {}
+        self.capacity: dict[str, dict[str, int]] = {}
+        # The walk's own per-op undo records: the region keeps one per table instead.
+        self.scratch: list[Any] = []
+
+    # ---- references ------------------------------------------------------------------------
+    def key_of(self, ref: VarRef, sc: Scope) -> Key:
+        if not ref.indices:
+            return ("v", ref.name)
+        return ("m", ref.name, self.ex.vars.entry_key(ref, sc))
+
+    def dst_key(self, ref: VarRef, sc: Scope) -> Key:
+        """The key a node writes (checked writable: constants and persistent memory are not)."""
+        self.ex.vars.check_writable(ref)
+        return self.key_of(ref, sc)
+
+    def use(self, ref: VarRef, sc: Scope, node: Node, key: Key | None = None) -> Key:
+        """The key of an input, fetched on its first use."""
+        key = key or self.key_of(ref, sc)
+        if key in self.written or key in self.input_index:
+            return key
+        prog = self.prog
+        try:
+            if key[0] == "p":
+                value = self.ex.vars.host_value(self.ex.persistent.values[key[1]])
+            else:
+                value = self.ex.vars.read(ref, sc)
+        except SimulationError as err:
+            raise NodeFailure(node, err) from None
+        if isinstance(value, (Zeros, Deferred)):
+            value = value.exact()
+        if isinstance(value, Ragged):
+            if self.bucket:
+                var = ("length", key)
+                self.input_lengths.append(var)
+                length = SymInt.variable(var, value.length)
+                prog.input_rags.append(Rag(value.axis, prog.length_slot(length)))
+                value = value.data
+            else:
+                prog.input_rags.append(None)
+                value = value.exact()
+        else:
+            prog.input_rags.append(None)
+        self.input_index[key] = len(prog.inputs)
+        prog.input_sources.append((ref, sc, node))
+        prog.input_keys.append(key)
+        prog.inputs.append(value)
+        prog.dtypes[key] = (
+            self.ex.vars.persistent_decl(key[1]).dtype if key[0] == "p" else self.ex.vars.dtype(ref)
+        )
+        return key
+
+    def define(self, key: Key, dtype: DType) -> None:
+        self.written.add(key)
+        if key not in self.prog.written:
+            self.prog.written.append(key)
+        self.prog.dtypes[key] = dtype
+
+    def table(self, name: str) -> int:
+        if name not in self.table_index:
+            self.table_index[name] = len(self.prog.tables)
+            self.prog.tables.append(name)
+        return self.table_index[name]
+
+    # ---- tables and plan variables ---------------------------------------------------------
+    def touch(self, name: str) -> TableCache:
+        """Table `name`; on first use its counts become plan variables, and the region's
+        one undo record for them is pushed."""
+        tab = self.ex.persistent.tables[name]
+        if name in self.initial:
+            return tab
+        plain = dict(tab.counts)
+        undo = self.ex.persistent.undo
+        with atomic():
+
+            def restore(tab: TableCache = tab, plain: dict[str, int] = plain) -> None:
+                tab.counts = plain
+
+            undo.append(restore)
+            tab.counts = {a: SymInt.variable(("count", name, a), n) for a, n in plain.items()}
+        self.initial[name] = dict(tab.counts)
+        self.capacity[name] = dict(tab.capacity)
+        return tab
+
+    def finish_counts(self) -> dict[str, dict[str, Any]]:
+        """The touched tables' new counts as formulas; the tables keep them as plain ints."""
+        finals = {}
+        for name in self.initial:
+            tab = self.ex.persistent.tables[name]
+            finals[name] = dict(tab.counts)
+            tab.counts = {a: int(v) for a, v in tab.counts.items()}
+        return finals
+
+    def free_name(self, name: str, value: int) -> int:
+        var = ("name", name)
+        if var not in self.free_names:
+            self.free_names.append(var)
+        return SymInt.variable(var, value)
+
+    # ---- nodes -----------------------------------------------------------------------------
+    def visit(self, nodes: tuple[Node, ...], sc: Scope) -> None:
+        prog = self.prog
+        for node in nodes:
+            step_no = len(prog.steps)
+            if isinstance(node, Loop):
+                prog.visited.append((node, sc, None))  # the Loop event precedes its body
+            try:
+                self.visit_node(node, sc)
+            except NodeFailure:
+                raise
+            except OpenInferError as err:
+                raise NodeFailure(node, err) from None
+            if not isinstance(node, Loop):
+                prog.visited.append((node, sc, step_no if len(prog.steps) > step_no else None))
+
+    def visit_node(self, node: Node, sc: Scope) -> None:
+        ex, prog = self.ex, self.prog
+        if isinstance(node, Op):
+            if registry.get(node.op) is None:
+                raise SimulationError(f"unknown op {node.op!r}; see `openinfer ops` for the list")
+            ins = tuple(self.use(r, sc, node) for r in node.inputs)
+            params, out_dtype, bound = ex.op_setup(node, sc)
+            if bound:
+                prog.replayable = False  # runtime-scalar params are part of the program
+            out = self.dst_key(node.output, sc)
+            prog.params.append(params)
+            prog.steps.append(("op", id(node), ins, out, id(params), out_dtype.code))
+            self.define(out, out_dtype)
+        elif isinstance(node, Assign):
+            if node.name in ex.vars.decls:
+                raise SimulationError(
+                    f"assign {node.name!r} shadows a declared variable; pick another name"
+                )
+            shape = ex.sim.resolve_dims(node.dims, f"assign {node.name!r}")
+            ex.vars.dtypes[node.name] = node.dtype
+            prog.assigned[node.name] = node.dtype
+            prog.steps.append(("assign", ("v", node.name), shape, node.dtype.code))
+            self.define(("v", node.name), node.dtype)
+        elif isinstance(node, Transfer):
+            ex.check_transfer(node)
+            src = self.use(node.src, sc, node)
+            dst = self.dst_key(node.dst, sc)
+            prog.steps.append(("transfer", src, dst))
+            self.define(dst, prog.dtypes[src])
+        elif isinstance(node, Dep):
+            pass
+        elif isinstance(node, CacheRead):
+            self.cache_read(node, sc)
+        elif isinstance(node, CacheWrite):
+            self.cache_write(node, sc)
+        elif isinstance(node, Loop):
+            lo = ex.vars.bound(node.start, sc, node, "start")
+            hi = ex.vars.bound(node.end, sc, node, "end")
+            prog.steps.append(("loop", id(node), lo, hi))
+            for i in range(lo, hi):
+                self.visit(node.body, {**sc, node.index: i})
+        else:  # pragma: no cover - plan.py only admits the kinds above
+            raise SimulationError(f"{type(node).__name__} cannot run in a wide region")
+
+    def cache_read(self, node: CacheRead, sc: Scope) -> None:
+        ex, prog = self.ex, self.prog
+        decl = ex.vars.persistent_decl(node.src.name)
+        dst = self.dst_key(node.dst, sc)
+        dst_dtype = ex.vars.dtypes.get(node.dst.name)
+        if dst_dtype is not None and dst_dtype is not decl.dtype:
+            raise SimulationError(
+                f"cache.read {node.src} >> {node.dst}: {node.dst.name!r} is {dst_dtype.short}, the table holds {decl.dtype.short}"
+            )
+        if decl.name not in ex.persistent.tables:
+            if node.src.indices:
+                raise SimulationError(f"{node.src.name!r} is not a table; read it without indices")
+            src = self.use(node.src, sc, node, key=("p", decl.name))
+            prog.steps.append(("transfer", src, dst))
+            self.define(dst, decl.dtype)
+            return
+        tab = self.touch(decl.name)
+        sel = ex.vars.selection(node.src, sc, self.free_name)
+        plan = tab.prepare_read(sel, self.scratch, bucket=self.bucket)
+        slot = len(prog.starts)
+        prog.starts.append(plan.starts)
+        prog.width = max(prog.width, len(plan.starts))
+        lslot = prog.length_slot(plan.length) if plan.axis is not None else None
+        sizes = tuple(pin(s) for s in plan.sizes)
+        shape = tuple(pin(s) for s in plan.shape)
+        prog.steps.append(
+            ("read", id(node), self.table(decl.name), slot, sizes, shape, plan.axis, lslot,
+             dst, decl.dtype.code)
+        )  # fmt: skip
+        self.define(dst, decl.dtype)
+
+    def cache_write(self, node: CacheWrite, sc: Scope) -> None:
+        ex, prog = self.ex, self.prog
+        decl = ex.vars.persistent_decl(node.dst.name)
+        src = self.use(node.src, sc, node)
+        if decl.name not in ex.persistent.tables:
+            if node.dst.indices:
+                raise SimulationError(f"{node.dst.name!r} is not a table; write it without indices")
+            want = ex.sim.resolve_dims(decl.dims, f"variable {decl.name!r}")
+            dst = ("p", decl.name)
+            prog.steps.append(("pwrite", id(node), src, dst, want, decl.dtype.code))
+            self.define(dst, decl.dtype)
+            return
+        tab = self.touch(decl.name)
+        sel = ex.vars.selection(node.dst, sc, self.free_name)
+        fresh = tab.beyond_counts(sel, self.initial[decl.name])
+        starts, sizes, want = tab.prepare_write(sel, self.scratch)
+        slot = len(prog.starts)
+        prog.starts.append(starts)
+        prog.width = max(prog.width, len(starts))
+        sizes = tuple(pin(s) for s in sizes)
+        want = tuple(pin(s) for s in want)
+        prog.writes.append((decl.name, slot, sizes, fresh))
+        prog.steps.append(
+            ("write", id(node), self.table(decl.name), src, slot, sizes, want, decl.dtype.code)
+        )
+
+
+def _signature(
+    values: list[Any], rags: list[Rag | None], padded: dict[int, Any] | None = None
+) -> tuple[Any, ...]:
+    """Shapes, dtypes and padding of a call's dynamic inputs (what its executable assumed).
+
+    With `padded` (a replay), a padded input's valid-length slot is compared through the
+    plan's guards instead, so only its axis counts here.
+    """
+    out = []
+    for pos, value in enumerate(values):
+        rag = rags[pos]
+        if padded is not None:
+            ragged = padded.get(pos)
+            axis = ragged.axis if ragged is not None else None
+        else:
+            axis = rag.axis if rag is not None else None
+        out.append((tuple(value.shape), np.dtype(value.dtype), axis))
+    return tuple(out)
+
+
+def _check_write(
+    node: Node, name: str | None, value: Any, want: tuple[int, ...], dtype: DType, what: str
+) -> None:
+    """A cache write's value must have the entry's (a persistent variable's) shape and dtype."""
+    if tuple(value.shape) != tuple(want):
+        where = f"cache.write into {name!r}: " if name else ""
+        told = f"{dtype.short}{list(want)}" if name else str(list(want))
+        raise NodeFailure(
+            node,
+            SimulationError(
+                f"{where}value shape {list(value.shape)} does not match the {what} {told}"
+            ),
+        )
+    if value.dtype != dtype.numpy:
+        where = f"cache.write into {name!r}: " if name else ""
+        raise NodeFailure(
+            node,
+            SimulationError(
+                f"{where}value dtype {np.dtype(value.dtype)} does not match the table's {dtype.short}"
+            ),
+        )
+
+
+def _restore_blocks(
+    tables: dict[str, TableCache], prog: WideProgram, ints: np.ndarray, olds: tuple[Any, ...]
+) -> Any:
+    """The undo record of a call's cache writes: each block back as it was, newest first
+    (a fresh block back to zeros). Built when it runs: a call only keeps its operands."""
+    width = prog.width
+
+    def restore() -> None:
+        olds_left = list(olds)
+        for name, slot, sizes, fresh in reversed(prog.writes):
+            tab = tables[name]
+            at = tuple(int(i) for i in ints[slot * width : slot * width + len(sizes)])
+            block = tab.storage.zeros(tab.dtype, sizes) if fresh else olds_left.pop()
+            tab.buffer, _ = tab.storage.write(tab.buffer, block, at, sizes, keep_old=False)
+
+    return restore
 
 
 def _mark(tainted: set[Key], key: Key, dirty: bool) -> None:

@@ -51,14 +51,14 @@ def test_dead_writes_are_placeholders_and_fetch_sees_the_same_values(make_model)
     ex = sim.make_executor()
     ex.insert(x=x)
     ex.step()
-    assert isinstance(ex._store["big"], Deferred)  # only read inside its region, 2 MiB
-    assert isinstance(ex._store["z"], Zeros)  # never written: no buffer at all
-    assert not isinstance(ex._store["y"], (Deferred, Zeros))  # read by the next region
+    assert isinstance(ex.vars.store["big"], Deferred)  # only read inside its region, 2 MiB
+    assert isinstance(ex.vars.store["z"], Zeros)  # never written: no buffer at all
+    assert not isinstance(ex.vars.store["y"], (Deferred, Zeros))  # read by the next region
     full_sim, _ = _narrow(make_model, lean=False)
     full = full_sim.make_executor()
     full.insert(x=x)
     full.step()
-    assert not any(isinstance(v, (Deferred, Zeros)) for v in full._store.values())
+    assert not any(isinstance(v, (Deferred, Zeros)) for v in full.vars.store.values())
     for name in ("big", "z", "y", "s"):
         np.testing.assert_array_equal(ex.fetch(name), full.fetch(name))
     np.testing.assert_array_equal(ex.fetch("big"), ex.fetch("w").T)
@@ -70,7 +70,7 @@ def test_iterate_keeps_every_write(make_model) -> None:
     ex.insert(x=x)
     for ev in ex.iterate():
         if ev.event.output == ["big"]:
-            assert not isinstance(ex._store["big"], Deferred)
+            assert not isinstance(ex.vars.store["big"], Deferred)
 
 
 def test_small_dead_writes_are_returned() -> None:
@@ -88,7 +88,7 @@ graph {
     ex = Simulator(None, graph).make_executor()
     ex.insert(x=np.arange(4, dtype=np.float32))
     ex.step()
-    assert DEFER_MIN_BYTES > 16 and not isinstance(ex._store["t"], Deferred)
+    assert DEFER_MIN_BYTES > 16 and not isinstance(ex.vars.store["t"], Deferred)
     np.testing.assert_array_equal(ex.fetch("t"), [0, 2, 4, 6])
 
 
@@ -113,7 +113,7 @@ graph {
     sim = Simulator(make_model(sizevars={"n": 3}, tensors={"w": w}), graph)
     ex = sim.make_executor()
     ex.step()
-    assert not isinstance(ex._store["acc"], (Deferred, Zeros))  # the body's region reads it
+    assert not isinstance(ex.vars.store["acc"], (Deferred, Zeros))  # the body's region reads it
     np.testing.assert_array_equal(ex.fetch("acc"), np.full((512, 512), 1.5, np.float32))
     np.testing.assert_array_equal(ex.fetch("i"), [0.0])
 
@@ -158,9 +158,9 @@ def test_wide_region_defers_a_big_weight_only_value(tmp_path: Path) -> None:
     ex.insert(x=np.ones((1, cfg.d), np.float32))
     ex.step()
     assert sim.plan.regions[0].wide
-    assert isinstance(ex._store["wt"], Deferred)
-    assert isinstance(ex._store["unused"], Zeros)
-    assert not isinstance(ex._store["y"], (Deferred, Zeros))  # depends on the cache reads
+    assert isinstance(ex.vars.store["wt"], Deferred)
+    assert isinstance(ex.vars.store["unused"], Zeros)
+    assert not isinstance(ex.vars.store["y"], (Deferred, Zeros))  # depends on the cache reads
     w_fc = np.asarray(sim.model.tensor("h.0.w_fc"))
     np.testing.assert_array_equal(ex.fetch("wt"), w_fc.T)
     np.testing.assert_array_equal(ex.fetch("unused"), np.zeros(3, np.float32))
@@ -191,7 +191,7 @@ graph {
         for k in range(3):
             ex.insert(x=np.full(262144, k + 1, np.float32))
             ex.step()
-        assert not isinstance(ex._store["t"], (Deferred, Zeros))
+        assert not isinstance(ex.vars.store["t"], (Deferred, Zeros))
         fetched.append(ex.fetch("t"))
     assert fetched[0].shape == (3, 262144)
     np.testing.assert_array_equal(fetched[0], fetched[1])

@@ -350,9 +350,9 @@ def _behaviour(tmp: Path, mesh) -> None:
     x = np.ones((cfg.batch, cfg.d), np.float32)
     ex.insert(x=x)
     ex.step()
-    wq = ex._pristine["layers.0.wq"]
+    wq = ex.vars.weights["layers.0.wq"]
     assert _trimmed(wq.sharding.spec) == (None, "model")
-    assert _trimmed(ex._store["a"].sharding.spec) == (None, "model")
+    assert _trimmed(ex.vars.store["a"].sharding.spec) == (None, "model")
     assert {s.data.shape for s in wq.addressable_shards} == {(64, 64 // 8)}
     events = ex.trace()
     with_sharding = [ev for ev in events if ev.sharding]

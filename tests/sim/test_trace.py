@@ -178,6 +178,8 @@ def test_a_second_executor_reuses_the_compiled_regions(tmp_path: Path) -> None:
         if len(outputs) == 1:
             compiled_once = ex.stats["compilations"]
     assert compiled_once > 0
-    assert ex.stats["compilations"] == compiled_once  # the second executor compiled nothing
+    # Statistics are per executor: the second one reuses the first one's executables.
+    assert ex.stats["compilations"] == 0
+    assert ex.stats["region_calls"] > 0
     np.testing.assert_array_equal(outputs[0], outputs[1])
     sim.model.close()
