@@ -4,12 +4,14 @@ Workloads (bench/edge_workloads.py describes the models for both sides):
 
 1. SmolLM2-135M decode with f32 weights: the packaged Q4_1 GGUF converted to an F32 GGUF by
    llama.cpp (`llama_model_quantize`), that same F32 GGUF converted to `.oinf` by our
-   converter, so both sides run identical weights. Emitted C (examples/smollm2's decode
-   step) vs llama.cpp (llama-cpp-python) ms/token at contexts 64/512/2048 (quick: 16/64),
-   and the cost of each extra context token (slope between the first and last context).
-2. A MiniLM encoder (the real all-MiniLM-L6-v2 checkpoint, examples/minilm's graph) on
-   1 x 16 and 8 x 128 tokens vs onnxruntime (intra_op_num_threads = 1) on an ONNX export
-   of a torch module holding the same tensors.
+   converter, so both sides run identical weights. Emitted C (the llama decode step of
+   openinfer_jax.models) vs llama.cpp (llama-cpp-python) ms/token at contexts 64/512/2048
+   (quick: 16/64; --contexts), and the cost of each extra context token (slope between the
+   first and last context).
+2. A MiniLM encoder (the real all-MiniLM-L6-v2 checkpoint, the bert graph of
+   openinfer_jax.models) on 1 x 16 and 8 x 128 tokens vs onnxruntime
+   (intra_op_num_threads = 1) on an ONNX export of a torch module holding the same tensors.
+0. The f32 GEMM/GEMV kernels against XLA's dot per shape (bench/edge_gemm.py).
 3. An EfficientNet-Lite0-shaped CNN (random weights, the same on both sides) on one 224 x 224
    image vs onnxruntime.
 4. The simulator (XLA CPU, one thread) on the encoder and CNN, and on the decode step at the
@@ -269,14 +271,13 @@ def _tensors_npz(model: Path, out: Path) -> Path:
 
 def encoder_sides(cache: Path, venv: Path | None, shapes: list[tuple[int, int]], reps: int,
                   sim: bool) -> tuple[list[Side], list[dict[str, Any]]]:  # fmt: skip
-    sys.path.insert(0, str(ROOT / "examples" / "minilm"))
-    import encoder
-
+    from openinfer_jax.ir.printer import format_graph
+    from openinfer_jax.models import build_graph
     from openinfer_jax.oinf import ModelLoader
 
     model = _minilm_model(cache)
     with ModelLoader.open(model) as m:
-        heads, head_dim = m.size_of("num_attention_heads"), m.size_of("head_dim")
+        heads = m.size_of("num_attention_heads")
         layers, vocab = m.size_of("num_hidden_layers"), m.size_of("vocab_size")
         eps = float(m.metadata["layer_norm_eps"])
     weights = _tensors_npz(model, cache / "minilm_weights.npz") if venv else None
@@ -285,7 +286,8 @@ def encoder_sides(cache: Path, venv: Path | None, shapes: list[tuple[int, int]],
         tag = f"encoder_{batch}x{seq}"
         work = cache / tag
         work.mkdir(exist_ok=True)
-        graph = encoder.graph_text(batch, seq, heads, head_dim, eps)
+        # the BERT encoder of openinfer_jax.models (inputs ids/types/positions/mask/pool, y)
+        graph = format_graph(build_graph(model, "bert", batch=batch, seq=seq))
         (work / "graph.txt").write_text(graph)
         feed = edge_workloads.encoder_inputs(batch, seq, vocab)
         ins = work / "in"
@@ -443,6 +445,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-peers", action="store_true", help="skip llama.cpp and onnxruntime")
     parser.add_argument("--no-sim", action="store_true", help="skip the simulator sides")
+    parser.add_argument(
+        "--contexts",
+        default=None,
+        help="SmolLM2 decode contexts, comma-separated (default 64,512,2048; quick 16,64)",
+    )
     args = parser.parse_args(argv)
     rounds = max(args.rounds, 3)
     only = set(args.only.split(","))
@@ -476,6 +483,8 @@ def main(argv: list[str] | None = None) -> int:
         results["cnn_max_abs_diff_vs_ort"] = _check_outputs(meta)
     if "smollm2" in only:
         contexts = [16, 64] if args.quick else [64, 512, 2048]
+        if args.contexts:
+            contexts = sorted(int(c) for c in args.contexts.split(","))
         sim_ctx = [contexts[0]] if sim else []
         sides, meta = smollm2_sides(cache, venv, contexts, 4 if args.quick else 8, sim_ctx)
         print("\n=== SmolLM2-135M decode, f32 weights ===", flush=True)

@@ -372,7 +372,8 @@ class _Lowering:
         elif isinstance(node, Await):
             out += self.on_await(node, block, scope)
         elif isinstance(node, CacheRead):
-            out.append(self.cache_read(node, block, scope, where))
+            if id(node) not in self.epilogues.absorbed:  # else read in place by an attention
+                out.append(self.cache_read(node, block, scope, where))
         elif isinstance(node, CacheWrite):
             out.append(self.cache_write(node, scope, where))
         elif isinstance(node, (CacheIncrement, CacheDecrement)):
@@ -441,7 +442,13 @@ class _Lowering:
                 out += [Raw((trace,))] if trace else []
                 return out
         pre: list[str] = []
-        args = [self.ref(r, scope, where, pre) for r in inputs]
+        tables = view.tables if view else ()
+        args = [
+            self.table_view(tables[k], scope, where, pre)  # type: ignore[arg-type]
+            if k < len(tables) and tables[k] is not None
+            else self.ref(r, scope, where, pre)
+            for k, r in enumerate(inputs)
+        ]
         args += self.param_args(node, info, scope, where, pre)
         if chain is not None:  # the chain's other operands, then where its result goes
             running = node.output.name
@@ -492,6 +499,19 @@ class _Lowering:
             out.append(self.traced(anchor, block, anchor.output, dst, scope))
         out.append(self.traced(ops[-1], block, ops[-1].output, final, scope))
         return out
+
+    def table_view(self, node: CacheRead, scope: Scope, where: str, pre: list[str]) -> str:
+        """The cache read `node`, done where its reader runs: a tensor pointing into the
+        table's storage (contiguous entries), else the entries copied into `node.dst`."""
+        name = node.src.name
+        sel, n = self.selection(node.src, scope, where, pre)
+        self.touch(name, scope)
+        fallback = self.ref(node.dst, scope, where, pre, write=True)
+        self.tmp_count += 1
+        tmp = f"TV{self.tmp_count}"
+        pre.append(f"oi_tensor {tmp};")
+        pre.append(f'OI_TRY(oi_table_view(&TB_{name}, {sel}, {n}, {fallback}, &{tmp}), "{where}");')
+        return f"&{tmp}"
 
     def constant_tensor(self, name: str) -> bool:
         """A model tensor (or prefix-table entry) no node writes: the same data every step."""

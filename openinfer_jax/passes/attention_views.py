@@ -12,7 +12,9 @@ of per-token entries), so graphs reorder them around each attention:
 Each of those is a copy per step (for a decode step over a long cache, the transposes of
 K and V cost more than the attention). The plan lets the attention kernel read `q`, `ks`
 with strides and write `a` directly, and drops the reorderings (the graph is unchanged, so
-every backend can still run it node by node).
+every backend can still run it node by node). A cache read feeding such a transpose is
+absorbed too (`AttentionView.tables`): the kernel reads the table's storage in place when
+the selected entries are contiguous there (the backend copies them otherwise).
 
 A reordering is absorbed only when nothing else sees its result: the transposed (or
 reshaped) value is read by the attention (or the next reordering) alone and is dead
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from openinfer_jax.ir.nodes import Node, Op, VarRef
+from openinfer_jax.ir.nodes import CacheRead, Node, Op, VarRef
 from openinfer_jax.passes.context import PassContext, node_text
 from openinfer_jax.passes.dataflow import Frame, access, dead_after
 
@@ -43,10 +45,17 @@ class AttentionView:
     output: VarRef
     layout: tuple[Layout, Layout, Layout, Layout]
     absorbed: tuple[Node, ...]
+    #: per q, k, v: the cache read whose selection the kernel reads in place (its output
+    #: variable is the fallback buffer), or None
+    tables: tuple[CacheRead | None, CacheRead | None, CacheRead | None] = (None, None, None)
 
     def describe(self, node: Op) -> str:
         """A report line."""
-        names = ", ".join(f"`{n.op}`" for n in self.absorbed if isinstance(n, Op))
+        names = ", ".join(
+            f"`{n.op}`" if isinstance(n, Op) else "`cache.read`"
+            for n in self.absorbed
+            if isinstance(n, (Op, CacheRead))
+        )
         return f"{node_text(node)} reads/writes in place through {names}"
 
 
@@ -128,11 +137,25 @@ class _Planner:
             return None
         h = self._writer(src.name, i)
         if h is not None and self._dead(src.name, i) and self._untouched(src.name, h, i):
+            if self._table_read(h, j):
+                return src, (1, 0), [h, i]
             heads = _merges_last_two(self.nodes[h], self.ctx, split=True)
             base = self.nodes[h].inputs[0] if heads is not None else None  # type: ignore[attr-defined]
             if base is not None and self._unwritten(base.name, h, j):
                 return base, (2, heads), [h, i]  # type: ignore[return-value]
         return src, (1, 0), [i]
+
+    def _table_read(self, h: int, j: int) -> bool:
+        """Whether node `h` is a whole-variable read of a (non-auto-dim) cache table whose
+        table and selection variables nothing writes before the attention at `j`: it can
+        be done at `j`, in place."""
+        node = self.nodes[h]
+        if not isinstance(node, CacheRead) or node.dst.indices:
+            return False
+        decl = self.ctx.graph.var(node.src.name)
+        if decl is None or not decl.table or decl.auto_dim:
+            return False
+        return all(self._unwritten(name, h, j) for name in access(node).reads)
 
     def output(
         self, ref: VarRef, j: int, reads: set[str]
@@ -177,6 +200,7 @@ def plan_attention_view(
     refs: list[VarRef] = []
     layouts: list[Layout] = []
     absorbed: list[int] = []
+    tables: list[CacheRead | None] = []
     for ref in node.inputs[:3]:
         if sum(r == ref for r in node.inputs) > 1:  # the same tensor as q and k: leave it
             found = None
@@ -185,10 +209,13 @@ def plan_attention_view(
         if found is None:
             refs.append(ref)
             layouts.append((0, 0))
+            tables.append(None)
         else:
             refs.append(found[0])
             layouts.append(found[1])
             absorbed += found[2]
+            first = nodes[found[2][0]]
+            tables.append(first if isinstance(first, CacheRead) else None)
     reads = {r.name for r in refs} | {r.name for r in node.inputs}
     out = planner.output(node.output, j, reads)
     if out is not None:
@@ -203,4 +230,5 @@ def plan_attention_view(
         target,
         (layouts[0], layouts[1], layouts[2], out_layout),
         tuple(nodes[i] for i in sorted(absorbed)),
+        (tables[0], tables[1], tables[2]),
     )

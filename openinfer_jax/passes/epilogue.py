@@ -97,6 +97,7 @@ class _Planner:
                         for n in (node, *view.absorbed)
                         if isinstance(n, Op) and n.output.name != view.output.name
                     )
+                    self.plan.hidden.update(t.dst.name for t in view.tables if t is not None)
             if isinstance(node, Op) and self._is_anchor(node):
                 chain = self._chain(nodes, i, outer, loop, block)
                 if chain:

@@ -341,6 +341,8 @@ def test_attention_reads_and_writes_in_place(tmp_path: Path) -> None:
     # every reshape and transpose around the two attentions is gone from the program
     assert "_transpose_" not in result["plan"].files["prog.c"]
     assert "_reshape_" not in result["plan"].files["prog.c"]
+    # the decode attention reads the K/V cache entries in place
+    assert result["plan"].files["prog.c"].count("oi_table_view(") == 2
 
 
 def _arch(**prefs: Any) -> dict[str, Any]:

@@ -633,6 +633,35 @@ int oi_table_read(oi_table *t, const oi_sel *sel, int nsel, oi_tensor *dst) {
     return table_block(t, start, size, (unsigned char *)dst->data, 0);
 }
 
+int oi_table_view(oi_table *t, const oi_sel *sel, int nsel, oi_tensor *fallback, oi_tensor *view) {
+    int64_t start[OI_MAX_DIMS], size[OI_MAX_DIMS], dims[OI_MAX_DIMS], entry = 1, off = 0;
+    int kept[OI_MAX_DIMS], nd, rc, a, b;
+    if (t->autod) {
+        rc = auto_read(t, sel, nsel, fallback);
+        *view = *fallback;
+        return rc;
+    }
+    rc = table_plan(t, sel, nsel, 1, 0, start, size, kept);
+    if (rc) return rc;
+    nd = table_shape(t, size, kept, dims);
+    /* contiguous when every axis after the first one selecting several entries is whole */
+    for (a = 0; a < t->n_idx && size[a] <= 1; a++) {}
+    for (b = a + 1; b < t->n_idx; b++)
+        if (start[b] != 0 || size[b] != t->caps[b]) break;
+    if (b < t->n_idx) {
+        rc = oi_set_shape(fallback, nd, dims);
+        if (!rc) rc = table_block(t, start, size, (unsigned char *)fallback->data, 0);
+        *view = *fallback;
+        return rc;
+    }
+    for (a = 0; a < t->entry_nd; a++) entry *= t->entry[a];
+    for (a = 0; a < t->n_idx; a++) off = off * t->caps[a] + start[a];
+    view->data = (unsigned char *)t->data + (size_t)off * (size_t)entry * t->elem;
+    view->cap = INT64_MAX;
+    view->ndim = 0;
+    return oi_set_shape(view, nd, dims);
+}
+
 int oi_table_write(oi_table *t, const oi_sel *sel, int nsel, const oi_tensor *src) {
     int64_t start[OI_MAX_DIMS], size[OI_MAX_DIMS], dims[OI_MAX_DIMS];
     int kept[OI_MAX_DIMS], nd, rc, a;

@@ -166,6 +166,10 @@ typedef struct {
 int oi_table_load(oi_table *t, const void *data, const int64_t *counts);
 
 int oi_table_read(oi_table *t, const oi_sel *sel, int nsel, oi_tensor *dst);
+/* The same entries for a reader that only reads them (an attention kernel): `view` points
+   into the table's storage when they are contiguous there, else they are copied into
+   `fallback` (as oi_table_read) and `view` is a copy of it. */
+int oi_table_view(oi_table *t, const oi_sel *sel, int nsel, oi_tensor *fallback, oi_tensor *view);
 int oi_table_write(oi_table *t, const oi_sel *sel, int nsel, const oi_tensor *src);
 int oi_table_reset(oi_table *t, const oi_sel *sel, int nsel);
 /* Element 0 of a buffer of dtype `code`, as an integer / a double. */
