@@ -7,7 +7,8 @@ Workloads (bench/edge_workloads.py describes the models for both sides):
    converter, so both sides run identical weights. Emitted C (the llama decode step of
    openinfer_jax.models) vs llama.cpp (llama-cpp-python) ms/token at contexts 64/512/2048
    (quick: 16/64; --contexts), and the cost of each extra context token (slope between the
-   first and last context).
+   first and last context). Also the packaged Q4_1 GGUF as is: our .oinf keeps its blocks
+   packed (quantized C kernels) vs llama.cpp on the same GGUF.
 2. A MiniLM encoder (the real all-MiniLM-L6-v2 checkpoint, the bert graph of
    openinfer_jax.models) on 1 x 16 and 8 x 128 tokens vs onnxruntime
    (intra_op_num_threads = 1) on an ONNX export of a torch module holding the same tensors.
@@ -397,10 +398,20 @@ def smollm2_sides(cache: Path, venv: Path | None, contexts: list[int], steps: in
     exe = build_c(model, graph, work / f"c_{total}", 1, ["logits"])
     windows = [(c, steps) for c in contexts]
     sides = [Side("smollm2 C", lambda: run_c(exe, model, ins, total, total, windows, 1))]
+    # the packaged Q4_1 GGUF as is: blocks kept packed on our side (quantized C kernels)
+    q_model = work / "smollm2-q4_1.oinf"
+    if not q_model.exists():
+        convert(q41, q_model, pattern="llama", force=True)
+    q_graph = format_graph(build_graph(q_model, "llama", chunk=1, context=total))
+    q_exe = build_c(q_model, q_graph, work / f"cq_{total}", 1, ["logits"])
+    sides.append(
+        Side("smollm2 C q4_1", lambda: run_c(q_exe, q_model, ins, total, total, windows, 1))
+    )
     if venv is not None:
-        sides.append(Side("smollm2 llama.cpp", lambda: [
-            v for _, v in sorted(_peer(venv, "llama", str(f32), "--contexts", ",".join(map(str, contexts)),
-                                       "--steps", str(steps)).items(), key=lambda kv: int(kv[0]))]))  # fmt: skip
+        for tag, gguf in (("", f32), (" q4_1", q41)):
+            sides.append(Side(f"smollm2 llama.cpp{tag}", lambda g=gguf: [
+                v for _, v in sorted(_peer(venv, "llama", str(g), "--contexts", ",".join(map(str, contexts)),
+                                           "--steps", str(steps)).items(), key=lambda kv: int(kv[0]))]))  # fmt: skip
     for c in sim_contexts:
         np.savez(
             work / "sim_in.npz",
@@ -539,33 +550,40 @@ def _report(results: dict[str, Any]) -> None:
             rows.append(f"{tag:<18} max |C - ORT| = {diff:.2e}")
     block = results.get("smollm2")
     if block:
-        contexts = block["contexts"]
-        c, peer = block.get("smollm2 C"), block.get("smollm2 llama.cpp")
-        for clock in ("cpu_ms", "wall_ms"):
-            for i, ctx in enumerate(contexts):
-                line = (
-                    f"smollm2 ctx {ctx:<5} {clock[:-3]:<4} C {c[i][clock]:8.2f} ms/token"
-                    if c
-                    else ""
-                )
-                if peer:
-                    line += f"  llama.cpp {peer[i][clock]:8.2f}  C/llama {_ratio(c[i][clock], peer[i][clock])}"
-                sim = block.get(f"smollm2 sim ctx{ctx}")
-                if sim:
-                    line += f"  sim {sim[0][clock]:8.2f}"
-                rows.append(line)
-            span = contexts[-1] - contexts[0]
-            if c and span:
-                line = f"smollm2 per context token ({clock[:-3]}): C {1e3 * (c[-1][clock] - c[0][clock]) / span:.2f} us"
-                if peer:
-                    line += f", llama.cpp {1e3 * (peer[-1][clock] - peer[0][clock]) / span:.2f} us"
-                rows.append(line)
+        for tag in ("", " q4_1"):
+            rows += _decode_rows(block, tag)
     if results.get("gemm"):
         import edge_gemm
 
         rows += edge_gemm.table(results["gemm"])
     print("\n" + "\n".join(rows))
     results["table"] = rows
+
+
+def _decode_rows(block: dict[str, Any], tag: str) -> list[str]:
+    """SmolLM2 decode lines of weights `tag` ("" f32, " q4_1"): C vs llama.cpp per context."""
+    rows: list[str] = []
+    contexts = block["contexts"]
+    c, peer = block.get(f"smollm2 C{tag}"), block.get(f"smollm2 llama.cpp{tag}")
+    if not c:
+        return rows
+    name = f"smollm2{tag or ' f32'}"
+    for clock in ("cpu_ms", "wall_ms"):
+        for i, ctx in enumerate(contexts):
+            line = f"{name} ctx {ctx:<5} {clock[:-3]:<4} C {c[i][clock]:8.2f} ms/token"
+            if peer:
+                line += f"  llama.cpp {peer[i][clock]:8.2f}  C/llama {_ratio(c[i][clock], peer[i][clock])}"
+            sim = block.get(f"smollm2 sim ctx{ctx}") if not tag else None
+            if sim:
+                line += f"  sim {sim[0][clock]:8.2f}"
+            rows.append(line)
+        span = contexts[-1] - contexts[0]
+        if span:
+            line = f"{name} per context token ({clock[:-3]}): C {1e3 * (c[-1][clock] - c[0][clock]) / span:.2f} us"
+            if peer:
+                line += f", llama.cpp {1e3 * (peer[-1][clock] - peer[0][clock]) / span:.2f} us"
+            rows.append(line)
+    return rows
 
 
 if __name__ == "__main__":
