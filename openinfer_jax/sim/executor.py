@@ -840,6 +840,11 @@ class Executor:
         if allow_vulkan and self.sim.vulkan is not None and isinstance(region.nodes[0], Op):
             yield from self._run_op_vulkan(region, scope)
             return
+        if self.sim.vulkan is not None and all(isinstance(n, (Assign, Dep)) for n in region.nodes):
+            # Vulkan runs node by node; an assign is a `Zeros` placeholder, as in the NumPy
+            # interpreter, not an XLA region of its own (a compiled call per assign per step).
+            yield from self._run_region_eager(region, scope)
+            return
         if region.wide:
             yield from self._run_region_wide(region, scope)
             return

@@ -88,6 +88,33 @@ def test_vulkan_chain_keeps_values_on_device(make_model, n: int) -> None:
     assert ex.stats["vk_uploads"] == 3 and ex.stats["vk_downloads"] == 1
 
 
+ASSIGNS = """
+graph {
+  dynamic { x: f32[D]; }
+  volatile { b: f32[D]; }
+  block entry {
+    assign h: f32[D];
+    assign unused: f32[D];
+    op add(x, b) >> h;
+    return;
+  }
+}
+"""
+
+
+def test_vulkan_assigns_run_no_xla_region(make_model) -> None:
+    # Issue 18: on Vulkan every assign was an XLA region of its own (a compiled call each).
+    b = np.arange(4, dtype=np.float32)
+    model = make_model(sizevars={"D": 4}, tensors={"b": b})
+    ex = Simulator(model, ASSIGNS, device="vulkan").make_executor()
+    for _ in range(2):
+        ex.insert(x=np.ones(4, np.float32))
+        ex.step()
+    assert ex.stats["region_calls"] == 0 and ex.stats["compilations"] == 0
+    np.testing.assert_array_equal(ex.fetch("h"), 1 + b)
+    np.testing.assert_array_equal(ex.fetch("unused"), np.zeros(4, np.float32))
+
+
 MIXED = """
 graph {
   dynamic { x: f32[D]; }
