@@ -425,6 +425,8 @@ class WideRunner:
             tuple(ex.persistent.tables[t].buffer.shape for t in prog.tables),
             len(prog.lengths),
             self.lean_for(region),
+            # Which writes overwrite written blocks: the executable reads those for undo.
+            tuple(fresh for *_, fresh in prog.writes),
         )
         compiled = self.cache.get(signature)
         if compiled is None:
