@@ -10,18 +10,15 @@ order and precision, so a fused program computes exactly what the unfused one do
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.emit.analysis import OpInfo
 from openinfer_jax.emit.c_dense import EpilogueCode, fusion_anchor, runtime_headers
-from openinfer_jax.emit.c_kernels import ELEMENTWISE, KernelRequest, elementwise_expression
+from openinfer_jax.emit.c_kernels import KernelRequest, elementwise_expression
 from openinfer_jax.ir.nodes import Op, VarName
 
 __all__ = ["epilogue_code", "fusable", "is_anchor", "strided_attention"]
-
-_OPERAND = re.compile(r"\bx(\d+)\b")
 
 
 def is_anchor(info: OpInfo) -> bool:
@@ -37,7 +34,7 @@ def strided_attention(info: OpInfo) -> bool:
 def fusable(info: OpInfo) -> str | None:
     """None when the op can run in an f32 epilogue, else why not."""
     name = info.opdef.name
-    if name not in ELEMENTWISE or name in ("fill", "filter", "where"):
+    if info.opdef.expr is None or name in ("fill", "filter", "where"):
         return f"{name} is not an elementwise op the epilogue can apply"
     if any(d is not DType.F32 for d in (*info.in_dtypes, info.out_dtype)):
         dtypes = ", ".join(d.short for d in (*info.in_dtypes, info.out_dtype))
@@ -51,20 +48,20 @@ def epilogue_code(
     anchor_output: str, ops: Sequence[Op], infos: Sequence[OpInfo], where: Sequence[str]
 ) -> EpilogueCode:
     """The chain `ops` after a kernel writing `anchor_output`, as C statements on ``float v``
-    (the running value, read by each op exactly once) and ``E<k>[i]`` (the k-th other
-    operand, in the order the ops list them)."""
+    (the running value) and ``E<k>[i]`` (the k-th other operand, in the order the ops list
+    them); op k binds the subtrees its tree reuses to locals ``e<k>_<j>`` first."""
     lines: list[str] = []
     extra = 0
     running = anchor_output
     for k, (op, info, at) in enumerate(zip(ops, infos, where)):
-        expr = elementwise_expression(KernelRequest(f"epi{k}", info, at))
-        names: dict[str, str] = {}
-        for pos, ref in enumerate(op.inputs):
+        operands: list[str] = []
+        for ref in op.inputs:
             if ref.name == running and not ref.indices:
-                names[str(pos)] = "v"
+                operands.append("v")
             else:
-                names[str(pos)] = f"E{extra}[i]"
+                operands.append(f"E{extra}[i]")
                 extra += 1
-        lines.append(f"v = (float)({_OPERAND.sub(lambda m, n=names: n[m.group(1)], expr)});")
+        printed = elementwise_expression(KernelRequest(f"epi{k}", info, at), operands, f"e{k}_")
+        lines += [*printed.statements, f"v = (float)({printed.value});"]
         running = op.output.name
     return EpilogueCode(extra, tuple(lines))

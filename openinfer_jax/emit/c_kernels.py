@@ -1,10 +1,11 @@
 """C kernels rendered from the op registry's declarations, one function per (op, dtypes, params).
 
-Table-driven: `ELEMENTWISE` maps an op to a C expression per compute family (the same
-semantics the registry's references define: integers wrap, a zero divisor gives
-``div_by_zero_mask``, NaN propagates through min/max/clamp, `round` is half away from zero);
-`STRUCTURED` maps the remaining ops to renderers that share helpers for loading and
-storing elements (`openinfer_jax.emit.c_types`). Literal params are baked into the function,
+An op with an expression tree in the registry (`OpDef.expr`) becomes one broadcasting loop
+that evaluates the tree per element (printed by `openinfer_jax.emit.c_expr`, so the
+semantics are the registry's: integers wrap, a zero divisor gives ``div_by_zero_mask``, NaN
+propagates through min/max/clamp, `round` is half away from zero); `STRUCTURED` maps the
+remaining ops to renderers that share helpers for loading and storing elements
+(`openinfer_jax.emit.c_types`). Literal params are baked into the function,
 so two calls with the same dtypes and params share one function; a param given as a variable
 (`RuntimeParam`) becomes an ``oi_param`` argument converted by the kernel's prologue.
 
@@ -17,7 +18,7 @@ checks it against the output's static bound, and returns an ``OI_ERR_*`` code.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,11 +32,13 @@ from openinfer_jax.emit.c_dense import (
     dense_pack_bytes,
     runtime_headers,
 )
+from openinfer_jax.emit.c_expr import CExpr, render_c
 from openinfer_jax.emit.c_options import DenseOptions
 from openinfer_jax.emit.c_types import CType, ctype
+from openinfer_jax.ops import registry
 
 __all__ = [
-    "ELEMENTWISE",
+    "ALIAS_SAFE",
     "STRUCTURED",
     "KernelRequest",
     "RuntimeParam",
@@ -108,259 +111,55 @@ def c_literal(value: Any, ct: CType | str) -> str:
 
 
 # ---- elementwise ops -------------------------------------------------------------------------
-# Operands x0, x1, x2 are in their compute types; `{name}` slots are params; OT is the
-# output's compute type; W the storage bits of input 0. Integers compute in 64 bits through
-# unsigned arithmetic where signed overflow would be undefined in C.
-_MINMAX_REAL = "((x0 != x0) || x0 {op} x1) ? x0 : x1"
-_NAN_CLAMP = "oi_nan_clamp_{ct}({y}, {lo}, {hi})"
+def elementwise_expression(
+    req: KernelRequest, operands: Sequence[str] | None = None, prefix: str = "t"
+) -> CExpr:
+    """The C of an elementwise op's registry tree on `operands` (C text of each input in its
+    compute type; default ``x0``, ``x1``, ...): the statements binding shared subtrees to
+    locals named `prefix` + k, and the value in the output's compute type (params inlined;
+    a param read at run time appears as ``P_<name>``). The element kernels and the fused
+    epilogues (`openinfer_jax.emit.c_epilogue`) both print ops through it.
 
-ELEMENTWISE: dict[str, dict[str, str]] = {
-    "add": {
-        "real": "x0 + x1",
-        "sint": "(int64_t)((uint64_t)x0 + (uint64_t)x1)",
-        "uint": "x0 + x1",
-        "bool": "x0 | x1",
-    },
-    "mul": {
-        "real": "x0 * x1",
-        "sint": "(int64_t)((uint64_t)x0 * (uint64_t)x1)",
-        "uint": "x0 * x1",
-        "bool": "x0 & x1",
-    },
-    "sub": {"real": "x0 - x1", "sint": "(int64_t)((uint64_t)x0 - (uint64_t)x1)", "uint": "x0 - x1"},
-    "div": {
-        "real": "(x1 == 0) ? {div_by_zero_mask} : x0 / x1",
-        "sint": "oi_tdiv(x0, x1, {div_by_zero_mask})",
-        "uint": "(x1 == 0) ? {div_by_zero_mask} : x0 / x1",
-    },
-    "floor_div": {
-        "sint": "oi_floordiv(x0, x1, {div_by_zero_mask})",
-        "uint": "(x1 == 0) ? {div_by_zero_mask} : x0 / x1",
-    },
-    "rem": {"sint": "oi_trem(x0, x1)", "uint": "(x1 == 0) ? 0 : x0 % x1"},
-    "fma": {"real": "FN(fma)(x0, x1, x2)"},
-    "abs": {
-        "real": "(x0 < 0) ? -x0 : ((x0 == 0) ? (OT)0 : x0)",
-        "sint": "(x0 < 0) ? (int64_t)(0 - (uint64_t)x0) : x0",
-    },
-    "neg": {"real": "-x0", "sint": "(int64_t)(0 - (uint64_t)x0)"},
-    "recip": {"real": "(x0 == 0) ? {div_by_zero_mask} : (OT)1 / x0"},
-    "and": {"sint": "x0 & x1", "uint": "x0 & x1", "bool": "x0 & x1"},
-    "or": {"sint": "x0 | x1", "uint": "x0 | x1", "bool": "x0 | x1"},
-    "xor": {"sint": "x0 ^ x1", "uint": "x0 ^ x1", "bool": "x0 ^ x1"},
-    "not": {"sint": "~x0", "uint": "~x0", "bool": "!x0"},
-    "shl": {
-        "sint": "({bits} >= W) ? 0 : (int64_t)((uint64_t)x0 << {bits})",
-        "uint": "({bits} >= W) ? 0 : (x0 << {bits})",
-    },
-    "shr": {
-        "sint": "x0 >> ({bits} < W ? {bits} : W - 1)",
-        "uint": "({bits} >= W) ? 0 : (x0 >> {bits})",
-    },
-    "popcount": {
-        "sint": "oi_popcount((uint64_t)x0 & WMASK)",
-        "uint": "oi_popcount((uint64_t)x0 & WMASK)",
-    },
-    "eq": {"*": "x0 == x1"},
-    "ne": {"*": "x0 != x1"},
-    "lt": {"*": "x0 < x1"},
-    "le": {"*": "x0 <= x1"},
-    "gt": {"*": "x0 > x1"},
-    "ge": {"*": "x0 >= x1"},
-    "filter": {"*": "x0 ? x1 : x2"},
-    "where": {"*": "x0 ? x1 : x2"},
-    "is_finite": {"real": "isfinite(x0)"},
-    "is_nan": {"real": "isnan(x0)"},
-    "is_inf": {"real": "isinf(x0)"},
-    "is_neg": {"real": "x0 < 0", "sint": "x0 < 0", "uint": "0"},
-    "min": {
-        "real": _MINMAX_REAL.format(op="<"),
-        "sint": "(x0 < x1) ? x0 : x1",
-        "uint": "(x0 < x1) ? x0 : x1",
-    },
-    "max": {
-        "real": _MINMAX_REAL.format(op=">"),
-        "sint": "(x0 > x1) ? x0 : x1",
-        "uint": "(x0 > x1) ? x0 : x1",
-    },
-    "floor": {"real": "FN(floor)(x0)"},
-    "ceil": {"real": "FN(ceil)(x0)"},
-    "trunc": {"real": "FN(trunc)(x0)"},
-    "round": {"real": "FN(round)(x0)"},
-    "sign": {"real": "(x0 > 0) - (x0 < 0)", "sint": "(x0 > 0) - (x0 < 0)"},
-    "clamp": {
-        "real": "CLAMP(x0, {min}, {max})",
-        "sint": "CLAMP(x0, {min}, {max})",
-        "uint": "CLAMP(x0, {min}, {max})",
-    },
-    "relu": {
-        "real": "CLAMP((x0 < 0) ? x0 * {negative_slope} : x0, {clamp_min}, {clamp_max})",
-        "sint": "CLAMP((x0 < 0) ? (int64_t)trunc((double)x0 * {negative_slope}) : x0, {clamp_min}, {clamp_max})",
-    },
-    "exp": {"real": "FN(exp)(x0)"},
-    "log": {"real": "FN(log)(x0)"},
-    "sqrt": {"real": "FN(sqrt)(x0)"},
-    "rsqrt": {"real": "(OT)1 / FN(sqrt)(x0)"},
-    "tanh": {"real": "FN(tanh)(x0)"},
-    "sigmoid": {"real": "(OT)1 / ((OT)1 + FN(exp)(-x0))"},
-    "silu": {"real": "x0 / ((OT)1 + FN(exp)(-x0))"},
-    "gelu": {"real": "GELU"},
-    "fill": {"*": "{value}"},
-}
-
-_GELU = {
-    "none": "x0 * (OT)0.5 * ((OT)1 + FN(erf)(x0 * (OT)0.7071067811865476))",
-    "tanh": "(OT)0.5 * x0 * ((OT)1 + FN(tanh)((OT)0.7978845608028654 * (x0 + (OT)0.044715 * x0 * x0 * x0)))",
-}
-
-
-def _fn(compute: str, name: str) -> str:
-    return f"{name}f" if compute == "float" else name
-
-
-def _clamp_expr(y: str, lo: Any, hi: Any, ct: str) -> str:
-    """A clamp that skips infinite/absent bounds (integer paths) and lets NaN through (floats)."""
-    out = y
-    if ct in ("float", "double"):
-        lo_l = (
-            f"P_{lo.name}"
-            if isinstance(lo, RuntimeParam)
-            else c_literal(-math.inf if lo is None else lo, ct)
-        )
-        hi_l = (
-            f"P_{hi.name}"
-            if isinstance(hi, RuntimeParam)
-            else c_literal(math.inf if hi is None else hi, ct)
-        )
-        return f"oi_nan_clamp_{ct}({y}, {lo_l}, {hi_l})"
-    # A bound read at run time was rounded inward and limited to the range by the prologue.
-    if isinstance(lo, RuntimeParam):
-        out = f"oi_max_{ct}({out}, P_{lo.name})"
-        lo = None
-    if isinstance(hi, RuntimeParam):
-        hi_run, hi = hi, None
-    else:
-        hi_run = None
-    if ct == "uint64_t":
-        # Unsigned values are never below a bound <= 0.
-        lo = None if lo is None or lo <= 0 else lo
-        hi = None if hi is None else max(hi, 0)
-    if lo is not None and not (isinstance(lo, float) and math.isinf(lo)):
-        lit = c_literal(math.ceil(lo) if isinstance(lo, float) else lo, ct)
-        out = f"oi_max_{ct}({out}, {lit})"
-    if hi is not None and not (isinstance(hi, float) and math.isinf(hi)):
-        lit = c_literal(math.floor(hi) if isinstance(hi, float) else hi, ct)
-        out = f"oi_min_{ct}({out}, {lit})"
-    if hi_run is not None:
-        out = f"oi_min_{ct}({out}, P_{hi_run.name})"
-    return out
-
-
-def _split_clamp(expr: str) -> tuple[str, str, str, str] | None:
-    """Find ``CLAMP(y, lo, hi)`` at the top level of `expr` (params already substituted)."""
-    if not expr.startswith("CLAMP("):
-        return None
-    depth, parts, cur = 0, [], ""
-    for ch in expr[len("CLAMP(") : -1]:
-        if ch == "," and depth == 0:
-            parts.append(cur.strip())
-            cur = ""
-            continue
-        depth += ch in "("
-        depth -= ch in ")"
-        cur += ch
-    parts.append(cur.strip())
-    return ("CLAMP", *parts)  # type: ignore[return-value]
-
-
-def elementwise_expression(req: KernelRequest) -> str:
-    """The C expression of an elementwise op on its operands ``x0``, ``x1``, ... (in their
-    compute types), giving the result in the output's compute type (params inlined; a
-    param read at run time appears as ``P_<name>``)."""
+    Raises:
+        SynthesisError: the op has no tree for these dtypes, or a param names a variable.
+    """
     info = req.info
-    op = info.opdef.name
-    table = ELEMENTWISE[op]
-    in_cts = [ctype(d, req.where) for d in info.in_dtypes]
-    out_ct = ctype(info.out_dtype, req.where)
-    # The family that picks the expression: the value inputs' (filter/where: input 1).
-    key_ct = in_cts[1] if op in ("filter", "where") else in_cts[0]
-    fam = key_ct.family
-    expr = table.get(fam, table.get("*"))
-    if expr is None:
+    opdef = info.opdef
+    tree = opdef.expression(info.in_dtypes, info.params)
+    if tree is None:
         raise SynthesisError(
-            f"{req.where}: op {op} has no C kernel for dtype {info.in_dtypes[0].short}"
+            f"{req.where}: op {opdef.name} has no C kernel for dtype {info.in_dtypes[0].short}"
         )
-    ct = key_ct.compute
-    params = dict(info.params)
-    if op == "gelu":
-        expr = _GELU[str(params.get("approximate", "none"))]
-    slot_ct = out_ct.compute if op == "fill" else ct
-    clamp_bounds: dict[str, Any] = {}
-    for name, value in params.items():
-        if f"{{{name}}}" not in expr:
-            continue
+    values = opdef.prepared_params(info.in_dtypes, info.params)
+
+    def param(name: str, ct: str) -> str:
+        value = values.get(name)
+        if isinstance(value, RuntimeParam):
+            return f"P_{name}"
         if type(value).__name__ == "VarName":
             raise SynthesisError(
                 f"{req.where}: param {name}={value} names a variable; this target needs literals"
             )
-        if isinstance(value, RuntimeParam):
-            if name in ("min", "max", "clamp_min", "clamp_max"):
-                clamp_bounds[name] = value
-                expr = expr.replace(f"{{{name}}}", f"@{name}@")
-            else:
-                expr = expr.replace(f"{{{name}}}", f"P_{name}")
-            continue
-        if name == "div_by_zero_mask" and value is None:
-            value = math.nan if fam == "real" else 0
-        if name in ("min", "max", "clamp_min", "clamp_max"):
-            if (
-                value is not None
-                and fam in ("sint", "uint")
-                and not (isinstance(value, float) and math.isinf(value))
-            ):
-                # Integer bounds are clipped to the storage range first, as the reference does.
-                lo_r, hi_r = _int_range(info.in_dtypes[0])
-                value = min(max(value, lo_r), hi_r)
-            clamp_bounds[name] = value
-            expr = expr.replace(f"{{{name}}}", f"@{name}@")
-            continue
-        if name == "negative_slope" and fam != "real":
-            lit = c_literal(value, "double")
-        elif name == "bits":
-            lit = str(int(value))
-        else:
-            lit = c_literal(value, slot_ct)
-        expr = expr.replace(f"{{{name}}}", lit)
-    clamp = _split_clamp(expr)
-    if clamp is not None:
-        _tag, y, lo, hi = clamp
-        expr = _clamp_expr(y, clamp_bounds.get(lo.strip("@")), clamp_bounds.get(hi.strip("@")), ct)
-    bits = info.in_dtypes[0].bits
-    expr = (
-        expr.replace("FN(", "(")
-        .replace("(floor)", _fn(ct, "floor"))
-        .replace("(ceil)", _fn(ct, "ceil"))
-        .replace("(trunc)", _fn(ct, "trunc"))
-        .replace("(round)", _fn(ct, "round"))
-        .replace("(exp)", _fn(ct, "exp"))
-        .replace("(log)", _fn(ct, "log"))
-        .replace("(sqrt)", _fn(ct, "sqrt"))
-        .replace("(tanh)", _fn(ct, "tanh"))
-        .replace("(erf)", "oi_erf_f32" if ct == "float" else "erf")
-        .replace("(fma)", _fn(ct, "fma"))
-        .replace("OT", ct)
-        .replace("WMASK", f"UINT64_C({(1 << bits) - 1})")
-        .replace("W", str(bits))
+        return c_literal(value, ct)
+
+    names = (
+        list(operands) if operands is not None else [f"x{k}" for k in range(len(info.in_dtypes))]
     )
-    return expr
+    return render_c(tree, names, param, literal=c_literal, width=info.in_dtypes[0].bits,
+                    prefix=prefix)  # fmt: skip
 
 
 def _elementwise(req: KernelRequest) -> str:
+    """The kernel of an op with an expression tree: its registry tree printed per element
+    (`elementwise_expression`) inside one broadcasting loop nest."""
     info = req.info
+    opdef = info.opdef
     in_cts = [ctype(d, req.where) for d in info.in_dtypes]
     out_ct = ctype(info.out_dtype, req.where)
-    expr = elementwise_expression(req)
     n = len(info.in_dtypes)
+    printed = elementwise_expression(req)
+    expr = printed.value
+    local = "".join(f" {line}" for line in printed.statements)
     args = "".join(f", const oi_tensor *x{k}_t" for k in range(n))
     ptrs = "".join(
         f"    const {in_cts[k].storage} *X{k} = (const {in_cts[k].storage} *){f'x{k}_t'}->data;\n"
@@ -373,7 +172,7 @@ def _elementwise(req: KernelRequest) -> str:
         f"{in_cts[k].compute} x{k} = {in_cts[k].load.format(f'X{k}[it.off[{k}]]')};"
         for k in range(n)
     )
-    unused = " ".join(f"(void)x{k};" for k in range(n))
+    unused = " ".join(f"(void)x{k};" for k in range(n)) + local
     row_loads = " ".join(
         f"{in_cts[k].compute} x{k} = {in_cts[k].load.format(f'X{k}[r * it.rs[{k}] + j]')};"
         for k in range(n)
@@ -385,7 +184,7 @@ def _elementwise(req: KernelRequest) -> str:
     oi_iter it;
     int64_t i;
     {out_ct.storage} *O = ({out_ct.storage} *)o->data;
-{ptrs}    int rc = oi_iter_init(&it, o, {n}, in, {int(info.opdef.broadcast)});
+{ptrs}    int rc = oi_iter_init(&it, o, {n}, in, {int(opdef.broadcast)});
     if (rc) return rc;
     if (it.flat) {{
         for (i = 0; i < it.numel; i++) {{ {flat_loads} {unused} O[i] = {store}; }}
@@ -1459,18 +1258,9 @@ STRUCTURED: dict[str, Renderer] = {
     "avg_pool": _window,
 }
 
-#: Ops whose kernel writes each output element only after reading the same input element,
-#: so the output may alias an input of the same shape.
-ALIAS_SAFE: frozenset[str] = frozenset(ELEMENTWISE) | {
-    "cast",
-    "reshape",
-    "layer_norm",
-    "rms_norm",
-    "softmax",
-    "log_softmax",
-    "batch_norm",
-    "rope",
-}
+#: Ops whose kernels may write the output over an input of the same shape (the registry's
+#: `Traits.alias_safe`: each element is read before it is written).
+ALIAS_SAFE: frozenset[str] = frozenset(op.name for op in registry.all_ops() if op.traits.alias_safe)
 
 
 def _real_param(params: dict[str, Any], name: str, default: float) -> str:
@@ -1544,7 +1334,7 @@ def _with_runtime_params(req: KernelRequest, code: str) -> str:
 
 def supported_ops() -> list[str]:
     """Names of the ops the C target can express, sorted."""
-    return sorted(set(ELEMENTWISE) | set(STRUCTURED))
+    return sorted({op.name for op in registry.all_ops() if op.expr is not None} | set(STRUCTURED))
 
 
 def render_kernel(req: KernelRequest) -> str:
@@ -1561,7 +1351,7 @@ def render_kernel(req: KernelRequest) -> str:
         return dense
     if op in STRUCTURED:
         return _with_runtime_params(req, STRUCTURED[op](req))
-    if op in ELEMENTWISE:
+    if req.info.opdef.expr is not None:
         return _with_runtime_params(req, _elementwise(req))
     raise SynthesisError(
         f"{req.where}: op {op} is not supported by the C target (supported: {', '.join(supported_ops())})"

@@ -37,7 +37,6 @@ from openinfer_jax.emit.c_dense import AttentionLayout, EpilogueCode, runtime_he
 from openinfer_jax.emit.c_epilogue import epilogue_code
 from openinfer_jax.emit.c_kernels import (
     ALIAS_SAFE,
-    ELEMENTWISE,
     KernelRequest,
     RuntimeParam,
     matmul_pack_bytes,
@@ -156,7 +155,7 @@ class KernelSet:
                 info.in_dtypes,
                 info.out_dtype,
                 sorted(info.params.items(), key=str),
-                info.in_shapes if info.opdef.name not in ELEMENTWISE else (),
+                info.in_shapes if info.opdef.expr is None else (),
                 epilogue,
                 sorted(constant_inputs),
                 layout,

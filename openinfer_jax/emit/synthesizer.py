@@ -24,7 +24,7 @@ from openinfer_jax.emit.vk_kernels import device_features, matmul_tiles
 from openinfer_jax.emit.vk_program import VkOptions, runtime_shaped
 from openinfer_jax.emit.vk_variants import max_variants, prefix_counts, shape_variants
 from openinfer_jax.ir.nodes import Graph
-from openinfer_jax.passes import optimize
+from openinfer_jax.passes import optimize, prepare
 from openinfer_jax.passes.context import PassContext
 from openinfer_jax.passes.epilogue import EpiloguePlan, plan_epilogues
 from openinfer_jax.trace.load import load_graph
@@ -109,8 +109,9 @@ class Synthesizer:
         `outputs` names the variables the API can fetch (default: every declared variable
         and every assigned temporary the passes keep: a temporary folded away, such as the
         transposed weight of a `matmul` that became `linear`, is not fetchable unless named
-        here); buffers outside it are reused by lifetime. `Plan.passes` lists what the
-        passes (`openinfer_jax.passes`) folded and fused.
+        here), nor are the temporaries of expanded composite ops; buffers outside it are
+        reused by lifetime. `Plan.passes` lists what the passes (`openinfer_jax.passes`)
+        expanded, folded and fused.
         `embed_weights` compiles the model file into the program as a C array.
         `strict` (Vulkan target): every op node must run on the GPU; one that would run on
         the host raises SynthesisError naming it and why.
@@ -131,6 +132,8 @@ class Synthesizer:
                 from openinfer_jax.ir import validate
 
                 validate(g, loader)
+                # Composite ops become registry ops with kernels (openinfer_jax/passes).
+                g, expanded = prepare(g, loader)
             except GraphValidationError as err:
                 raise SynthesisError(
                     f"the graph does not validate against the model: {err}"
@@ -140,7 +143,8 @@ class Synthesizer:
             g, passes = optimize(g, loader.sizevars, outputs)
             an = analyze(g, loader, self.arch)
             an.source, an.origins = source, dict(passes.origins)
-            chosen = _outputs(an, outputs)
+            # The expansions' temporaries are not the user's variables: not outputs by default.
+            chosen = _outputs(an, outputs, expanded.temporaries)
             epilogues = None
             if self.target == "c":
                 epilogues = self._epilogues(g, loader, an, outputs)
@@ -174,7 +178,7 @@ class Synthesizer:
                 program.kernels,
                 program.outputs,
                 program.vulkan,
-                passes,
+                expanded.then(passes),
             )
         finally:
             if opened:
@@ -215,10 +219,13 @@ class Synthesizer:
         )
 
 
-def _outputs(an: Analysis, outputs: Iterable[str] | None) -> tuple[str, ...]:
-    """The fetchable variables: `outputs` checked against the graph, or all of them."""
+def _outputs(
+    an: Analysis, outputs: Iterable[str] | None, internal: frozenset[str]
+) -> tuple[str, ...]:
+    """The fetchable variables: `outputs` checked against the graph, or all of them except
+    the `internal` temporaries of the passes."""
     names = set(an.vars) | set(an.tables)
-    chosen = tuple(sorted(names)) if outputs is None else tuple(sorted(set(outputs)))
+    chosen = tuple(sorted(names - internal)) if outputs is None else tuple(sorted(set(outputs)))
     for out in chosen:
         if out not in names:
             raise SynthesisError(

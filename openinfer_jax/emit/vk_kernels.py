@@ -9,8 +9,9 @@ packed integers (C unpacks them to one byte per element, the GPU packs them into
 
 `plan_vk_op` turns one resolved op call (bounded shapes from the analysis) into a `VkOpPlan`
 (one or more dispatches, push constants baked for those shapes), or into the reason why the
-node runs on the host instead: no kernel for the op or dtype, a packed dtype, a device
-feature the device JSON does not promise (``features.shader_int64``, default true;
+node runs on the host instead: a packed dtype, or what `openinfer_jax.vk.selection` (shared
+with the simulator's backend) says: no kernel for the op or dtype, a device feature the
+device JSON does not promise (``features.shader_int64``, default true;
 ``features.shader_float64``, default false), a kernel limit (broadcast rank). SPIR-V comes
 from `openinfer_jax.vk.compiler` (glslc, cached on disk by source hash).
 """
@@ -22,10 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import OpenInferError, SynthesisError
 from openinfer_jax.emit.analysis import OpInfo
-from openinfer_jax.ir.nodes import VarName
 
 __all__ = [
     "DEFAULT_FEATURES",
@@ -101,115 +100,31 @@ def plan_vk_op(
     `inplace`: the output is also an input (rope then computes into a scratch tensor);
     `shared_memory`: the device's compute shared memory (``limits.max_shared_memory_bytes``);
     `split_keys`: decode-step attention may split over key ranges (right for GPUs).
+    Which ops run and with which kernels is `openinfer_jax.vk.selection`'s answer, the same
+    as the simulator's Vulkan backend gives; only packed dtypes are the emitter's own rule.
     """
-    from openinfer_jax.vk import kernels
-
-    op = info.opdef.name
-    if op not in kernels.kernel_ops():
-        return f"no Vulkan kernel for op {op}"
-    dtypes = [*info.in_dtypes, info.out_dtype]
-    for dtype in dtypes:
-        if dtype.is_packed:
-            return f"packed {dtype.short} (C unpacks it, the GPU packs it)"
-    for key, value in info.params.items():
-        if isinstance(value, VarName):
-            return f"param {key} is a variable"
-    needs = _needs(op, info)
-    for need in sorted(needs):
-        if not features.get(need, False):
-            return f"device JSON features.{need} is false"
-    try:
-        return _plan(op, info, tiles, needs, (inplace, shared_memory, split_keys))
-    except OpenInferError as err:  # a kernel limit (rank, grid) or no expression for a family
-        return str(err).split("\n")[0]
-
-
-def _needs(op: str, info: OpInfo) -> frozenset[str]:
-    from openinfer_jax.vk.glsl import glsl_type
-
-    needed: list[DType] = list(info.in_dtypes)
-    if op not in ("argmax_axis", "argmin_axis"):
-        needed.append(info.out_dtype)  # arg* write i64 indices as two words, no int64 math
-    acc = info.params.get("acc") if info.opdef.acc_rules else None
-    if acc is not None:
-        needed.append(acc[0])
-    if op == "relu" and info.in_dtypes[0].is_int:
-        needed.append(DType.F64)  # integer relu multiplies by the slope in f64
-    if op in ("softmax", "log_softmax", "layer_norm", "rms_norm") and DType.F64 in needed:
-        needed.append(DType.F64)
-    caps = {glsl_type(d).capability for d in needed}
-    return frozenset(c for c in caps if c is not None)
-
-
-def _plan(
-    op: str, info: OpInfo, tiles: str, needs: frozenset[str], nn: tuple[bool, int, bool]
-) -> VkOpPlan | str:
-    """The kernel(s) of `op` at the call's bounded shapes (mirrors the simulator backend)."""
-    from openinfer_jax.vk import kernels
-    from openinfer_jax.vk.expressions import ELEMENTWISE
-    from openinfer_jax.vk.glsl import glsl_type
-
-    dtypes, shapes = list(info.in_dtypes), [tuple(s) for s in info.in_shapes]
-    params, out, out_shape = info.params, info.out_dtype, tuple(info.out_shape)
-    ins = tuple(f"in{k}" for k in range(len(dtypes)))
-
-    def one(kernel: Any, roles: Sequence[str] = (*ins, "out")) -> VkOpPlan:
-        return VkOpPlan((VkStep(kernel, tuple(roles)),), (), needs)
-
-    if op in _nn_ops():
-        return _nn(op, info, tiles, needs, *nn)
-
-    if op in kernels.NORMALIZATIONS:
-        if op in ("softmax", "log_softmax") and dtypes[0] is DType.F64:
-            return f"{op}: no Vulkan kernel for f64 inputs (GLSL's exp takes no doubles)"
-        axes = kernels.norm_axes(op, len(shapes[0]), int(params.get("axis", -1)))
-        stats = kernels.norm_stats_kernel(op, dtypes[0], shapes[0], axes)
-        apply = kernels.norm_apply_kernel(
-            op, dtypes[0], shapes, axes, float(params.get("epsilon", 0.0))
-        )
-        width = 8 if dtypes[0] is DType.F64 else 4
-        steps = (
-            VkStep(stats, ("in0", "scratch0")),
-            VkStep(apply, ("in0", "scratch0", *ins[1:], "out")),
-        )
-        return VkOpPlan(steps, (int(stats.push[0]) * width,), needs)
-    name = "gelu_tanh" if op == "gelu" and params.get("approximate") == "tanh" else op
-    if name in ELEMENTWISE and ELEMENTWISE[name].expr_for(glsl_type(dtypes[0]).family) is None:
-        return f"no Vulkan kernel for {op} on {dtypes[0].short}"
-    if op == "fill":
-        return one(kernels.fill_kernel(dtypes[0], out_shape, params["value"]), ("out",))
-    return one(kernels.op_kernel(op, dtypes, shapes, params, out, out_shape, tiles))
-
-
-def _nn_ops() -> tuple[str, ...]:
-    """The model-building ops of the simulator backend (vk/nn_kernels.py), if present."""
-    try:
-        from openinfer_jax.vk import nn_kernels
-    except ImportError:  # an older simulator backend: these ops run on the host
-        return ()
-    return tuple(nn_kernels.NN_OPS)
-
-
-def _nn(
-    op: str,
-    info: OpInfo,
-    tiles: str,
-    needs: frozenset[str],
-    inplace: bool,
-    shared_memory: int,
-    split_keys: bool,
-) -> VkOpPlan | str:
-    """A model-building op through `vk.nn_kernels.nn_plan` (bindings mapped to roles)."""
-    from openinfer_jax.vk import nn_kernels
+    from openinfer_jax.vk import selection
     from openinfer_jax.vk.storage import encode_words
 
-    reason = nn_kernels.unsupported_reason(op, list(info.in_dtypes), info.params)
-    if reason is not None:
-        return reason
-    plan = nn_kernels.nn_plan(
-        op, list(info.in_dtypes), [tuple(s) for s in info.in_shapes], info.params,
-        info.out_dtype, tuple(info.out_shape), tiles, inplace, shared_memory, split_keys,
+    for dtype in (*info.in_dtypes, info.out_dtype):
+        if dtype.is_packed:
+            return f"packed {dtype.short} (C unpacks it, the GPU packs it)"
+
+    def missing(feature: str) -> str:
+        return f"device JSON features.{feature} is false"
+
+    try:
+        chosen = selection.select(info.opdef.name, info.in_dtypes, info.params, features, missing)
+    except OpenInferError as err:
+        return str(err).split("\n")[0]
+    if isinstance(chosen, str):
+        return chosen
+    plan = selection.plan_or_reason(
+        chosen, [tuple(s) for s in info.in_shapes], tuple(info.out_shape), tiles=tiles,
+        inplace=inplace, shared_memory=shared_memory, split_attention=split_keys,
     )  # fmt: skip
+    if isinstance(plan, str):
+        return plan
     names = {"input": "in", "output": "out", "scratch": "scratch", "constant": "const"}
     steps = tuple(
         VkStep(
@@ -222,7 +137,7 @@ def _nn(
         4 * max(1, (math.prod(shape) * dtype.bits + 31) // 32) for dtype, shape in plan.scratch
     )
     constants = tuple(encode_words(values, dtype).tobytes() for dtype, values in plan.constants)
-    return VkOpPlan(steps, scratch, needs, constants)
+    return VkOpPlan(steps, scratch, chosen.needs, constants)
 
 
 def compile_spirv(sources: Sequence[str]) -> list[bytes]:

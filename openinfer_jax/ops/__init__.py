@@ -11,15 +11,18 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 # Op modules register on import (the registry sorts by name, so the order fixes nothing);
-# nn holds the model-building ops (softmax, layer_norm, attention, ...).
+# nn holds the model-building ops (softmax, layer_norm, attention, ...), pointwise the
+# activations declared only by their expression trees, layers the composite ops.
 from openinfer_jax.ops import (  # noqa: E402, F401
     arith,
     bitwise,
     cast,
     compare,
     filtering,
+    layers,
     nn,
     numerical,
+    pointwise,
     reduce,
     registry,
     rounding,

@@ -20,7 +20,9 @@ import numpy as np
 from jax import lax
 
 from openinfer_jax.core.dtypes import DType
+from openinfer_jax.ops import expr as ex
 from openinfer_jax.ops.elementwise import elementwise, params_of
+from openinfer_jax.ops.expr import Input, param, select
 from openinfer_jax.ops.numpy_numeric import per_element
 from openinfer_jax.ops.registry import (
     BOOL,
@@ -56,6 +58,14 @@ def mask_value(call: Call) -> float | int:
     if value is None:
         return math.nan if call.in_dtypes[0].is_float else 0
     return value  # type: ignore[no-any-return]
+
+
+def with_mask(in_dtypes: Sequence[DType], params: Mapping[str, Any]) -> dict[str, Any]:
+    """Kernel params with the dtype-dependent default of div_by_zero_mask filled in."""
+    out = dict(params)
+    if out.get("div_by_zero_mask") is None:
+        out["div_by_zero_mask"] = math.nan if in_dtypes[0].is_float else 0
+    return out
 
 
 def check_mask(
@@ -154,52 +164,57 @@ def _jax_recip(call: Call, x: Any) -> Any:
 
 
 # ---- declarations -----------------------------------------------------------------------------------
+x0, x1, x2 = Input(0), Input(1), Input(2)
+MASKED = param("div_by_zero_mask")
+
 elementwise(
     "add", "arith", "a b", FLOAT | INTS | BOOL,
     lambda c, a, b: (a | b) if _is_bool(c) else a + b,
     lambda c, a, b: (a | b) if _is_bool(c) else a + b,
-    broadcast=True, kernel="a + b", doc="a + b (bool: a or b); integers wrap",
+    broadcast=True, expr=x0 + x1, doc="a + b (bool: a or b); integers wrap",
 )  # fmt: skip
 elementwise(
     "mul", "arith", "a b", FLOAT | INTS | BOOL | TERNARY,
     lambda c, a, b: (a & b) if _is_bool(c) else a * b,
     lambda c, a, b: (a & b) if _is_bool(c) else a * b,
-    broadcast=True, kernel="a * b", doc="a * b (bool: a and b); integers wrap",
+    broadcast=True, expr=x0 * x1, doc="a * b (bool: a and b); integers wrap",
 )  # fmt: skip
 elementwise(
     "sub", "arith", "a b", FLOAT | INTS,
     lambda c, a, b: a - b, lambda c, a, b: a - b,
-    broadcast=True, kernel="a - b", doc="a - b; integers wrap",
+    broadcast=True, expr=x0 - x1, doc="a - b; integers wrap",
 )  # fmt: skip
 elementwise(
     "div", "arith", "a b", FLOAT | DIV_INTS, _jax_div, _ref_div,
-    broadcast=True, params=params_of(MASK), check=check_mask,
-    kernel="b == 0 ? {div_by_zero_mask} : a / b",
+    broadcast=True, params=params_of(MASK), check=check_mask, kernel_params=with_mask,
+    expr=select(x1.eq(0), MASKED, x0 / x1),
     doc="a / b; integers truncate toward zero; zero divisors give div_by_zero_mask",
 )  # fmt: skip
 elementwise(
     "floor_div", "arith", "a b", DIV_INTS, _jax_floor_div, _ref_floor_div,
-    broadcast=True, params=params_of(MASK), check=check_mask,
+    broadcast=True, params=params_of(MASK), check=check_mask, kernel_params=with_mask,
+    expr=select(x1.eq(0), MASKED, ex.floor_div(x0, x1)),
     doc="floor(a / b) for integers; zero divisors give div_by_zero_mask (default 0)",
 )  # fmt: skip
 elementwise(
     "rem", "arith", "a b", DIV_INTS, _jax_rem, _ref_rem,
-    broadcast=True, doc="truncated remainder a - b*trunc(a/b) (sign of a); b == 0 gives 0",
+    broadcast=True, expr=select(x1.eq(0), 0, ex.rem(x0, x1)),
+    doc="truncated remainder a - b*trunc(a/b) (sign of a); b == 0 gives 0",
 )  # fmt: skip
 elementwise(
     "fma", "arith", "a b c", FLOAT, _jax_fma, _ref_fma,
-    kernel="a * b + c", doc="a * b + c computed in f64, rounded once to the storage type",
+    expr=ex.mul_add(x0, x1, x2), doc="a * b + c computed in f64, rounded once to the storage type",
 )  # fmt: skip
 elementwise(
     "abs", "arith", "x", FLOAT | SIGNED | PACKED_SIGNED | TERNARY,
     lambda c, x: jnp.abs(x), lambda c, x: np.abs(x) if x.dtype != object else np.vectorize(abs, otypes=[object])(x),
-    kernel="a < 0 ? -a : a", doc="|x|; abs(int_min) wraps to int_min",
+    expr=abs(x0), doc="|x|; abs(int_min) wraps to int_min",
 )  # fmt: skip
 elementwise(
     "neg", "arith", "x", FLOAT | SIGNED | PACKED_SIGNED | TERNARY,
-    lambda c, x: -x, lambda c, x: -x, kernel="-a", doc="-x; neg(int_min) wraps to int_min",
+    lambda c, x: -x, lambda c, x: -x, expr=-x0, doc="-x; neg(int_min) wraps to int_min",
 )  # fmt: skip
 elementwise(
     "recip", "arith", "x", FLOAT, _jax_recip, _ref_recip, params=params_of(MASK),
-    kernel="a == 0 ? {div_by_zero_mask} : 1 / a", doc="1 / x; x == 0 gives div_by_zero_mask (default NaN)",
+    kernel_params=with_mask, expr=select(x0.eq(0), MASKED, 1 / x0), doc="1 / x; x == 0 gives div_by_zero_mask (default NaN)",
 )  # fmt: skip

@@ -16,7 +16,9 @@ import numpy as np
 from jax import lax
 
 from openinfer_jax.core.dtypes import DType
+from openinfer_jax.ops import expr as ex
 from openinfer_jax.ops.elementwise import elementwise, params_of
+from openinfer_jax.ops.expr import U32, WIDTH, Input, minimum, param, select
 from openinfer_jax.ops.numpy_numeric import per_element
 from openinfer_jax.ops.registry import (
     BOOL,
@@ -73,36 +75,42 @@ def _ref_not(call: Call, x: np.ndarray) -> np.ndarray:
     return per_element(lambda v: ~v, x)
 
 
+x0, x1 = Input(0), Input(1)
+SHIFT = param("bits", U32)
+# Counts of the width or more: shl gives 0, shr the sign fill (signed) or 0 (unsigned).
+SHL = select(SHIFT >= WIDTH, 0, x0 << SHIFT)
+SHR = {"sint": x0 >> minimum(SHIFT, WIDTH - 1), "uint": select(SHIFT >= WIDTH, 0, x0 >> SHIFT)}
+
 elementwise(
     "and", "bitwise", "a b", LOGIC,
-    lambda c, a, b: a & b, lambda c, a, b: a & b, kernel="a & b", doc="bitwise and (bool: logical)",
+    lambda c, a, b: a & b, lambda c, a, b: a & b, expr=x0 & x1, doc="bitwise and (bool: logical)",
 )  # fmt: skip
 elementwise(
     "or", "bitwise", "a b", LOGIC,
-    lambda c, a, b: a | b, lambda c, a, b: a | b, kernel="a | b", doc="bitwise or (bool: logical)",
+    lambda c, a, b: a | b, lambda c, a, b: a | b, expr=x0 | x1, doc="bitwise or (bool: logical)",
 )  # fmt: skip
 elementwise(
     "xor", "bitwise", "a b", LOGIC,
-    lambda c, a, b: a ^ b, lambda c, a, b: a ^ b, kernel="a ^ b", doc="bitwise xor (bool: logical)",
+    lambda c, a, b: a ^ b, lambda c, a, b: a ^ b, expr=x0 ^ x1, doc="bitwise xor (bool: logical)",
 )  # fmt: skip
 elementwise(
     "not", "bitwise", "x", LOGIC,
-    lambda c, x: ~x, _ref_not, kernel="~a", doc="bitwise not (bool: logical not)",
+    lambda c, x: ~x, _ref_not, expr=~x0, doc="bitwise not (bool: logical not)",
 )  # fmt: skip
 elementwise(
     "shl", "bitwise", "x", SHIFTABLE, _jax_shl,
     lambda c, x: per_element(lambda v: v << c["bits"], x),
-    params=params_of(BITS), kernel="a << {bits}",
+    params=params_of(BITS), expr=SHL,
     doc="x << bits; bits shifted out are lost; bits >= width gives 0",
 )  # fmt: skip
 elementwise(
     "shr", "bitwise", "x", SHIFTABLE, _jax_shr,
     lambda c, x: per_element(lambda v: v >> c["bits"], x),
-    params=params_of(BITS), kernel="a >> {bits}",
+    params=params_of(BITS), expr=SHR,
     doc="x >> bits; arithmetic for signed, logical for unsigned; bits >= width saturates",
 )  # fmt: skip
 elementwise(
     "popcount", "bitwise", "x", SHIFTABLE, _jax_popcount, _ref_popcount,
-    output=OutputRule("fixed", dtype=DType.U8), inplace=False,
+    output=OutputRule("fixed", dtype=DType.U8), inplace=False, expr=ex.popcount(x0),
     doc="number of set bits of the storage-width two's complement pattern (u8)",
 )  # fmt: skip

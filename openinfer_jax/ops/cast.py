@@ -39,6 +39,7 @@ from openinfer_jax.ops.registry import (
     OutputRule,
     ParamKind,
     ParamSpec,
+    Traits,
     register,
 )
 
@@ -157,6 +158,7 @@ register(
             ParamSpec("saturate", ParamKind.BOOL, True, doc="clamp out-of-range values (else wrap)"),
         ),
         output=OutputRule("attr", attr="to"),
+        traits=Traits(elementwise=True, alias_safe=True, reads_neighbours=False),
         doc="convert to dtype `to` (rounding, saturation: see docs)",
     )
 )  # fmt: skip

@@ -6,6 +6,7 @@ import operator
 
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ops.elementwise import elementwise
+from openinfer_jax.ops.expr import Apply, Input
 from openinfer_jax.ops.registry import (
     BOOL,
     FLOAT,
@@ -23,7 +24,7 @@ ORDERED = FLOAT | SIGNED | UNSIGNED | PACKED_SIGNED | PACKED_UNSIGNED
 EQUATABLE = ORDERED | BOOL | TERNARY
 TO_BOOL = OutputRule("fixed", dtype=DType.BOOL)
 
-# name, comparison, C operator, dtype set
+# name (also the tree primitive), comparison, symbol for the docs, dtype set
 _COMPARISONS = (
     ("eq", operator.eq, "==", EQUATABLE),
     ("ne", operator.ne, "!=", EQUATABLE),
@@ -39,6 +40,6 @@ for _name, _compare, _symbol, _dtypes in _COMPARISONS:
         # Both sides use the Python operator on their own arrays (jnp vs exact/NumPy values).
         lambda c, a, b, f=_compare: f(a, b),
         lambda c, a, b, f=_compare: f(a, b),
-        output=TO_BOOL, inplace=False, kernel=f"a {_symbol} b",
+        output=TO_BOOL, inplace=False, expr=Apply(_name, (Input(0), Input(1))),
         doc=f"a {_symbol} b elementwise (bool); NaN compares unequal",
     )  # fmt: skip

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ops import registry
+from openinfer_jax.ops.expr import TRANSCENDENTAL, Apply, describe_spec, nodes_of
+from openinfer_jax.ops.expr import trees as trees_of
 from openinfer_jax.ops.registry import (
     BOOL,
     FLOAT,
@@ -32,7 +34,7 @@ __all__ = ["compact_dtypes", "main", "render_markdown"]
 # Modules whose docstrings state semantics, in the order the page shows them.
 SEMANTICS_MODULES = (
     "arith", "bitwise", "compare", "filtering", "cast", "reduce", "numerical", "rounding",
-    "statistics", "nn",
+    "statistics", "nn", "pointwise", "layers",
 )  # fmt: skip
 
 # Named dtype sets, largest first, used to write dtype lists compactly.
@@ -57,9 +59,12 @@ all read that declaration. `openinfer ops` prints the same table in a terminal.
 Dtype sets: **F** = f8 (e5m2), bf16, f16, f32, f64; **S** = i8, i16, i32, i64;
 **U** = u8, u16, u32, u64; packed i4/i2/i1, u4/u2/u1 and ternary t2/t1; bool.
 Columns: *bcast* = NumPy broadcasting of the inputs (ops without it require equal shapes);
-*in-place* = the output may name an input. Ops the original (47-op) registry defined are
-marked ★. Inputs marked † may be a block-quantized model weight (`W: q4_1[N, K]`: q8_0,
-q4_0, q4_1; docs/dsl.md), read packed: the op sees its f32 values.
+*in-place* = the output may name an input; *traits* = what backends and passes may assume
+(`registry.Traits`: elementwise, alias-safe = a kernel may write the output over an input,
+reads-neighbours, math = transcendental functions, so no f64 kernel where a backend lacks
+them). Ops the original (47-op) registry defined are marked ★. Inputs marked † may be a
+block-quantized model weight (`W: q4_1[N, K]`: q8_0, q4_0, q4_1; docs/dsl.md), read packed:
+the op sees its f32 values.
 
 ## Precision and representation
 
@@ -191,6 +196,16 @@ CORE_47 = frozenset(
 )
 
 
+def _traits_text(op: OpDef) -> str:
+    text = op.traits.describe()
+    trees = list(trees_of(op.expr))
+    if not op.traits.math and any(
+        isinstance(n, Apply) and n.fn in TRANSCENDENTAL for t in trees for n in nodes_of(t)
+    ):
+        text = "math" if text == "–" else f"{text}, math"
+    return text
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -215,15 +230,18 @@ def _definitions_to_markdown(text: str) -> str:
 def render_markdown() -> str:
     """The complete docs/ops.md text."""
     lines = [HEADER, f"## Op table ({len(registry.names())} ops)", ""]
-    lines.append("| op | category | inputs | dtypes | params | output | bcast | in-place | what |")
-    lines.append("|---|---|---|---|---|---|---|---|---|")
+    lines.append(
+        "| op | category | inputs | dtypes | params | output | bcast | in-place | traits | what |"
+    )
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
     for op in registry.all_ops():
         params = "<br>".join(_param_text(p) for p in op.params.values()) or "–"
         star = " ★" if op.name in CORE_47 else ""
         lines.append(
             "| " + " | ".join(_cell(c) for c in (
                 f"`{op.name}`{star}", op.category, _inputs_text(op), _dtypes_text(op), params,
-                _output_text(op), "✓" if op.broadcast else "–", "✓" if op.inplace else "–", op.doc,
+                _output_text(op), "✓" if op.broadcast else "–", "✓" if op.inplace else "–",
+                _traits_text(op), op.doc,
             )) + " |"
         )  # fmt: skip
     lines += [
@@ -237,6 +255,22 @@ def render_markdown() -> str:
         if op.acc_rules:
             rules = ", ".join(f"[{a.short},{o.short}]" for a, o in op.acc_rules)
             lines.append(f"| `{op.name}` | {rules} |")
+    lines += [
+        "",
+        "## Elementwise math",
+        "",
+        "Each op below declares its per-element math once, as an expression tree",
+        "(`openinfer_jax/ops/expr.py`); the C and GLSL printers render it and, where the op has",
+        "no hand-written lowering, JAX and NumPy evaluate it. `x0`, `x1`, `x2` are the inputs in",
+        "their compute type, `W` the storage bits of input 0, `f64(...)` / `in(...)` conversions;",
+        "`real`/`sint`/`uint`/`bool` pick a tree by the compute family of input 0.",
+        "",
+        "| op | per element |",
+        "|---|---|",
+    ]
+    for op in registry.all_ops():
+        if op.expr is not None:
+            lines.append(f"| `{op.name}` | `{_cell(describe_spec(op.expr))}` |")
     lines += ["", "## Declaration fields (for backend authors)", ""]
     lines += [_definitions_to_markdown((registry.__doc__ or "").strip()), ""]
     lines += ["", "## Semantics by module", ""]

@@ -14,10 +14,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from openinfer_jax.core.dtypes import DType
+from openinfer_jax.ops import expr as ex
 from openinfer_jax.ops import numpy_numeric
 from openinfer_jax.ops.elementwise import elementwise
+from openinfer_jax.ops.expr import Input, select
 from openinfer_jax.ops.registry import (
     BOOL,
+    ELEMENTWISE_TRAITS,
     FLOAT,
     PACKED_SIGNED,
     PACKED_UNSIGNED,
@@ -59,22 +62,26 @@ register(
         jax_impl=_jax_filter,
         ref_impl=_ref_filter,
         output=OutputRule("same", index=1),
-        kernel="a != 0 ? b : c",
+        traits=ELEMENTWISE_TRAITS,
+        expr=select(Input(0).ne(0), Input(1), Input(2)),
         doc="a where cond is non-zero, else b (no broadcasting)",
     )
 )
 
-# name, JAX predicate, NumPy predicate, dtype set, C expression
+_x = Input(0)
+# name, JAX predicate, NumPy predicate, dtype set, tree, formula for the docs
 _PREDICATES = (
-    ("is_finite", jnp.isfinite, np.isfinite, FLOAT, "isfinite(a)"),
-    ("is_nan", jnp.isnan, np.isnan, FLOAT, "isnan(a)"),
-    ("is_inf", jnp.isinf, np.isinf, FLOAT, "isinf(a)"),
-    ("is_neg", lambda x: x < 0, lambda x: x < 0, FLOAT | SIGNED | UNSIGNED | PACKED_SIGNED | TERNARY, "a < 0"),
+    ("is_finite", jnp.isfinite, np.isfinite, FLOAT, ex.isfinite(_x), "isfinite(x)"),
+    ("is_nan", jnp.isnan, np.isnan, FLOAT, ex.isnan(_x), "isnan(x)"),
+    ("is_inf", jnp.isinf, np.isinf, FLOAT, ex.isinf(_x), "isinf(x)"),
+    # No unsigned value is negative (and C compilers warn about `x < 0` on one).
+    ("is_neg", lambda x: x < 0, lambda x: x < 0, FLOAT | SIGNED | UNSIGNED | PACKED_SIGNED | TERNARY,
+     {"real": _x < 0, "sint": _x < 0, "uint": ex.const(False)}, "x < 0"),
 )  # fmt: skip
 
-for _name, _jax_pred, _ref_pred, _dtypes, _kernel in _PREDICATES:
+for _name, _jax_pred, _ref_pred, _dtypes, _tree, _formula in _PREDICATES:
     elementwise(
         _name, "filtering", "x", _dtypes,
         lambda c, x, f=_jax_pred: f(x), lambda c, x, f=_ref_pred: f(x),
-        output=TO_BOOL, inplace=False, kernel=_kernel, doc=f"{_kernel} elementwise (bool)",
+        output=TO_BOOL, inplace=False, expr=_tree, doc=f"{_formula} elementwise (bool)",
     )  # fmt: skip

@@ -41,9 +41,12 @@ from typing import Any
 
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.names import VarName
+from openinfer_jax.ops import expr as ex
 from openinfer_jax.ops import nn_jax, nn_reference, nn_shapes
+from openinfer_jax.ops.expr import Input, select, switch
 from openinfer_jax.ops.registry import (
     BOOL,
+    ELEMENTWISE_TRAITS,
     FLOAT,
     PACKED_SIGNED,
     PACKED_UNSIGNED,
@@ -59,6 +62,7 @@ from openinfer_jax.ops.registry import (
     OutputRule,
     ParamKind,
     ParamSpec,
+    Traits,
     register,
 )
 
@@ -129,7 +133,8 @@ class NnOp:
     inplace: bool = False
     broadcast: bool = False
     output: OutputRule = field(default_factory=OutputRule)
-    kernel: str | None = None
+    traits: Traits = field(default_factory=Traits)
+    expr: ex.ExprSpec | None = None
     check: CheckRule | None = None
     doc: str = ""
     quant_check: Callable[[int, Mapping[str, Any]], str | None] | None = None
@@ -182,6 +187,9 @@ def _check_pad_value(
 
 
 # ---- the table ------------------------------------------------------------------------------------
+# Norms and rope: their C kernels read each row before writing it, so the output may alias x.
+_NORM = Traits(alias_safe=True)
+_NORM_MATH = Traits(alias_safe=True, math=True)
 
 _AXIS = _p("axis", ParamKind.INT, -1, "axis to work along; negative counts from the end")
 _WINDOW = (
@@ -189,22 +197,32 @@ _WINDOW = (
     _p("pads", ParamKind.INT_LIST, (), "ONNX pads: begins then ends per spatial dim (default 0s)"),
     _p("dilations", ParamKind.INT_LIST, (), "kernel dilation per spatial dim (default 1s)"),
 )
+_x = Input(0)
 _UNARY_DOCS = {
-    "exp": ("exp(a)", "e^x"),
-    "log": ("log(a)", "natural log; log(0) = -inf, log(x<0) = NaN"),
-    "sqrt": ("sqrt(a)", "square root; sqrt(x<0) = NaN"),
-    "rsqrt": ("1.0 / sqrt(a)", "1 / sqrt(x); rsqrt(0) = inf"),
-    "tanh": ("tanh(a)", "hyperbolic tangent"),
-    "sigmoid": ("1.0 / (1.0 + exp(-a))", "logistic 1 / (1 + e^-x)"),
-    "silu": ("a / (1.0 + exp(-a))", "x * sigmoid(x) (a.k.a. swish)"),
+    "exp": (ex.exp(_x), "e^x"),
+    "log": (ex.log(_x), "natural log; log(0) = -inf, log(x<0) = NaN"),
+    "sqrt": (ex.sqrt(_x), "square root; sqrt(x<0) = NaN"),
+    # 1/sqrt(-0.0) is -inf, like 1/-0.0 (and a driver's fused rsqrt of -0.0 gave NaN).
+    "rsqrt": (select(_x.eq(0), 1 / _x, 1 / ex.sqrt(_x)), "1 / sqrt(x); rsqrt(0) = inf"),
+    "tanh": (ex.tanh(_x), "hyperbolic tangent"),
+    "sigmoid": (1 / (1 + ex.exp(-_x)), "logistic 1 / (1 + e^-x)"),
+    "silu": (_x / (1 + ex.exp(-_x)), "x * sigmoid(x) (a.k.a. swish)"),
 }
+# gelu: x * Phi(x) = 0.5x * erfc(-x/sqrt2) (no cancellation of 1 + erf for x << 0); the tanh
+# form 0.5x(1 + tanh(y)) == x / (1 + exp(-2y)), y = sqrt(2/pi)(x + 0.044715x^3), likewise.
+_GELU = switch(
+    "approximate",
+    none=0.5 * _x * ex.erfc(-_x * 0.7071067811865476),
+    tanh=_x / (1 + ex.exp(-1.5957691216057307 * (_x + 0.044715 * _x * _x * _x))),
+)
 
 _UNARY_ROWS = tuple(
     NnOp(
         name, "math", _in("x", FLOAT), nn_jax.UNARY_MATH[name], nn_reference.UNARY_MATH[name],
-        nn_shapes.same_shape, inplace=True, kernel=kernel, doc=doc + "; f8/bf16/f16 computed in f32",
+        nn_shapes.same_shape, inplace=True, traits=ELEMENTWISE_TRAITS, expr=tree,
+        doc=doc + "; f8/bf16/f16 computed in f32",
     )
-    for name, (kernel, doc) in _UNARY_DOCS.items()
+    for name, (tree, doc) in _UNARY_DOCS.items()
 )  # fmt: skip
 
 _CONV_ROWS = tuple(
@@ -224,25 +242,25 @@ NN_OPS: tuple[NnOp, ...] = (
     NnOp("gelu", "math", _in("x", FLOAT), nn_jax.gelu, nn_reference.gelu, nn_shapes.same_shape,
          params=(_p("approximate", ParamKind.STRING, "none", "none = erf form, tanh = tanh approximation",
                     allowed=("none", "tanh")),),
-         inplace=True, doc="ONNX Gelu: x * Phi(x) or its tanh approximation; f8/bf16/f16 in f32"),
+         inplace=True, traits=ELEMENTWISE_TRAITS, expr=_GELU, doc="ONNX Gelu: x * Phi(x) or its tanh approximation; f8/bf16/f16 in f32"),
     NnOp("softmax", "normalization", _in("x", FLOAT), nn_jax.softmax, nn_reference.softmax,
-         nn_shapes.softmax_shape, params=(_AXIS,), inplace=True,
+         nn_shapes.softmax_shape, params=(_AXIS,), inplace=True, traits=_NORM_MATH,
          doc="ONNX Softmax (opset 13): exp(x - max) / sum along axis; f8/bf16/f16 in f32"),
     NnOp("log_softmax", "normalization", _in("x", FLOAT), nn_jax.log_softmax, nn_reference.log_softmax,
-         nn_shapes.softmax_shape, params=(_AXIS,), inplace=True,
+         nn_shapes.softmax_shape, params=(_AXIS,), inplace=True, traits=_NORM_MATH,
          doc="ONNX LogSoftmax: x - max - log(sum(exp(x - max))); f8/bf16/f16 in f32"),
     NnOp("layer_norm", "normalization", _in("x scale bias", FLOAT), nn_jax.layer_norm, nn_reference.layer_norm,
-         nn_shapes.norm_shape, min_inputs=1, inplace=True,
+         nn_shapes.norm_shape, min_inputs=1, inplace=True, traits=_NORM,
          params=(_p("axis", ParamKind.INT, -1, "first normalized axis; axes axis..rank-1 are normalized"),
                  _p("epsilon", ParamKind.FLOAT, 1e-5, "added to the variance")),
          doc="ONNX LayerNormalization: (x - mean) / sqrt(var + eps) * scale + bias; scale and bias optional"),
     NnOp("rms_norm", "normalization", _in("x scale", FLOAT), nn_jax.rms_norm, nn_reference.rms_norm,
-         nn_shapes.norm_shape, min_inputs=1, inplace=True,
+         nn_shapes.norm_shape, min_inputs=1, inplace=True, traits=_NORM,
          params=(_p("axis", ParamKind.INT, -1, "first normalized axis; axes axis..rank-1 are normalized"),
                  _p("epsilon", ParamKind.FLOAT, 1e-6, "added to the mean square")),
          doc="RMSNormalization: x / sqrt(mean(x^2) + eps) * scale; scale optional"),
     NnOp("batch_norm", "normalization", _in("x scale bias mean var", FLOAT), nn_jax.batch_norm,
-         nn_reference.batch_norm, nn_shapes.batch_norm_shape, inplace=True,
+         nn_reference.batch_norm, nn_shapes.batch_norm_shape, inplace=True, traits=_NORM,
          params=(_p("epsilon", ParamKind.FLOAT, 1e-5, "added to the variance"),),
          doc="ONNX BatchNormalization, inference: (x - mean) / sqrt(var + eps) * scale + bias per channel"),
     NnOp("gather", "movement",
@@ -255,7 +273,7 @@ NN_OPS: tuple[NnOp, ...] = (
          nn_jax.embedding, nn_reference.embedding, nn_shapes.embedding_shape,
          doc="rows of table [V, ...] picked by ids -> ids.shape + table.shape[1:]; ids clamped like gather"),
     NnOp("reshape", "movement", _in("x", ANY_DTYPE), nn_jax.reshape, nn_reference.reshape,
-         nn_shapes.reshape_shape,
+         nn_shapes.reshape_shape, traits=Traits(alias_safe=True, reads_neighbours=False),
          params=(_p("shape", ParamKind.INT_LIST, REQUIRED, "target dims; 0 copies the input dim, one -1 is inferred"),),
          doc="ONNX Reshape (allowzero=0)"),
     *(
@@ -284,10 +302,10 @@ NN_OPS: tuple[NnOp, ...] = (
          doc="ONNX Pad; reflect/wrap repeat periodically past the axis length; negative pads are rejected"),
     NnOp("where", "movement", (InputSpec("cond", BOOL, "C"), *_in("a b", ANY_DTYPE)),
          nn_jax.where, nn_reference.where, nn_shapes.where_shape, broadcast=True, inplace=True, output=OutputRule(index=1),
-         kernel="a ? b : c",
+         traits=ELEMENTWISE_TRAITS, expr=select(Input(0).ne(0), Input(1), Input(2)),
          doc="ONNX Where: a where cond else b, NumPy broadcasting over all three"),
     NnOp("rope", "attention", (InputSpec("x", FLOAT), InputSpec("positions", INDEX_DTYPES, "P")),
-         nn_jax.rope, nn_reference.rope, nn_shapes.rope_shape, inplace=True,
+         nn_jax.rope, nn_reference.rope, nn_shapes.rope_shape, inplace=True, traits=_NORM_MATH,
          params=(_p("theta", ParamKind.FLOAT, 10000.0, "frequency base (llama 1e4, SmolLM2 1e5)"),
                  _p("rotary_dim", ParamKind.UINT, 0, "leading dims rotated; 0 = all of head_dim"),
                  _p("interleaved", ParamKind.BOOL, False,
@@ -296,6 +314,7 @@ NN_OPS: tuple[NnOp, ...] = (
          "(f64 for f64 x)"),
     NnOp("attention", "attention", (*_in("q k v", FLOAT), InputSpec("mask", FLOAT | BOOL, "")),
          nn_jax.attention, nn_reference.attention, nn_shapes.attention_shape, min_inputs=3,
+         traits=Traits(math=True),
          params=(_p("causal", ParamKind.BOOL, False, "query i sees keys j <= Skv - Sq + i (end-aligned)"),
                  _p("scale", ParamKind.FLOAT, None, "score scale; default 1/sqrt(head_dim)")),
          check=_check_attention_mask,
@@ -340,7 +359,8 @@ def _register(row: NnOp) -> OpDef:
             min_inputs=row.min_inputs or len(row.inputs),
             shape_rule=_rule(row.name, row.shape_rule, row.inputs, max_inputs),
             check=row.check,
-            kernel=row.kernel,
+            traits=row.traits,
+            expr=row.expr,
             doc=row.doc,
             quant_check=row.quant_check,
         )

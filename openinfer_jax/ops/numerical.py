@@ -26,9 +26,11 @@ from jax import lax
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ops import jax_numeric, numpy_numeric
 from openinfer_jax.ops.elementwise import elementwise, input_specs, params_of
+from openinfer_jax.ops.expr import IN, OUT, Input, cast, clamp, param, select, trunc
 from openinfer_jax.ops.numpy_numeric import per_element
 from openinfer_jax.ops.registry import (
     BOOL,
+    ELEMENTWISE_TRAITS,
     FLOAT,
     PACKED_SIGNED,
     PACKED_UNSIGNED,
@@ -42,12 +44,13 @@ from openinfer_jax.ops.registry import (
     OpDef,
     ParamKind,
     ParamSpec,
+    Traits,
     broadcast_shapes,
     compute_dtype,
     register,
 )
 
-__all__ = ["int_bounds", "require_bound"]
+__all__ = ["clamp_bounds", "int_bounds", "require_bound"]
 
 I32, I64, U32, U64, F32, F64 = DType.I32, DType.I64, DType.U32, DType.U64, DType.F32, DType.F64
 MATMUL_RULES = (
@@ -129,6 +132,7 @@ register(
         broadcast=True,
         inplace=True,
         shape_rule=_matmul_shape,
+        traits=Traits(),
         doc="matrix product with NumPy matmul shapes (batch axes broadcast)",
     )
 )
@@ -168,6 +172,20 @@ def int_bounds(dtype: DType, low: float | None, high: float | None) -> tuple[int
         else limit(math.floor(max(min(high, 2.0**65), -(2.0**65))))
     )
     return int(lo), int(hi)
+
+
+def clamp_bounds(dtype: DType, low: Any, high: Any) -> tuple[Any, Any]:
+    """Clamp bounds as kernels take them: absent float bounds are -inf/+inf; integer bounds
+    are rounded inward and limited to the type's range (`int_bounds`). A bound that is not
+    a number (read at run time) is passed through."""
+    numbers = [v if isinstance(v, (bool, int, float)) or v is None else None for v in (low, high)]
+    if dtype.is_float:
+        lo = -math.inf if numbers[0] is None else float(numbers[0])
+        hi = math.inf if numbers[1] is None else float(numbers[1])
+    else:
+        lo, hi = int_bounds(dtype, *(None if v is None else float(v) for v in numbers))
+    return (lo if numbers[0] is not None or low is None else low,
+            hi if numbers[1] is not None or high is None else high)  # fmt: skip
 
 
 # ---- relu ---------------------------------------------------------------------------------------------
@@ -212,6 +230,25 @@ def _ref_relu(call: Call, x: np.ndarray) -> np.ndarray:
     return per_element(lambda v: _ref_relu_int(v, slope, lo, hi), x)
 
 
+def _relu_params(in_dtypes: Sequence[DType], params: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(params)
+    if not in_dtypes[0].is_float:
+        out["clamp_min"], out["clamp_max"] = clamp_bounds(
+            in_dtypes[0], params["clamp_min"], params["clamp_max"]
+        )
+    return out
+
+
+_x = Input(0)
+_LOW, _HIGH = param("clamp_min"), param("clamp_max")
+# -inf * 0 is NaN in the reference too, and NaN passes the clamps. Integers: the reference
+# truncates x * slope computed in f64.
+_RELU = {
+    "real": clamp(select(_x < 0, _x * param("negative_slope"), _x), _LOW, _HIGH),
+    "sint": clamp(select(_x < 0, cast(IN, trunc(cast(F64, _x) * param("negative_slope", F64))), _x),
+                  _LOW, _HIGH),
+}  # fmt: skip
+
 elementwise(
     "relu", "numerical", "x", FLOAT | SIGNED | PACKED_SIGNED, _jax_relu, _ref_relu,
     params=params_of(
@@ -219,8 +256,7 @@ elementwise(
         ParamSpec("clamp_min", ParamKind.FLOAT, -math.inf, doc="lower clamp"),
         ParamSpec("clamp_max", ParamKind.FLOAT, math.inf, doc="upper clamp"),
     ),
-    check=_relu_check,
-    kernel="min(max(a < 0 ? a * {negative_slope} : a, {clamp_min}), {clamp_max})",
+    check=_relu_check, kernel_params=_relu_params, expr=_RELU,
     doc="leaky relu with optional clamps (seed params negative_slope, clamp_min, clamp_max)",
 )  # fmt: skip
 
@@ -279,7 +315,8 @@ register(
         params=params_of(ParamSpec("value", ParamKind.SCALAR, REQUIRED, doc="the fill value")),
         inplace=True,
         check=_fill_check,
-        kernel="{value}",
+        traits=ELEMENTWISE_TRAITS,
+        expr=param("value", OUT),
         doc="x-shaped array with every element = value",
     )
 )

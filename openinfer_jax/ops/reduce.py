@@ -41,6 +41,7 @@ from openinfer_jax.ops.registry import (
     OutputRule,
     ParamKind,
     ParamSpec,
+    Traits,
     compute_dtype,
     register,
 )
@@ -156,6 +157,7 @@ for _name, _find_max in (("argmax_axis", True), ("argmin_axis", False)):
             ),
             output=OutputRule("fixed", dtype=DType.I64),
             shape_rule=_reduce_shape(_name, allow_empty=False),
+            traits=Traits(index_output=True),
             doc=f"index of the {'largest' if _find_max else 'smallest'} value along axis (i64)",
         )
     )

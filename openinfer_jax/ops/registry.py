@@ -35,13 +35,28 @@ call in an op module plus its kernels. The fields, for backend authors:
 ``check``
     Optional extra validation ``f(in_dtypes, in_shapes, params)`` raising `OpCheckError`
     (for rules a dtype set cannot express, such as cast's source/target combinations).
-``kernel``
-    For elementwise ops, a C-like expression template over ``a``, ``b``, ``c`` (the first,
-    second and third positional inputs, whatever their declared names, already converted to
-    the op's compute type, see `compute_dtype`) and ``{param}`` slots,
-    e.g. ``"a + b"``. Backends apply the storage rules themselves: integer results wrap to the
-    storage type (packed types to their bit width), low-precision floats round to nearest even.
-    None for ops whose kernel is not a single expression (reductions, matmul, cast).
+``traits``: `Traits`
+    What backends and passes may assume: ``elementwise`` (output element i reads only element
+    i of each broadcast input), ``alias_safe`` (every kernel may write the output over an
+    input of the same shape), ``reads_neighbours`` (an output element reads other input
+    positions), ``math`` (transcendental functions in the compute type: a backend without
+    them in f64 cannot run f64 calls), ``index_output`` (the output holds indices, not computed
+    values). `OpDef.capabilities` turns them and the dtypes into the capabilities a call needs.
+``expr``
+    For elementwise ops, the per-element math as an expression tree
+    (`openinfer_jax.ops.expr`): a tree, a mapping from compute family (``real``, ``sint``,
+    ``uint``, ``bool``, ``*``) to trees, or a `Switch` on a string param. The C and GLSL
+    printers render it; backends apply the storage rules themselves (integer results wrap to
+    the storage type, packed types to their bit width; low-precision floats round to nearest
+    even). None for ops whose kernel is not one expression (reductions, matmul, cast).
+``kernel_params``
+    Optional ``f(in_dtypes, params) -> params``: the values the tree's `Param` leaves take
+    (dtype-dependent defaults such as ``div_by_zero_mask``, clamp bounds rounded inward for
+    integers). Values that are not numbers (run-time variables) pass through unchanged.
+``composite``
+    For an op declared as a composition of other registry ops, its expansion
+    (`openinfer_jax.ops.composite`); the pass `openinfer_jax.passes.expand_composites`
+    replaces its nodes before any backend runs, so backends never see it.
 ``jax_impl`` / ``ref_impl``
     ``f(call, *arrays)``: the JAX lowering (jit-traceable) and the independent NumPy reference.
     Public entry points are `OpDef.lower_jax` and `OpDef.reference`.
@@ -61,13 +76,17 @@ import enum
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from openinfer_jax.core.dtypes import DType, dtype_from_name, dtype_from_numpy
 from openinfer_jax.core.errors import GraphValidationError
 from openinfer_jax.core.names import VarName
+from openinfer_jax.ops import expr as ex
+
+if TYPE_CHECKING:
+    from openinfer_jax.ops.composite import Composite
 
 __all__ = [
     "ACC_ANY",
@@ -88,6 +107,7 @@ __all__ = [
     "ParamKind",
     "ParamSpec",
     "ShapeRule",
+    "Traits",
     "acc_accepts",
     "all_ops",
     "broadcast_shapes",
@@ -227,75 +247,107 @@ class ParamSpec:
             return value  # a runtime scalar: the simulator binds it before lowering
         if isinstance(value, np.generic):
             value = value.item()
-        if kind is ParamKind.SCALAR:
-            if isinstance(value, (bool, int, float)):
-                return value
-            raise OpCheckError(f"{where} must be a number or bool, got {value!r}")
-        if kind is ParamKind.FLOAT:
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                return float(value)
-            raise OpCheckError(f"{where} must be a number, got {value!r}")
-        if kind in (ParamKind.INT, ParamKind.UINT):
-            if isinstance(value, float) and value.is_integer():
-                value = int(value)
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise OpCheckError(f"{where} must be an integer, got {value!r}")
-            if kind is ParamKind.UINT and value < 0:
-                raise OpCheckError(f"{where} must be >= 0, got {value}")
-            return value
-        if kind is ParamKind.BOOL:
-            if isinstance(value, bool):
-                return value
-            raise OpCheckError(f"{where} must be true or false, got {value!r}")
-        if kind is ParamKind.STRING:
-            text = value.name if _is_varname(value) else value
-            if not isinstance(text, str):
-                raise OpCheckError(f"{where} must be a string, got {value!r}")
-            if self.allowed and text not in self.allowed:
-                raise OpCheckError(f"{where} is {text!r}; allowed: {', '.join(self.allowed)}")
-            return text
-        if kind is ParamKind.DTYPE:
-            dtype = _as_dtype(where, value)
-            if self.allowed and dtype not in self.allowed:
-                raise OpCheckError(
-                    f"{where} is {dtype.short}; allowed: {format_dtypes(self.allowed)}"
-                )
-            return dtype
-        if kind is ParamKind.INT_LIST:
-            items = (value,) if isinstance(value, int) and not isinstance(value, bool) else value
-            if not isinstance(items, (tuple, list)) or not all(
-                isinstance(v, int) and not isinstance(v, bool) for v in items
-            ):
-                raise OpCheckError(f"{where} must be a list of integers, got {value!r}")
-            return tuple(int(v) for v in items)
-        if kind is ParamKind.FLOAT_LIST:
-            items = (
-                (value,)
-                if isinstance(value, (int, float)) and not isinstance(value, bool)
-                else value
-            )
-            if not isinstance(items, (tuple, list)) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in items
-            ):
-                raise OpCheckError(f"{where} must be a list of numbers, got {value!r}")
-            return tuple(float(v) for v in items)
-        if kind is ParamKind.DTYPE_LIST:
-            items = value if isinstance(value, (tuple, list)) else (value,)
-            return tuple(_as_dtype(where, v) for v in items)
-        if kind is ParamKind.ACC:
-            if value is None:
-                return None
-            items = value if isinstance(value, (tuple, list)) else (value,)
-            dtypes = tuple(_as_dtype(where, v) for v in items)
-            if len(dtypes) == 1:  # single form acc=i32 means [i32, i32]
-                dtypes = (dtypes[0], dtypes[0])
-            if len(dtypes) != 2:
-                raise OpCheckError(
-                    f"{where} must be one dtype or a list [accumulator, output], got "
-                    f"[{', '.join(d.short for d in dtypes)}]"
-                )
-            return dtypes
-        raise AssertionError(f"unhandled param kind {kind}")  # pragma: no cover
+        return _COERCERS[kind](self, where, value)
+
+
+# ---- one coercion per param kind (`ParamSpec.coerce` dispatches here) ----------------------
+def _coerce_scalar(spec: ParamSpec, where: str, value: Any) -> Any:
+    if isinstance(value, (bool, int, float)):
+        return value
+    raise OpCheckError(f"{where} must be a number or bool, got {value!r}")
+
+
+def _coerce_float(spec: ParamSpec, where: str, value: Any) -> Any:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise OpCheckError(f"{where} must be a number, got {value!r}")
+
+
+def _coerce_int(spec: ParamSpec, where: str, value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise OpCheckError(f"{where} must be an integer, got {value!r}")
+    if spec.kind is ParamKind.UINT and value < 0:
+        raise OpCheckError(f"{where} must be >= 0, got {value}")
+    return value
+
+
+def _coerce_bool(spec: ParamSpec, where: str, value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    raise OpCheckError(f"{where} must be true or false, got {value!r}")
+
+
+def _coerce_string(spec: ParamSpec, where: str, value: Any) -> Any:
+    text = value.name if _is_varname(value) else value
+    if not isinstance(text, str):
+        raise OpCheckError(f"{where} must be a string, got {value!r}")
+    if spec.allowed and text not in spec.allowed:
+        raise OpCheckError(f"{where} is {text!r}; allowed: {', '.join(spec.allowed)}")
+    return text
+
+
+def _coerce_dtype(spec: ParamSpec, where: str, value: Any) -> Any:
+    dtype = _as_dtype(where, value)
+    if spec.allowed and dtype not in spec.allowed:
+        raise OpCheckError(f"{where} is {dtype.short}; allowed: {format_dtypes(spec.allowed)}")
+    return dtype
+
+
+def _coerce_int_list(spec: ParamSpec, where: str, value: Any) -> Any:
+    items = (value,) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(items, (tuple, list)) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in items
+    ):
+        raise OpCheckError(f"{where} must be a list of integers, got {value!r}")
+    return tuple(int(v) for v in items)
+
+
+def _coerce_float_list(spec: ParamSpec, where: str, value: Any) -> Any:
+    single = isinstance(value, (int, float)) and not isinstance(value, bool)
+    items = (value,) if single else value
+    if not isinstance(items, (tuple, list)) or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in items
+    ):
+        raise OpCheckError(f"{where} must be a list of numbers, got {value!r}")
+    return tuple(float(v) for v in items)
+
+
+def _coerce_dtype_list(spec: ParamSpec, where: str, value: Any) -> Any:
+    items = value if isinstance(value, (tuple, list)) else (value,)
+    return tuple(_as_dtype(where, v) for v in items)
+
+
+def _coerce_acc(spec: ParamSpec, where: str, value: Any) -> Any:
+    if value is None:
+        return None
+    items = value if isinstance(value, (tuple, list)) else (value,)
+    dtypes = tuple(_as_dtype(where, v) for v in items)
+    if len(dtypes) == 1:  # single form acc=i32 means [i32, i32]
+        dtypes = (dtypes[0], dtypes[0])
+    if len(dtypes) != 2:
+        raise OpCheckError(
+            f"{where} must be one dtype or a list [accumulator, output], got "
+            f"[{', '.join(d.short for d in dtypes)}]"
+        )
+    return dtypes
+
+
+_COERCERS: dict[ParamKind, Callable[[ParamSpec, str, Any], Any]] = {
+    ParamKind.SCALAR: _coerce_scalar,
+    ParamKind.FLOAT: _coerce_float,
+    ParamKind.INT: _coerce_int,
+    ParamKind.UINT: _coerce_int,
+    ParamKind.BOOL: _coerce_bool,
+    ParamKind.STRING: _coerce_string,
+    ParamKind.DTYPE: _coerce_dtype,
+    ParamKind.INT_LIST: _coerce_int_list,
+    ParamKind.FLOAT_LIST: _coerce_float_list,
+    ParamKind.DTYPE_LIST: _coerce_dtype_list,
+    ParamKind.ACC: _coerce_acc,
+}
+assert set(_COERCERS) == set(ParamKind), "every param kind needs a coercion"
 
 
 def _as_dtype(where: str, value: Any) -> DType:
@@ -406,6 +458,42 @@ def _float_rank(dtype: DType) -> int:
     return {DType.F8: 0, DType.BF16: 1, DType.F16: 1, DType.F32: 2, DType.F64: 3}[dtype]
 
 
+# ---- traits --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Traits:
+    """What backends and passes may assume about an op, beyond its dtypes and shapes.
+
+    `elementwise`: output element i reads only element i of each (broadcast) input.
+    `alias_safe`: a kernel may write the output into an input's buffer of the same shape
+    (each element is read before it is written). `reads_neighbours`: an output element reads
+    input elements at other positions (norms, softmax, movement, conv). `math`: the op
+    evaluates transcendental functions (exp, log, tanh, sin...) in its compute type.
+    `index_output`: the output holds indices (argmax), so its dtype needs no arithmetic.
+    """
+
+    elementwise: bool = False
+    alias_safe: bool = False
+    reads_neighbours: bool = True
+    math: bool = False
+    index_output: bool = False
+
+    def describe(self) -> str:
+        """The set traits as words, for docs (``elementwise, alias-safe``)."""
+        words = [name.replace("_", "-") for name in ("elementwise", "alias_safe", "math")
+                 if getattr(self, name)]  # fmt: skip
+        if self.reads_neighbours and not self.elementwise:
+            words.append("reads-neighbours")
+        return ", ".join(words) or "–"
+
+
+#: Elementwise ops: each output element from the same element of the inputs, in place safe.
+ELEMENTWISE_TRAITS = Traits(elementwise=True, alias_safe=True, reads_neighbours=False)
+
+#: Capabilities a call may need from a backend (`OpDef.capabilities`).
+CAPABILITIES = ("int64", "float64", "float64_math")
+KernelParams = Callable[[Sequence[DType], Mapping[str, Any]], dict[str, Any]]
+
+
 # ---- the op definition ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class OpDef:
@@ -426,7 +514,10 @@ class OpDef:
     max_inputs: int | None = None
     shape_rule: ShapeRule | None = None
     check: CheckRule | None = None
-    kernel: str | None = None
+    traits: Traits = field(default_factory=Traits)
+    expr: ex.ExprSpec | None = None
+    kernel_params: KernelParams | None = None
+    composite: Composite | None = None
     doc: str = ""
     pure: bool = True
     quant_check: Callable[[int, Mapping[str, Any]], str | None] | None = None
@@ -664,6 +755,57 @@ class OpDef:
                 f"input); write to a new variable"
             )
 
+    # ---- kernels -----------------------------------------------------------------------------
+    def prepared_params(
+        self, in_dtypes: Sequence[DType], params: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Resolved `params` as kernels take them (`kernel_params` applied; values that are
+        not numbers, such as a backend's run-time param handles, pass through)."""
+        if self.kernel_params is None:
+            return dict(params)
+        return self.kernel_params(list(in_dtypes), params)
+
+    def expression(self, in_dtypes: Sequence[DType], params: Mapping[str, Any]) -> ex.Typed | None:
+        """The bound expression tree for these input dtypes and resolved params, or None
+        (no tree, or none for input 0's compute family)."""
+        tree = ex.choose(self.expr, in_dtypes[0], params) if in_dtypes else None
+        if tree is None:
+            return None
+        return ex.bind(tree, in_dtypes, self.output_dtype(in_dtypes, params))
+
+    def capabilities(self, in_dtypes: Sequence[DType], params: Mapping[str, Any]) -> frozenset[str]:
+        """What a call needs from a backend: ``int64`` / ``float64`` arithmetic (for i64/u64/
+        f64 values it computes with: inputs, the accumulator, the output unless it holds
+        indices, and the expression tree's own types) and ``float64_math`` (transcendental
+        functions in f64).
+
+        Raises:
+            OpCheckError: the dtypes or params break the declaration.
+        """
+        resolved = self.resolve_params(params)
+        out = self.output_dtype(in_dtypes, resolved)
+        types: set[Any] = set(in_dtypes)
+        if not self.traits.index_output:
+            types.add(out)
+        acc = resolved.get("acc") if self.acc_rules else None
+        if acc is not None:
+            types.add(acc[0])
+        math_f64 = self.traits.math
+        tree = self.expression(in_dtypes, resolved) if self.expr is not None else None
+        if tree is not None:
+            for node in ex.walk(tree):
+                types.add(node.type)
+                if node.kind in ex.TRANSCENDENTAL and node.type is DType.F64:
+                    math_f64 = True
+        needs = set()
+        if types & {DType.I64, DType.U64}:
+            needs.add("int64")
+        if DType.F64 in types:
+            needs.add("float64")
+            if math_f64:
+                needs.add("float64_math")
+        return frozenset(needs)
+
     # ---- implementations -------------------------------------------------------------------
     def bind(
         self, arrays: Sequence[Any], dtypes: Sequence[DType] | None, params: Mapping[str, Any]
@@ -755,8 +897,35 @@ def register(opdef: OpDef) -> OpDef:
         raise ValueError(f"op {opdef.name!r} takes its output dtype from a missing param")
     if "dtypes" in opdef.params:
         raise ValueError(f"op {opdef.name!r}: 'dtypes' is reserved for lower_jax/reference")
+    if opdef.expr is not None:
+        _check_trees(opdef)
     _REGISTRY[opdef.name] = opdef
     return opdef
+
+
+def _check_trees(opdef: OpDef) -> None:
+    """Bind the op's trees for every dtype each type group takes, so a typing error in a
+    declaration shows at import, not in a backend."""
+    groups: dict[str, frozenset[DType]] = {}
+    for spec in opdef.inputs:
+        groups[spec.group or spec.name] = (
+            groups.get(spec.group or spec.name, spec.dtypes) & spec.dtypes
+        )
+    first = {g: min(ds, key=lambda d: d.value) for g, ds in groups.items()}
+    for group, dtypes in groups.items():
+        for dtype in dtypes:
+            ins = [dtype if (spec.group or spec.name) == group else first[spec.group or spec.name]
+                   for spec in opdef.inputs]  # fmt: skip
+            for variant in ex.switch_variants(opdef.expr):
+                tree = ex.choose(opdef.expr, ins[0], variant)
+                if tree is None:
+                    continue
+                try:
+                    ex.bind(tree, ins, opdef.output_dtype(ins, variant))
+                except TypeError as err:
+                    raise ValueError(
+                        f"op {opdef.name!r}: expression for {', '.join(d.short for d in ins)}: {err}"
+                    ) from None
 
 
 def get(name: str) -> OpDef | None:

@@ -8,13 +8,17 @@ the type's range; NaN stays NaN.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
 
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.ops import expr as ex
 from openinfer_jax.ops.elementwise import elementwise, params_of
-from openinfer_jax.ops.numerical import int_bounds, require_bound
+from openinfer_jax.ops.expr import Input, param
+from openinfer_jax.ops.numerical import clamp_bounds, int_bounds, require_bound
 from openinfer_jax.ops.numpy_numeric import per_element
 from openinfer_jax.ops.registry import (
     FLOAT,
@@ -41,19 +45,20 @@ def _ref_round(x: np.ndarray) -> np.ndarray:
     return np.asarray(np.copysign(floor + (magnitude - floor >= 0.5), x))
 
 
-# name, JAX function, NumPy function, C expression
+_x = Input(0)
+# name, JAX function, NumPy function, tree
 _ROUNDERS = (
-    ("floor", jnp.floor, np.floor, "floor(a)"),
-    ("ceil", jnp.ceil, np.ceil, "ceil(a)"),
-    ("round", _jax_round, _ref_round, "round(a)"),
-    ("trunc", jnp.trunc, np.trunc, "trunc(a)"),
+    ("floor", jnp.floor, np.floor, ex.floor(_x)),
+    ("ceil", jnp.ceil, np.ceil, ex.ceil(_x)),
+    ("round", _jax_round, _ref_round, ex.round_half_away(_x)),
+    ("trunc", jnp.trunc, np.trunc, ex.trunc(_x)),
 )
 
-for _name, _jax_fn, _np_fn, _kernel in _ROUNDERS:
+for _name, _jax_fn, _np_fn, _tree in _ROUNDERS:
     elementwise(
         _name, "rounding", "x", FLOAT,
         lambda c, x, f=_jax_fn: f(x), lambda c, x, f=_np_fn: f(x),
-        kernel=_kernel, doc=f"{_kernel} elementwise" + (" (half away from zero)" if _name == "round" else ""),
+        expr=_tree, doc=f"{_name}(a) elementwise" + (" (half away from zero)" if _name == "round" else ""),
     )  # fmt: skip
 
 
@@ -66,6 +71,12 @@ def _jax_clamp(call: Call, x: Any) -> Any:
         return y if high is None else jnp.minimum(y, high)
     lo, hi = int_bounds(dtype, low, high)
     return jnp.minimum(jnp.maximum(x, jnp.asarray(lo, x.dtype)), jnp.asarray(hi, x.dtype))
+
+
+def _clamp_params(in_dtypes: Sequence[DType], params: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(params)
+    out["min"], out["max"] = clamp_bounds(in_dtypes[0], params["min"], params["max"])
+    return out
 
 
 def _ref_clamp(call: Call, x: np.ndarray) -> np.ndarray:
@@ -87,5 +98,6 @@ elementwise(
         ParamSpec("min", ParamKind.SCALAR, None, doc="lower bound (default: type minimum)"),
         ParamSpec("max", ParamKind.SCALAR, None, doc="upper bound (default: type maximum)"),
     ),
-    kernel="min(max(a, {min}), {max})", doc="min(max(x, min), max)",
+    kernel_params=_clamp_params, expr=ex.clamp(_x, param("min"), param("max")),
+    doc="min(max(x, min), max)",
 )  # fmt: skip

@@ -9,6 +9,7 @@ import numpy as np
 
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ops.elementwise import elementwise
+from openinfer_jax.ops.expr import Input, maximum, minimum, select
 from openinfer_jax.ops.numpy_numeric import per_element
 from openinfer_jax.ops.registry import (
     FLOAT,
@@ -24,16 +25,17 @@ from openinfer_jax.ops.registry import (
 __all__: list[str] = []
 
 ORDERED = FLOAT | SIGNED | UNSIGNED | PACKED_SIGNED | PACKED_UNSIGNED
+x0, x1 = Input(0), Input(1)
 
 elementwise(
     "min", "statistics", "a b", ORDERED,
     lambda c, a, b: jnp.minimum(a, b), lambda c, a, b: np.minimum(a, b),
-    kernel="min(a, b)", doc="elementwise minimum (NaN propagates)",
+    expr=minimum(x0, x1), doc="elementwise minimum (NaN propagates)",
 )  # fmt: skip
 elementwise(
     "max", "statistics", "a b", ORDERED,
     lambda c, a, b: jnp.maximum(a, b), lambda c, a, b: np.maximum(a, b),
-    kernel="max(a, b)", doc="elementwise maximum (NaN propagates)",
+    expr=maximum(x0, x1), doc="elementwise maximum (NaN propagates)",
 )  # fmt: skip
 
 
@@ -51,6 +53,6 @@ def _ref_sign(call: Call, x: np.ndarray) -> np.ndarray:
 
 elementwise(
     "sign", "statistics", "x", FLOAT | SIGNED | PACKED_SIGNED | TERNARY, _jax_sign, _ref_sign,
-    output=OutputRule("fixed", dtype=DType.I8), kernel="(a > 0) - (a < 0)",
+    output=OutputRule("fixed", dtype=DType.I8), expr=select(x0 > 0, 1, select(x0 < 0, -1, 0)),
     doc="-1, 0 or +1 as i8 (NaN gives 0)",
 )  # fmt: skip

@@ -39,6 +39,7 @@ from openinfer_jax.ir.nodes import (
     VarDecl,
     VarRef,
 )
+from openinfer_jax.passes import prepare
 from openinfer_jax.sim.compile_cache import enable_compile_cache
 from openinfer_jax.sim.events import env_trace_level
 from openinfer_jax.sim.executor import Executor
@@ -134,6 +135,10 @@ class Simulator:
         self.limits = limits or DEFAULT_LIMITS
         if validate:
             self._validate()
+        # Composite ops become registry ops with kernels (openinfer_jax/passes), after the
+        # user's graph validated, so errors name the user's nodes.
+        self.user_graph = self.graph
+        self.graph, self.pass_report = prepare(self.graph, self.model)
         self._check_structure()
         self.plan = GraphPlan(self.graph)
         self.compiler = RegionCompiler()

@@ -29,12 +29,9 @@ import numpy as np
 
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import BackendError, OpenInferError
-from openinfer_jax.ir.nodes import VarName
-from openinfer_jax.vk import kernels, nn_kernels
+from openinfer_jax.vk import kernels, nn_kernels, selection
 from openinfer_jax.vk.capabilities import DeviceCapabilities, query_capabilities
 from openinfer_jax.vk.compiler import compile_glsl, compile_many
-from openinfer_jax.vk.expressions import ELEMENTWISE
-from openinfer_jax.vk.glsl import glsl_type
 from openinfer_jax.vk.quant_kernels import DeviceQuantized, quant_kernel, quantized_reason
 from openinfer_jax.vk.storage import decode_words, encode_words, storage_words
 
@@ -323,55 +320,33 @@ class VulkanBackend:
                 reason = quantized_reason(op_name, index, params)
                 return True if reason is None else reason
         try:
-            self._plan(op_name, list(in_dtypes), params)
+            self._select(op_name, list(in_dtypes), params)
         except OpenInferError as exc:
             return str(exc)
         return True
 
-    def _plan(
+    def _select(
         self, op_name: str, in_dtypes: list[DType], params: Mapping[str, Any]
-    ) -> tuple[Any, dict[str, Any], DType]:
-        from openinfer_jax.ops import registry
+    ) -> selection.Selection:
+        """The call as `selection.select` accepts it on this device.
 
-        opdef = registry.get(op_name)
-        if opdef is None:
+        Raises:
+            BackendError: unknown op, or the reason it cannot run here.
+            GraphValidationError: (`OpCheckError`) params or dtypes break the op's rules.
+        """
+        from openinfer_jax.ops import registry  # lazy: importing ops loads JAX
+
+        if registry.get(op_name) is None:
             raise BackendError(f"unknown op {op_name!r}")
-        if op_name not in kernels.kernel_ops():
-            raise BackendError(f"op {op_name} has no Vulkan kernel yet; it runs on the CPU")
-        resolved = opdef.resolve_params(params)
-        out = opdef.output_dtype(in_dtypes, resolved)
-        for name, value in resolved.items():
-            if isinstance(value, VarName):
-                raise BackendError(f"{op_name}: param {name} is a variable; it runs on the CPU")
-        if op_name in nn_kernels.NN_OPS:
-            reason = nn_kernels.unsupported_reason(op_name, in_dtypes, resolved)
-            if reason is not None:
-                raise BackendError(reason)
-        if op_name in ("softmax", "log_softmax") and in_dtypes[0] is DType.F64:
-            raise BackendError(
-                f"{op_name}: no Vulkan kernel for f64 inputs (GLSL's exp takes no doubles)"
-            )
-        if (
-            op_name in ELEMENTWISE
-            and ELEMENTWISE[op_name].expr_for(glsl_type(in_dtypes[0]).family) is None
-        ):
-            raise BackendError(f"{op_name}: no Vulkan kernel for {in_dtypes[0].short} inputs")
-        needed = [*in_dtypes]
-        if op_name not in ("argmax_axis", "argmin_axis"):
-            needed.append(out)  # arg* write i64 indices as two words, no int64 arithmetic
-        acc = resolved.get("acc") if opdef.acc_rules else None
-        if acc is not None:
-            needed.append(acc[0])
-        if op_name == "relu" and in_dtypes[0].is_int:
-            needed.append(DType.F64)  # integer relu multiplies by the slope in f64
-        for dtype in needed:
-            cap = glsl_type(dtype).capability
-            if cap is not None and not self._features.get(cap, False):
-                raise BackendError(
-                    f"{op_name}: device {self.device_name} lacks {_FEATURE_NAMES[cap]}, needed "
-                    f"for {dtype.short}; this node runs on the CPU"
-                )
-        return opdef, resolved, out
+
+        def missing(feature: str) -> str:
+            return (f"{op_name}: device {self.device_name} lacks {_FEATURE_NAMES[feature]}, "
+                    "needed for this call's dtypes; this node runs on the CPU")  # fmt: skip
+
+        chosen = selection.select(op_name, in_dtypes, params, self._features, missing)
+        if isinstance(chosen, str):
+            raise BackendError(chosen if chosen.startswith(op_name) else f"{op_name}: {chosen}")
+        return chosen
 
     def run(
         self,
@@ -397,7 +372,8 @@ class VulkanBackend:
             return self._run_quantized(op_name, inputs, params, out_dtype, out_shape)
         self._check_own(*inputs)
         in_dtypes = [t.dtype for t in inputs]
-        opdef, resolved, expected = self._plan(op_name, in_dtypes, params)
+        chosen = self._select(op_name, in_dtypes, params)
+        opdef, resolved, expected = chosen.opdef, chosen.params, chosen.out
         in_shapes = [t.shape for t in inputs]
         shape = opdef.output_shape(in_shapes, resolved)
         out_shape = tuple(int(d) for d in out_shape)
@@ -418,23 +394,8 @@ class VulkanBackend:
         target = out if out is not None else self.empty(out_dtype, out_shape)
         if math.prod(out_shape) == 0:
             return target
-        if op_name in nn_kernels.NN_OPS:
-            inplace = any(target is t for t in inputs)
-            plan = nn_kernels.nn_plan(op_name, in_dtypes, in_shapes, resolved, out_dtype, out_shape,
-                                      self.matmul_tiles, inplace, self._shared_memory,
-                                      self.split_attention)  # fmt: skip
-            self._run_plan(plan, inputs, target)
-            return target
-        if op_name in kernels.NORMALIZATIONS:
-            stats_kernel, apply_kernel = self._norm_kernels(op_name, inputs, resolved)
-            stats = self.empty(DType.F64 if inputs[0].dtype is DType.F64 else DType.F32,
-                               (stats_kernel.push[0],))  # fmt: skip
-            self._launch(stats_kernel, [inputs[0], stats])
-            self._launch(apply_kernel, [inputs[0], stats, *inputs[1:], target])
-            return target
-        kernel = self._kernel(op_name, inputs, resolved, out_dtype, out_shape)
-        bound = [] if op_name == "fill" else list(inputs)
-        self._launch(kernel, [*bound, target])
+        plan = self._op_plan(chosen, in_shapes, out_shape, any(target is t for t in inputs))
+        self._run_plan(plan, inputs, target)
         return target
 
     def _run_quantized(
@@ -465,6 +426,14 @@ class VulkanBackend:
         if math.prod(out_shape):
             self._launch(kernel, [*bound, target])
         return target
+
+    def _op_plan(
+        self, chosen: selection.Selection, in_shapes: Sequence[tuple[int, ...]],
+        out_shape: tuple[int, ...], inplace: bool = False,
+    ) -> nn_kernels.NnPlan:  # fmt: skip
+        return selection.plan(chosen, in_shapes, out_shape, tiles=self.matmul_tiles,
+                              inplace=inplace, shared_memory=self._shared_memory,
+                              split_attention=self.split_attention)  # fmt: skip
 
     @property
     def _shared_memory(self) -> int:
@@ -505,16 +474,6 @@ class VulkanBackend:
             cached = self._constants[key] = self.upload(values, dtype)
         return cached
 
-    def _norm_kernels(
-        self, op: str, inputs: Sequence[DeviceTensor], params: dict[str, Any]
-    ) -> tuple[kernels.Kernel, kernels.Kernel]:
-        x = inputs[0]
-        axes = kernels.norm_axes(op, len(x.shape), int(params.get("axis", -1)))
-        stats = kernels.norm_stats_kernel(op, x.dtype, x.shape, axes)
-        apply = kernels.norm_apply_kernel(op, x.dtype, [t.shape for t in inputs], axes,
-                                          float(params.get("epsilon", 0.0)))  # fmt: skip
-        return stats, apply
-
     def precompile(
         self,
         calls: Sequence[tuple[str, Sequence[DType], Sequence[Sequence[int]], Mapping[str, Any]]],
@@ -528,29 +487,14 @@ class VulkanBackend:
         sources = []
         for op_name, in_dtypes, in_shapes, params in calls:
             try:
-                opdef, resolved, out = self._plan(op_name, list(in_dtypes), params)
+                chosen = self._select(op_name, list(in_dtypes), params)
                 shapes = [tuple(int(d) for d in s) for s in in_shapes]
-                out_shape = opdef.output_shape(shapes, resolved)
-                fake = [DeviceTensor(d, s, None) for d, s in zip(in_dtypes, shapes)]
-                if op_name in nn_kernels.NN_OPS:
-                    plan = nn_kernels.nn_plan(op_name, list(in_dtypes), shapes, resolved, out,
-                                              out_shape, self.matmul_tiles, False,
-                                              self._shared_memory, self.split_attention)  # fmt: skip
-                    sources += [d.kernel.source for d in plan.dispatches]
-                elif op_name in kernels.NORMALIZATIONS:
-                    sources += [k.source for k in self._norm_kernels(op_name, fake, resolved)]
-                else:
-                    sources.append(self._kernel(op_name, fake, resolved, out, out_shape).source)
+                out_shape = chosen.opdef.output_shape(shapes, chosen.params)
+                plan = self._op_plan(chosen, shapes, tuple(out_shape))
+                sources += [d.kernel.source for d in plan.dispatches]
             except OpenInferError:
                 continue
         return compile_many(sources)
-
-    def _kernel(
-        self, op: str, inputs: Sequence[DeviceTensor], params: dict[str, Any], out: DType,
-        out_shape: tuple[int, ...],
-    ) -> kernels.Kernel:  # fmt: skip
-        return kernels.op_kernel(op, [t.dtype for t in inputs], [t.shape for t in inputs],
-                                 params, out, out_shape, self.matmul_tiles)  # fmt: skip
 
     # ---- dispatch ----------------------------------------------------------------------------------
     def _check_own(self, *tensors: DeviceTensor) -> None:

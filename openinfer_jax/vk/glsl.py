@@ -19,12 +19,14 @@ elements never race with their neighbours in the same word.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import BackendError
 
-__all__ = ["GlslType", "convert", "encode_function", "glsl_type", "load_function"]
+__all__ = ["GlslType", "convert", "encode_function", "glsl_type", "literal", "load_function"]
 
 _EXT_INT64 = "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require"
 
@@ -163,3 +165,24 @@ def convert(expr: str, src: GlslType, dst: GlslType) -> str:
     if dst.family == "bool":
         return f"(({expr}) != {src.compute}(0) ? 1u : 0u)"
     return f"{dst.compute}({expr})"
+
+
+def literal(value: Any, t: GlslType) -> str:
+    """A GLSL literal of `value` in `t`'s compute type (exact for every integer)."""
+    ct = t.compute
+    if t.family in ("float", "double"):
+        v = float(value)
+        if math.isnan(v):
+            return f"{ct}(0.0 / 0.0)"
+        if math.isinf(v):
+            return f"{ct}({'-' if v < 0 else ''}1.0 / 0.0)"
+        suffix = "lf" if ct == "double" else ""
+        return f"{ct}({v!r}{suffix})"
+    v = int(value)
+    if ct == "int":
+        return f"int({v})" if v > -(2**31) else "int(-2147483647 - 1)"
+    if ct == "int64_t":
+        return f"int64_t({v}l)" if v > -(2**63) else "int64_t(-9223372036854775807l - 1l)"
+    if ct == "uint64_t":
+        return f"uint64_t({v}ul)"
+    return f"{v}u"

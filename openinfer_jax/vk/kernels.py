@@ -7,7 +7,8 @@ on shapes (shapes go into push constants), so one compiled kernel serves every s
 
 Kernel families, each rendered from one template in shaders/:
 
-* elementwise.comp  every op in `expressions.ELEMENTWISE`, plus ``cast`` and ``fill``;
+* elementwise.comp  every op with an expression tree in the registry (printed by
+                    `expressions.render_glsl`), plus ``cast``, ``fill``, gathers and movement;
 * reduce.comp       the ``*_axis`` reductions;
 * matmul.comp       matmul for every dtype (accumulator from ``acc``);
 * matmul_tiled.comp the f32 fast path (shared-memory tiles, register blocking);
@@ -29,8 +30,8 @@ from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import BackendError
 from openinfer_jax.vk import launch
 from openinfer_jax.vk.compiler import render
-from openinfer_jax.vk.expressions import ELEMENTWISE, helper_functions
-from openinfer_jax.vk.glsl import GlslType, encode_function, glsl_type, load_function
+from openinfer_jax.vk.expressions import helper_source, render_glsl
+from openinfer_jax.vk.glsl import GlslType, encode_function, glsl_type, literal, load_function
 
 __all__ = [
     "MATMUL_TILES",
@@ -52,6 +53,8 @@ GATHERS = ("gather", "embedding")
 NORMALIZATIONS = ("softmax", "log_softmax", "layer_norm", "rms_norm")
 REDUCTIONS = ("sum_axis", "prod_axis", "max_axis", "min_axis", "mean_axis",
               "argmax_axis", "argmin_axis")  # fmt: skip
+# The structured single-kernel ops of `op_kernel` (every other op it takes has a tree).
+_STRUCTURED = frozenset({"cast", "matmul", *REDUCTIONS, *MOVEMENT, *GATHERS})
 # (BM, BN, BK, TM, TN) of the tiled f32 matmul; "small" suits CPUs (lavapipe). Any
 # "BMxBNxBKxTMxTN" string also works (tuning; see `tile_config`).
 # Measured (bench_vk.py --tiles): on an H200, 128x128x16x8x8 gave 26.7 TFLOP/s at 4096
@@ -88,35 +91,17 @@ class Kernel:
 
 
 def kernel_ops() -> frozenset[str]:
-    """Names of the ops that have a Vulkan kernel (the model-building ones in nn_kernels.py)."""
+    """Names of the ops that have a Vulkan kernel: every op with an expression tree, and the
+    structured ones here and in nn_kernels.py."""
+    from openinfer_jax.ops import registry  # lazy: importing ops loads JAX
     from openinfer_jax.vk.nn_kernels import NN_OPS  # nn_kernels builds on this module
 
     others = {"cast", "fill", "matmul", *REDUCTIONS, *MOVEMENT, *NORMALIZATIONS, *GATHERS}
-    return frozenset(ELEMENTWISE) | set(NN_OPS) | others
+    trees = {op.name for op in registry.all_ops() if op.expr is not None}
+    return frozenset(trees | set(NN_OPS) | others)
 
 
 # ---- shared pieces ------------------------------------------------------------------------------
-def literal(value: Any, t: GlslType) -> str:
-    """A GLSL literal of `value` in `t`'s compute type (exact for every integer)."""
-    ct = t.compute
-    if t.family in ("float", "double"):
-        v = float(value)
-        if math.isnan(v):
-            return f"{ct}(0.0 / 0.0)"
-        if math.isinf(v):
-            return f"{ct}({'-' if v < 0 else ''}1.0 / 0.0)"
-        suffix = "lf" if ct == "double" else ""
-        return f"{ct}({v!r}{suffix})"
-    v = int(value)
-    if ct == "int":
-        return f"int({v})" if v > -(2**31) else "int(-2147483647 - 1)"
-    if ct == "int64_t":
-        return f"int64_t({v}l)" if v > -(2**63) else "int64_t(-9223372036854775807l - 1l)"
-    if ct == "uint64_t":
-        return f"uint64_t({v}ul)"
-    return f"{v}u"
-
-
 def param_words(value: Any, t: GlslType) -> list[int]:
     """Raw 32-bit words of a scalar param held in `t`'s compute type."""
     if t.family == "float":
@@ -232,6 +217,7 @@ def _elementwise_source(
     label: str,
     index_adjust: str = "",
     max_rank: int = launch.MAX_RANK,
+    statements: str = "",
 ) -> str:
     in_types = [glsl_type(d) for d in in_dtypes]
     out_t = glsl_type(out)
@@ -240,14 +226,10 @@ def _elementwise_source(
     functions.append(f"#define OT {out_t.compute}\n")
     for k, t in enumerate(in_types):
         functions.append(f"#define T{k} {t.compute}\n")
-    if in_types:
-        width = in_dtypes[0].bits
-        functions.append(f"#define W {width}u\n")
-        functions.append(helper_functions(in_types[0].compute, width))
     functions.append(param_defs)
     operands = "\n".join(
         f"    {t.compute} x{k} = load{k}(idx[{k}]);" for k, t in enumerate(in_types)
-    )
+    ) + ("\n" + statements.rstrip("\n") if statements else "")
     return render(
         "elementwise.comp",
         EXTENSIONS=extensions(*in_types, out_t),
@@ -272,54 +254,37 @@ def elementwise_kernel(
     out_shape: tuple[int, ...],
     params: Mapping[str, Any],
 ) -> Kernel:
-    """The kernel of an `expressions.ELEMENTWISE` op.
+    """The kernel of an op with an expression tree (`OpDef.expr`): the tree printed per
+    element by `expressions.render_glsl`, its params in push constants.
 
     Raises:
-        BackendError: no expression for the input's compute family, or a broadcast too
-            deep for the push constants.
+        BackendError: no tree for the input's compute family, a function GLSL lacks for
+            the type (`expressions.UnsupportedExpr`), or a broadcast too deep for the push
+            constants.
     """
+    from openinfer_jax.ops import registry  # lazy: importing ops loads JAX
+
+    opdef = registry.get(op)
     label = f"{op}({', '.join(d.short for d in in_dtypes)}) -> {out.short}"
-    spec = ELEMENTWISE[op]
-    in_t, out_t = glsl_type(in_dtypes[0]), glsl_type(out)
-    expr = spec.expr_for(in_t.family)
-    if expr is None:
+    tree = opdef.expression(in_dtypes, params) if opdef is not None else None
+    if tree is None:
         raise BackendError(f"{label}: no Vulkan kernel for {in_dtypes[0].short} inputs")
-    defs: list[str] = []
+    printed = render_glsl(tree, [f"x{k}" for k in range(len(in_dtypes))], in_dtypes[0].bits)
+    values = opdef.prepared_params(in_dtypes, params)  # type: ignore[union-attr]
+    defs = [helper_source(name, ct) for name, ct in printed.helpers]
     words: list[int] = []
-    values = _host_params(op, in_dtypes[0], params)
-    for name, slot_type in spec.params:
-        t = {"in": in_t, "out": out_t, "uint": glsl_type(DType.U32),
-             "slope": in_t if in_dtypes[0].is_float else glsl_type(DType.F64)}[slot_type]  # fmt: skip
-        value = values.get(name)
-        if value is None:  # the registry's dtype-dependent default (div_by_zero_mask)
-            value = math.nan if t.family in ("float", "double") else 0
+    for name, tree_type in printed.params:
+        t = glsl_type(tree_type)
         defs.append(param_decl(name, len(words), t))
-        words += param_words(value, t)
+        words += param_words(values[name], t)
     # A cast of the expression into the output's compute type keeps e.g. `abs` of an i8
     # (computed in int) storable; for same-typed results it is the identity.
-    source = _elementwise_source(in_dtypes, out, f"{out_t.compute}({expr})", "".join(defs), label)
+    out_t = glsl_type(out)
+    body = "".join(f"    {line}\n" for line in printed.statements)
+    source = _elementwise_source(in_dtypes, out, f"{out_t.compute}({printed.value})",
+                                 "".join(defs), label, statements=body)  # fmt: skip
     push, n = _elementwise_push(in_shapes, out_shape, words, label)
     return Kernel(label, source, push, launch.dispatch_grid(invocations(out, n)))
-
-
-def _host_params(op: str, dtype: DType, params: Mapping[str, Any]) -> dict[str, Any]:
-    """Params as the kernels take them: bounds resolved to the type's range (clamp, relu)."""
-    from openinfer_jax.ops.numerical import int_bounds  # lazy: importing ops loads JAX
-
-    values = dict(params)
-    if op == "clamp":
-        low, high = params.get("min"), params.get("max")
-        if dtype.is_float:
-            values["min"] = -math.inf if low is None else float(low)
-            values["max"] = math.inf if high is None else float(high)
-        else:
-            lo, hi = int_bounds(dtype, None if low is None else float(low),
-                                None if high is None else float(high))  # fmt: skip
-            values["min"], values["max"] = lo, hi
-    elif op == "relu" and not dtype.is_float:
-        lo, hi = int_bounds(dtype, float(params["clamp_min"]), float(params["clamp_max"]))
-        values["clamp_min"], values["clamp_max"] = lo, hi
-    return values
 
 
 def movement_kernel(
@@ -839,19 +804,19 @@ def op_kernel(
     out_shape: tuple[int, ...],
     tiles: str,
 ) -> Kernel:
-    """The one kernel of a single-dispatch op: elementwise (incl. ``gelu`` with
-    ``approximate="tanh"``), gathers, movement, cast, fill, matmul and the reductions.
+    """The one kernel of a single-dispatch op: an op with an expression tree, gathers,
+    movement, cast, fill, matmul and the reductions.
 
-    The simulator backend and the emitted Vulkan target both select kernels here, so they
-    run the same GLSL. Normalizations and the model-building ops (`nn_kernels.nn_plan`) take
-    several dispatches and are planned elsewhere.
+    `openinfer_jax.vk.selection.plan` calls this for both the simulator backend and the
+    emitted Vulkan target, so they run the same GLSL. Normalizations and the model-building
+    ops (`nn_kernels.nn_plan`) take several dispatches and are planned there.
 
     Raises:
         BackendError: no kernel for these dtypes/params (the message says which).
     """
-    if op == "gelu" and params.get("approximate") == "tanh":
-        op = "gelu_tanh"
-    if op in ELEMENTWISE:
+    if op == "fill":
+        return fill_kernel(dtypes[0], out_shape, params["value"])
+    if op not in _STRUCTURED:  # an op with an expression tree
         return elementwise_kernel(op, dtypes, shapes, out, out_shape, params)
     if op in GATHERS:
         axis = int(params.get("axis", 0)) if op == "gather" else 0
@@ -871,8 +836,6 @@ def op_kernel(
         return cast_kernel(
             dtypes[0], out, shapes[0], params["rounding_mode"], bool(params["saturate"])
         )
-    if op == "fill":
-        return fill_kernel(dtypes[0], out_shape, params["value"])
     if op == "matmul":
         return matmul_kernel(dtypes[0], dtypes[1], shapes[0], shapes[1], out, out_shape,
                              params.get("acc"), tiles)  # fmt: skip

@@ -86,8 +86,6 @@ NN_OPS = ("attention", "avg_pool", "max_pool", "global_average_pool", "batch_nor
 #: Ops whose output elements read input elements other than their own: an in-place call
 #: computes into a scratch tensor, then a copy dispatch moves it (`nn_plan(inplace=True)`).
 READS_NEIGHBOURS = frozenset({"rope"})
-#: Ops that evaluate exp/cos/sin, which GLSL has no double overloads of.
-_NEEDS_F32_TRANSCENDENTALS = frozenset({"attention", "rope"})
 MAX_CONCAT_INPUTS = 8  # bindings per dispatch: Vulkan guarantees few storage buffers per stage
 MAX_POOL_DIMS = 3
 ATTENTION_GROUP = 64  # invocations per attention row
@@ -670,10 +668,9 @@ def pool_kernel(
 def unsupported_reason(
     op: str, in_dtypes: Sequence[DType], params: Mapping[str, Any]
 ) -> str | None:
-    """Why `op` cannot run on the device for these dtypes/params (known before shapes), or None."""
-    if op in _NEEDS_F32_TRANSCENDENTALS and in_dtypes and in_dtypes[0] is DType.F64:
-        function = "sin/cos" if op == "rope" else "exp"
-        return f"{op}: no Vulkan kernel for f64 inputs (GLSL's {function} takes no doubles)"
+    """Why `op` cannot run on the device for these dtypes/params (known before shapes), or
+    None. (f64 attention and rope need GLSL's exp/sin/cos in double, which do not exist: the
+    registry marks them `Traits.math`, and `openinfer_jax.vk.selection` reports it.)"""
     if op == "concat" and len(in_dtypes) > MAX_CONCAT_INPUTS:
         return (f"concat: {len(in_dtypes)} inputs exceed the Vulkan kernel's "
                 f"{MAX_CONCAT_INPUTS}; it runs on the CPU")  # fmt: skip

@@ -17,8 +17,7 @@ import numpy as np
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ops import registry
 from openinfer_jax.ops.registry import acc_accepts
-from openinfer_jax.vk.expressions import ELEMENTWISE
-from openinfer_jax.vk.kernels import REDUCTIONS
+from openinfer_jax.vk.kernels import NORMALIZATIONS, REDUCTIONS
 
 # Ops whose float results go through transcendental functions or division (driver accuracy:
 # Vulkan allows a few ulp for exp, sqrt and division, and GPUs use it).
@@ -110,18 +109,30 @@ def _dtype_order(dtypes: frozenset[DType]) -> list[DType]:
     return sorted(dtypes, key=lambda d: d.value)
 
 
+#: Every op whose math is an expression tree (rendered to GLSL by vk/expressions.py); fill
+#: has its own kernel and cases.
+TREE_OPS = sorted(op.name for op in registry.all_ops() if op.expr is not None and op.name != "fill")
+
+
+def _f64_math(op: str) -> bool:
+    opdef = registry.get(op)
+    assert opdef is not None
+    f64 = [DType.F64] * len(opdef.inputs)
+    return DType.F64 in opdef.inputs[0].dtypes and "float64_math" in opdef.capabilities(f64, {})
+
+
 # (op, dtype) pairs that have no Vulkan kernel by design: GLSL's exp/log/tanh take no
 # doubles. `supports` must name the reason, and the simulator runs them on the CPU.
-FALLBACKS = [(op, DType.F64) for op in
-             ("exp", "log", "tanh", "sigmoid", "silu", "gelu", "softmax", "log_softmax")]  # fmt: skip
+FALLBACKS = [(op, DType.F64) for op in (*TREE_OPS, *NORMALIZATIONS) if _f64_math(op)]
+assert {op for op, _ in FALLBACKS} >= {"exp", "log", "tanh", "sigmoid", "silu", "gelu", "softmax",
+                                       "log_softmax"}  # fmt: skip
 
 
 def _elementwise_cases() -> list[Case]:
     cases = []
-    for op in sorted(ELEMENTWISE):
+    for op in TREE_OPS:
         opdef = registry.get(op)
-        if opdef is None:
-            continue
+        assert opdef is not None
         arity = len(opdef.inputs)
         for dtype in _dtype_order(opdef.inputs[-1].dtypes):
             if (op, dtype) in FALLBACKS:
@@ -148,7 +159,9 @@ def _elementwise_cases() -> list[Case]:
             for params in variants:
                 if arity == 2 and opdef.broadcast_ok:
                     cases.append(Case(op, dtypes, ((2, 3, 5), (3, 1)), params))
-                    cases.append(Case(op, dtypes, ((1, 45), (3, 45)), params))
+                    # prelu broadcasts one way (slope to x's shape): there x is the larger.
+                    wide = ((3, 45), (1, 45)) if op == "prelu" else ((1, 45), (3, 45))
+                    cases.append(Case(op, dtypes, wide, params))
                 elif arity == 3 and opdef.broadcast_ok:
                     cases.append(Case(op, dtypes, ((3, 1), (2, 3, 5), (5,)), params))
                     cases.append(Case(op, dtypes, ((2, 45),) * 3, params))

@@ -67,24 +67,6 @@ uint encode_out(int v) { return uint(v); }
 #define OT int
 #define T0 int
 #define T1 int
-#define W 32u
-int t_div(int a, int b, int mask) {
-    if (b == int(0)) return mask;
-    if (b == int(-1)) return -a;
-    return a / b;
-}
-int t_rem(int a, int b) {
-    if (b == int(0) || b == int(-1)) return int(0);
-    return a - b * (a / b);
-}
-int t_floor_div(int a, int b, int mask) {
-    if (b == int(0)) return mask;
-    int q = t_div(a, b, mask);
-    int r = t_rem(a, b);
-    if (r != int(0) && ((r < int(0)) != (b < int(0)))) q -= int(1);
-    return q;
-}
-uint popcount_w(int a) { return uint(bitCount(uint(a) & 0xffffffffu)); }
 
 
 int element(uint o) {

@@ -127,13 +127,13 @@ static int k3_relu_f32(oi_tensor *o, const oi_tensor *x0_t) {
     int rc = oi_iter_init(&it, o, 1, in, 0);
     if (rc) return rc;
     if (it.flat) {
-        for (i = 0; i < it.numel; i++) { float x0 = X0[i]; (void)x0; O[i] = (float)(oi_nan_clamp_float((x0 < 0) ? x0 * 0.0f : x0, (-(float)INFINITY), ((float)INFINITY))); }
+        for (i = 0; i < it.numel; i++) { float x0 = X0[i]; (void)x0; O[i] = (float)(oi_nan_clamp_float((x0 < 0.0f) ? (x0 * 0.0f) : x0, (-(float)INFINITY), ((float)INFINITY))); }
     } else if (it.row) {
         int64_t r, j, rows = it.numel / it.row;
         for (r = 0; r < rows; r++)
-            for (j = 0; j < it.row; j++) { float x0 = X0[r * it.rs[0] + j]; (void)x0; O[r * it.row + j] = (float)(oi_nan_clamp_float((x0 < 0) ? x0 * 0.0f : x0, (-(float)INFINITY), ((float)INFINITY))); }
+            for (j = 0; j < it.row; j++) { float x0 = X0[r * it.rs[0] + j]; (void)x0; O[r * it.row + j] = (float)(oi_nan_clamp_float((x0 < 0.0f) ? (x0 * 0.0f) : x0, (-(float)INFINITY), ((float)INFINITY))); }
     } else {
-        for (i = 0; i < it.numel; i++) { float x0 = X0[it.off[0]]; (void)x0; O[i] = (float)(oi_nan_clamp_float((x0 < 0) ? x0 * 0.0f : x0, (-(float)INFINITY), ((float)INFINITY))); oi_iter_next(&it); }
+        for (i = 0; i < it.numel; i++) { float x0 = X0[it.off[0]]; (void)x0; O[i] = (float)(oi_nan_clamp_float((x0 < 0.0f) ? (x0 * 0.0f) : x0, (-(float)INFINITY), ((float)INFINITY))); oi_iter_next(&it); }
     }
     return OI_OK;
 }
