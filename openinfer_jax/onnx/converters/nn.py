@@ -386,70 +386,51 @@ def _pad_or_crop(ctx: NodeContext, x: Value, axis: int, begin: int, end: int, i:
     return x
 
 
-def _normalize(ctx: NodeContext, x: Value, axes: list[int], eps: float, tag: str) -> Tensor:
-    """(x - mean) / sqrt(var + eps) over `axes` (variance of the centered values)."""
-    dtype = ctx.as_tensor(x).dtype
-    mean = ctx.emit("mean_axis", [x], hint=ctx.hint(0, f"{tag}_mean"), axes=axes, keepdims=True)
-    centered = ctx.emit("sub", [x, mean], hint=ctx.hint(0, f"{tag}_centered"))
-    square = ctx.emit("mul", [centered, centered], hint=ctx.hint(0, f"{tag}_square"))
-    var = ctx.emit("mean_axis", [square], hint=ctx.hint(0, f"{tag}_var"), axes=axes, keepdims=True)
-    var = ctx.emit("add", [var, scalar(ctx, eps, dtype)], hint=ctx.hint(0, f"{tag}_var_eps"))
-    inv = ctx.emit("rsqrt", [var], hint=ctx.hint(0, f"{tag}_inv_std"))
-    return ctx.emit("mul", [centered, inv], hint=ctx.hint(0, f"{tag}_normalized"))
-
-
-def _affine(ctx: NodeContext, y: Tensor, scale: Value, bias: Value, rank: int) -> Tensor:
-    """y * scale + bias with [C] parameters broadcast along axis 1."""
-    shape = (ctx.as_tensor(scale).shape[0],) + (1,) * (rank - 2)
-    s = reshape(ctx, scale, shape, hint=ctx.hint(0, "scale"))
-    b = reshape(ctx, bias, shape, hint=ctx.hint(0, "bias"))
-    scaled = ctx.emit("mul", [y, s], hint=ctx.hint(0, "scaled"))
-    return ctx.emit("add", [scaled, b])
-
-
-@converter(
-    "InstanceNormalization",
-    attrs=("epsilon",),
-    becomes="mean_axis, sub, mul, rsqrt over the spatial axes; per-channel scale and bias",
-)
+@converter("InstanceNormalization", attrs=("epsilon",), becomes="instance_norm")
 def _instance_norm(ctx: NodeContext) -> None:
-    rank = len(ctx.shape(0))
-    y = _normalize(ctx, ctx.value(0), list(range(2, rank)), float(ctx.attr("epsilon", 1e-5)), "in")
-    ctx.set_output(0, _affine(ctx, y, ctx.value(1), ctx.value(2), rank))
+    eps = float(ctx.attr("epsilon", 1e-5))
+    ctx.set_output(
+        0, ctx.emit("instance_norm", [ctx.value(0), ctx.value(1), ctx.value(2)], epsilon=eps)
+    )
 
 
 @converter(
     "GroupNormalization",
     attrs=("epsilon", "num_groups", "stash_type"),
-    becomes="reshape into groups, normalize, per-channel scale and bias",
+    becomes="group_norm (opset 18's per-group scale and bias: reshape into groups, normalize, "
+    "scale and bias per group)",
 )
 def _group_norm(ctx: NodeContext) -> None:
     shape = ctx.shape(0)
     n, c = shape[:2]
     groups = int(ctx.attr("num_groups"))
+    eps = float(ctx.attr("epsilon", 1e-5))
+    scale, bias = ctx.value(1), ctx.value(2)
+    if not (ctx.shape(1)[0] == groups and groups != c):
+        # GroupNormalization-21: scale and bias per channel, the registry op's meaning.
+        ctx.set_output(
+            0, ctx.emit("group_norm", [ctx.value(0), scale, bias], num_groups=groups, epsilon=eps)
+        )
+        return
+    # GroupNormalization-18: one scale and bias per group.
     grouped = reshape(
         ctx,
         ctx.value(0),
         (n, groups, (c // groups) * math.prod(shape[2:])),
         hint=ctx.hint(0, "groups"),
     )
-    y = _normalize(ctx, grouped, [2], float(ctx.attr("epsilon", 1e-5)), "gn")
-    scale, bias = ctx.value(1), ctx.value(2)
-    if ctx.shape(1)[0] == groups and groups != c:  # opset 18: one scale per group
-        scaled = ctx.emit(
-            "mul",
-            [y, reshape(ctx, scale, (groups, 1), hint=ctx.hint(0, "scale"))],
-            hint=ctx.hint(0, "scaled"),
-        )
-        y = ctx.emit(
-            "add",
-            [scaled, reshape(ctx, bias, (groups, 1), hint=ctx.hint(0, "bias"))],
-            hint=ctx.hint(0, "grouped_out"),
-        )
-        ctx.set_output(0, reshape(ctx, y, shape))
-        return
-    y = reshape(ctx, y, shape, hint=ctx.hint(0, "normalized"))
-    ctx.set_output(0, _affine(ctx, y, scale, bias, len(shape)))
+    y = ctx.emit("layer_norm", [grouped], hint=ctx.hint(0, "gn_normalized"), axis=2, epsilon=eps)
+    scaled = ctx.emit(
+        "mul",
+        [y, reshape(ctx, scale, (groups, 1), hint=ctx.hint(0, "scale"))],
+        hint=ctx.hint(0, "scaled"),
+    )
+    y = ctx.emit(
+        "add",
+        [scaled, reshape(ctx, bias, (groups, 1), hint=ctx.hint(0, "bias"))],
+        hint=ctx.hint(0, "grouped_out"),
+    )
+    ctx.set_output(0, reshape(ctx, y, shape))
 
 
 @converter("MeanVarianceNormalization", attrs=("axes",), becomes="(x - mean) / sqrt(var) over axes")

@@ -284,86 +284,55 @@ def _negative_part(ctx: NodeContext, x: Value) -> Tensor:
     return ctx.emit("clamp", [x], hint=ctx.hint(0, "neg"), max=0.0)
 
 
-def _elu_core(ctx: NodeContext, x: Value, alpha: float, last: bool) -> Tensor:
-    """relu(x) + alpha * (exp(min(x, 0)) - 1)."""
-    dtype = ctx.as_tensor(x).dtype
-    e = ctx.emit("exp", [_negative_part(ctx, x)], hint=ctx.hint(0, "exp"))
-    em1 = ctx.emit("sub", [e, scalar(ctx, 1.0, dtype)], hint=ctx.hint(0, "expm1"))
-    tail = ctx.emit("mul", [em1, scalar(ctx, alpha, dtype)], hint=ctx.hint(0, "tail"))
-    pos = ctx.emit("relu", [x], hint=ctx.hint(0, "pos"))
-    return ctx.emit("add", [pos, tail], hint=None if last else ctx.hint(0, "elu"))
-
-
-@converter("Elu", attrs=("alpha",), becomes="relu + alpha * (exp(min(x, 0)) - 1)")
+@converter("Elu", attrs=("alpha",), becomes="elu")
 def _elu(ctx: NodeContext) -> None:
-    ctx.set_output(0, _elu_core(ctx, ctx.value(0), float(ctx.attr("alpha", 1.0)), last=True))
+    ctx.set_output(0, ctx.emit("elu", [ctx.value(0)], alpha=float(ctx.attr("alpha", 1.0))))
 
 
-@converter("Selu", attrs=("alpha", "gamma"), becomes="gamma * elu(x, alpha)")
+@converter("Selu", attrs=("alpha", "gamma"), becomes="selu")
 def _selu(ctx: NodeContext) -> None:
     alpha = float(ctx.attr("alpha", 1.67326319217681884765625))
     gamma = float(ctx.attr("gamma", 1.05070102214813232421875))
-    inner = _elu_core(ctx, ctx.value(0), alpha, last=False)
-    ctx.set_output(0, ctx.emit("mul", [inner, scalar(ctx, gamma, ctx.dtype(0))]))
+    ctx.set_output(0, ctx.emit("selu", [ctx.value(0)], alpha=alpha, gamma=gamma))
 
 
-def _hard_sigmoid(ctx: NodeContext, x: Value, alpha: float, beta: float, last: bool) -> Tensor:
-    dtype = ctx.as_tensor(x).dtype
-    scaled = ctx.emit("mul", [x, scalar(ctx, alpha, dtype)], hint=ctx.hint(0, "scaled"))
-    shifted = ctx.emit("add", [scaled, scalar(ctx, beta, dtype)], hint=ctx.hint(0, "shifted"))
-    return ctx.emit(
-        "clamp", [shifted], hint=None if last else ctx.hint(0, "gate"), min=0.0, max=1.0
-    )
-
-
-@converter("HardSigmoid", attrs=("alpha", "beta"), becomes="clamp(alpha * x + beta, 0, 1)")
+@converter("HardSigmoid", attrs=("alpha", "beta"), becomes="hardsigmoid")
 def _hardsigmoid(ctx: NodeContext) -> None:
     alpha, beta = float(ctx.attr("alpha", 0.2)), float(ctx.attr("beta", 0.5))
-    ctx.set_output(0, _hard_sigmoid(ctx, ctx.value(0), alpha, beta, last=True))
+    ctx.set_output(0, ctx.emit("hardsigmoid", [ctx.value(0)], alpha=alpha, beta=beta))
 
 
-@converter("HardSwish", becomes="x * clamp(x / 6 + 1/2, 0, 1)")
+@converter("HardSwish", becomes="hardswish")
 def _hardswish(ctx: NodeContext) -> None:
-    x = ctx.value(0)
-    gate = _hard_sigmoid(ctx, x, 1.0 / 6.0, 0.5, last=False)
-    ctx.set_output(0, ctx.emit("mul", [x, gate]))
+    ctx.set_output(0, ctx.emit("hardswish", [ctx.value(0)]))
 
 
-def _softplus(ctx: NodeContext, x: Value, last: bool) -> Tensor:
-    """log(1 + exp(x)), as relu(x) + log(1 + exp(-|x|)) so that exp cannot overflow."""
-    dtype = ctx.as_tensor(x).dtype
-    mag = ctx.emit("abs", [x], hint=ctx.hint(0, "abs"))
-    neg = ctx.emit("neg", [mag], hint=ctx.hint(0, "neg_abs"))
-    e = ctx.emit("exp", [neg], hint=ctx.hint(0, "exp"))
-    one_plus = ctx.emit("add", [e, scalar(ctx, 1.0, dtype)], hint=ctx.hint(0, "one_plus"))
-    log = ctx.emit("log", [one_plus], hint=ctx.hint(0, "log"))
-    pos = ctx.emit("relu", [x], hint=ctx.hint(0, "pos"))
-    return ctx.emit("add", [pos, log], hint=None if last else ctx.hint(0, "softplus"))
-
-
-@converter("Softplus", becomes="relu(x) + log(1 + exp(-|x|))")
-def _softplus_op(ctx: NodeContext) -> None:
-    ctx.set_output(0, _softplus(ctx, ctx.value(0), last=True))
+@converter("Softplus", becomes="softplus")
+def _softplus(ctx: NodeContext) -> None:
+    ctx.set_output(0, ctx.emit("softplus", [ctx.value(0)]))
 
 
 @converter("Mish", becomes="x * tanh(softplus(x))")
 def _mish(ctx: NodeContext) -> None:
     x = ctx.value(0)
-    t = ctx.emit("tanh", [_softplus(ctx, x, last=False)], hint=ctx.hint(0, "tanh"))
+    soft = ctx.emit("softplus", [x], hint=ctx.hint(0, "softplus"))
+    t = ctx.emit("tanh", [soft], hint=ctx.hint(0, "tanh"))
     ctx.set_output(0, ctx.emit("mul", [x, t]))
 
 
-@converter("Softsign", becomes="x / (1 + |x|)")
+@converter("Softsign", becomes="softsign")
 def _softsign(ctx: NodeContext) -> None:
-    x = ctx.value(0)
-    mag = ctx.emit("abs", [x], hint=ctx.hint(0, "abs"))
-    den = ctx.emit("add", [mag, scalar(ctx, 1.0, ctx.dtype(0))], hint=ctx.hint(0, "den"))
-    ctx.set_output(0, ctx.emit("div", [x, den]))
+    ctx.set_output(0, ctx.emit("softsign", [ctx.value(0)]))
 
 
-@converter("PRelu", becomes="relu(x) + slope * min(x, 0)")
+@converter("PRelu", becomes="prelu (integer x: relu(x) + slope * min(x, 0))")
 def _prelu(ctx: NodeContext) -> None:
     x = ctx.value(0)
+    if ctx.dtype(0).is_float:
+        # slope broadcasts to x's shape (ONNX: one-directional), as the registry op does.
+        ctx.set_output(0, ctx.emit("prelu", [x, ctx.value(1)]))
+        return
+    # The registry's prelu is for floats; ONNX PRelu-16 also takes integers.
     pos = ctx.emit("relu", [x], hint=ctx.hint(0, "pos"))
     tail = binary(ctx, "mul", _negative_part(ctx, x), ctx.value(1), hint=ctx.hint(0, "tail"))
     ctx.set_output(0, binary(ctx, "add", pos, tail))
