@@ -384,7 +384,7 @@ def smollm2_sides(cache: Path, venv: Path | None, contexts: list[int], steps: in
     total = max(contexts) + steps
     # the llama decode step of openinfer_jax.models: one token per step, a K/V cache of `total`
     graph = format_graph(build_graph(model, "llama", chunk=1, context=total))
-    (work / "graph.txt").write_text(graph)
+    (work / f"graph_{total}.txt").write_text(graph)  # per capacity: runs may share work/
     sys.path.insert(0, str(HERE))
     from edge_peers import decode_tokens
 
@@ -418,7 +418,7 @@ def smollm2_sides(cache: Path, venv: Path | None, contexts: list[int], steps: in
             **{f"tokens.{s}": np.asarray([t], np.int32) for s, t in enumerate(tokens)},
         )
         sides.append(Side(f"smollm2 sim ctx{c}", lambda c=c: [
-            run_sim("logits", model, work / "graph.txt", work / "sim_in.npz", c + steps, (c, steps))]))  # fmt: skip
+            run_sim("logits", model, work / f"graph_{total}.txt", work / "sim_in.npz", c + steps, (c, steps))]))  # fmt: skip
     return sides, {"contexts": contexts, "steps": steps}
 
 
