@@ -4,11 +4,17 @@ Plain frozen dataclasses. Equality ignores source locations (`loc`), so the same
 program written as `graph{}` text and through the Python builder compares equal.
 Both frontends produce these classes; the simulator, the Vulkan backend and the
 emitters consume only these classes (and a model).
+
+Every node answers what it reads (`Node.reads`), writes (`Node.writes`), contains
+(`Node.children`, a loop's body) and runs (`Node.targets`, a branch's blocks); walk nodes
+with `openinfer_jax.ir.walk` and print them with `openinfer_jax.ir.printer`, never with
+a local `isinstance` ladder.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
@@ -204,9 +210,62 @@ class CacheAccess:
         return f"{self.name}[{', '.join(str(i) for i in self.indices)}]"
 
 
+def _ref_names(ref: VarRef) -> Iterator[str]:
+    """The names a use of `ref` reads: the variable and any named prefix-table index."""
+    yield ref.name
+    yield from (i for i in ref.indices if isinstance(i, str))
+
+
+def _index_names(ref: VarRef | CacheAccess) -> Iterator[str]:
+    """Names in the indices of a reference (loop indices, persistent counters)."""
+    if isinstance(ref, VarRef):
+        yield from (i for i in ref.indices if isinstance(i, str))
+        return
+    for idx in ref.indices:
+        if isinstance(idx, CacheIndex):
+            if isinstance(idx.value, str):
+                yield idx.value
+        else:
+            yield from (b for b in (idx.start, idx.end) if isinstance(b, str))
+
+
+def _unique(names: Iterator[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(names))
+
+
 @dataclass(frozen=True)
 class Node:
-    """Base class of every node. `loc` is the source location (not part of equality)."""
+    """Base class of every node. `loc` is the source location (not part of equality).
+
+    The four questions every pass asks of a node are answered here, so no pass keeps its
+    own per-kind table of them:
+
+    - `reads()`: the names the node reads: variables (inputs, cache sources, a branch
+      condition, variables named by params) and the loop indices or counters used in its
+      indices and bounds, in order of appearance.
+    - `writes()`: the variables whose value the node sets: an op's output, a transfer or
+      `cache.read` destination, an `assign`ed temporary (zero-filled), a persistent variable
+      changed by `cache.write`/`increment`/`decrement`/`reset`. `await` writes nothing (the
+      values it makes visible were written elsewhere); `yield` reads what it publishes.
+    - `children()`: nodes nested inside this one (a loop's body); `walk` recurses into them.
+    - `targets()`: names of the blocks the node runs (a branch's then/else blocks).
+    """
+
+    def reads(self) -> tuple[str, ...]:
+        """Names this node reads (not those of nested nodes); see the class docstring."""
+        return ()
+
+    def writes(self) -> tuple[str, ...]:
+        """Variables this node writes (not those of nested nodes); see the class docstring."""
+        return ()
+
+    def children(self) -> tuple[Node, ...]:
+        """Nodes nested directly inside this one (a loop's body), in order."""
+        return ()
+
+    def targets(self) -> tuple[str, ...]:
+        """Names of the blocks this node runs (a branch's then/else blocks)."""
+        return ()
 
 
 @dataclass(frozen=True)
@@ -217,6 +276,9 @@ class Assign(Node):
     dtype: DType
     dims: tuple[Dim, ...] = ()
     loc: SourceLoc | None = field(default=None, compare=False, repr=False)
+
+    def writes(self) -> tuple[str, ...]:
+        return (self.name,)
 
 
 @dataclass(frozen=True)
@@ -239,6 +301,15 @@ class Op(Node):
                 return value
         return default
 
+    def reads(self) -> tuple[str, ...]:
+        names = [n for ref in self.inputs for n in _ref_names(ref)]
+        names += _index_names(self.output)
+        names += [v.name for _key, v in self.params if isinstance(v, VarName)]
+        return _unique(iter(names))
+
+    def writes(self) -> tuple[str, ...]:
+        return (self.output.name,)
+
 
 @dataclass(frozen=True)
 class Transfer(Node):
@@ -247,6 +318,12 @@ class Transfer(Node):
     src: VarRef
     dst: VarRef
     loc: SourceLoc | None = field(default=None, compare=False, repr=False)
+
+    def reads(self) -> tuple[str, ...]:
+        return _unique(iter([*_ref_names(self.src), *_index_names(self.dst)]))
+
+    def writes(self) -> tuple[str, ...]:
+        return (self.dst.name,)
 
 
 @dataclass(frozen=True)
@@ -257,6 +334,12 @@ class CacheRead(Node):
     dst: VarRef
     loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
+    def reads(self) -> tuple[str, ...]:
+        return _unique(iter([self.src.name, *_index_names(self.src), *_index_names(self.dst)]))
+
+    def writes(self) -> tuple[str, ...]:
+        return (self.dst.name,)
+
 
 @dataclass(frozen=True)
 class CacheWrite(Node):
@@ -265,6 +348,12 @@ class CacheWrite(Node):
     src: VarRef
     dst: CacheAccess
     loc: SourceLoc | None = field(default=None, compare=False, repr=False)
+
+    def reads(self) -> tuple[str, ...]:
+        return _unique(iter([*_ref_names(self.src), *_index_names(self.dst)]))
+
+    def writes(self) -> tuple[str, ...]:
+        return (self.dst.name,)
 
 
 @dataclass(frozen=True)
@@ -275,6 +364,12 @@ class CacheIncrement(Node):
     amount: int = 1
     loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
+    def reads(self) -> tuple[str, ...]:
+        return (self.name,)
+
+    def writes(self) -> tuple[str, ...]:
+        return (self.name,)
+
 
 @dataclass(frozen=True)
 class CacheDecrement(Node):
@@ -284,6 +379,12 @@ class CacheDecrement(Node):
     amount: int = 1
     loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
+    def reads(self) -> tuple[str, ...]:
+        return (self.name,)
+
+    def writes(self) -> tuple[str, ...]:
+        return (self.name,)
+
 
 @dataclass(frozen=True)
 class CacheReset(Node):
@@ -291,6 +392,12 @@ class CacheReset(Node):
 
     target: CacheAccess
     loc: SourceLoc | None = field(default=None, compare=False, repr=False)
+
+    def reads(self) -> tuple[str, ...]:
+        return _unique(_index_names(self.target))
+
+    def writes(self) -> tuple[str, ...]:
+        return (self.target.name,)
 
 
 @dataclass(frozen=True)
@@ -305,6 +412,12 @@ class Branch(Node):
     else_block: str | None = None
     loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
+    def reads(self) -> tuple[str, ...]:
+        return () if self.cond is None else (self.cond,)
+
+    def targets(self) -> tuple[str, ...]:
+        return tuple(b for b in (self.then_block, self.else_block) if b is not None)
+
 
 @dataclass(frozen=True)
 class Loop(Node):
@@ -317,6 +430,12 @@ class Loop(Node):
     body: tuple[Node, ...]
     loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
+    def reads(self) -> tuple[str, ...]:
+        return _unique(b for b in (self.start, self.end) if isinstance(b, str))
+
+    def children(self) -> tuple[Node, ...]:
+        return self.body
+
 
 @dataclass(frozen=True)
 class Yield(Node):
@@ -324,6 +443,9 @@ class Yield(Node):
 
     vars: tuple[str, ...]
     loc: SourceLoc | None = field(default=None, compare=False, repr=False)
+
+    def reads(self) -> tuple[str, ...]:
+        return self.vars
 
 
 @dataclass(frozen=True)
@@ -360,6 +482,9 @@ class Return(Node):
 
     value: str | None = None
     loc: SourceLoc | None = field(default=None, compare=False, repr=False)
+
+    def reads(self) -> tuple[str, ...]:
+        return () if self.value is None else (self.value,)
 
 
 @dataclass(frozen=True)

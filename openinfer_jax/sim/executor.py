@@ -8,10 +8,11 @@ barriers run here. Semantics of every node and memory kind: docs/semantics.md.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import jax
 import numpy as np
@@ -72,6 +73,19 @@ if TYPE_CHECKING:
     from openinfer_jax.sim.simulator import Simulator
 
 __all__ = ["Executor", "StepEvent"]
+
+_R = TypeVar("_R")
+
+
+def _in_jax_mode(method: Callable[..., _R]) -> Callable[..., _R]:
+    """Run an executor method in its simulator's JAX mode (64-bit or not; precision.py)."""
+
+    @functools.wraps(method)
+    def scoped(self: Executor, *args: Any, **kwargs: Any) -> _R:
+        with self.sim.precision.scope():
+            return method(self, *args, **kwargs)
+
+    return scoped
 
 
 @dataclass
@@ -136,9 +150,10 @@ class Executor:
         self._fori_cache: dict[tuple[Any, ...], Any] = {}  # long loops as fori_loop (long_loops.py)
         self._yield_state: _YieldState | None = None
         self._current_block = ""
-        for decl in self.graph.vars:
-            if decl.kind is MemoryKind.PERSISTENT:
-                self._init_persistent(decl)
+        with sim.precision.scope():
+            for decl in self.graph.vars:
+                if decl.kind is MemoryKind.PERSISTENT:
+                    self._init_persistent(decl)
 
     # ---- public API ---------------------------------------------------------------------
     @property
@@ -197,6 +212,7 @@ class Executor:
     # Seeds' spelling.
     insert_dynamic = insert
 
+    @_in_jax_mode
     def fetch_device(self, name: str) -> Any:
         """A variable's current value as held on the device (no host copy; may be padded).
 
@@ -210,6 +226,7 @@ class Executor:
         value = self.vars.store[name]
         return value.data if isinstance(value, Ragged) else materialize(value)
 
+    @_in_jax_mode
     def fetch(self, name: str) -> np.ndarray:
         """A host copy of a variable: packed types unpacked (int8/uint8), bf16/f8 as ml_dtypes.
 
@@ -240,6 +257,7 @@ class Executor:
             )
         return to_host(self.vars.initial(decl))
 
+    @_in_jax_mode
     def set_persistent(self, name: str, value: Any) -> None:
         """Set a persistent variable between steps: a scalar/tensor, or a whole table.
 
@@ -294,10 +312,18 @@ class Executor:
         Raises:
             SimulationError: naming the block and node; persistent state is unchanged.
         """
-        last = None
-        for ev in self._step_events(fused=True):
-            last = ev
-        return last
+        start = len(self._events)
+
+        def attempt() -> TraceEvent | None:
+            # A graph without 64-bit types starts in 32-bit mode; if an op needs 64-bit
+            # intermediates, the attempt was rolled back and runs again in 64-bit mode.
+            self._drop_events(start)
+            last = None
+            for ev in self._step_events(fused=True):
+                last = ev
+            return last
+
+        return self.sim.precision.call(attempt)
 
     # The seeds' examples call it run_step().
     run_step = step
@@ -308,8 +334,36 @@ class Executor:
         Every op runs as its own compiled region here, so `fetch` between events sees the
         value right after that node. Stopping early abandons the step (state rolled back).
         """
-        for ev in self._step_events(fused=False, force_events=True):
-            yield StepEvent(ev, self)
+        done = 0  # events already handed out: a rerun in 64-bit mode skips them
+        events = len(self._events)
+        while True:
+            self._drop_events(events)
+            steps = self._step_events(fused=False, force_events=True)
+            try:
+                for index, ev in enumerate(self._resumed_in_jax_mode(steps)):
+                    if index >= done:
+                        done = index + 1
+                        yield StepEvent(ev, self)
+                return
+            except Exception as err:
+                if not self.sim.precision.upgrade(err):
+                    raise
+            finally:
+                steps.close()
+
+    def _resumed_in_jax_mode(self, steps: Iterator[TraceEvent]) -> Iterator[TraceEvent]:
+        """`steps`, each resumption run in the JAX mode; the caller's code between events
+        runs in the user's own mode."""
+        while True:
+            with self.sim.precision.scope():
+                ev = next(steps, None)
+            if ev is None:
+                return
+            yield ev
+
+    def _drop_events(self, count: int) -> None:
+        """Forget trace events recorded after the first `count` (a rerun records them again)."""
+        del self._events[count:]
 
     def trace(self) -> list[TraceEvent]:
         """Events recorded so far (with `Simulator.with_trace()`), all steps, in order."""

@@ -44,6 +44,7 @@ from openinfer_jax.sim.compile_cache import enable_compile_cache
 from openinfer_jax.sim.events import env_trace_level
 from openinfer_jax.sim.executor import Executor
 from openinfer_jax.sim.plan import GraphPlan, RegionPlan
+from openinfer_jax.sim.precision import Precision, graph_uses_64bit
 from openinfer_jax.sim.regions import RegionCompiler
 from openinfer_jax.sim.sharding import attach_sharding
 from openinfer_jax.sim.wide import WideRunner
@@ -116,11 +117,11 @@ class Simulator:
         compile_cache: bool | str | os.PathLike[str] | None = None,
         limits: Limits | None = None,
     ) -> None:
-        # i64/u64/f64 must be exact; the op library enables x64 too.
-        jax.config.update("jax_enable_x64", True)
         self.compile_cache_dir = enable_compile_cache(compile_cache)
         self.model = _load_model(model)
         self.graph = load_graph(graph)
+        # JAX's 64-bit mode for this simulator's calls only (see precision.py).
+        self.precision = Precision(graph_uses_64bit(self.graph))
         self.sizevars: dict[str, int] = dict(self.model.sizevars) if self.model is not None else {}
         self.device_name, self.jax_device, self.vulkan = _pick_device(device)
         # device="numpy": an eager interpreter running each op's NumPy reference (a baseline).

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ops import registry
+from openinfer_jax.sim.precision import WIDE_DTYPES, Precision
 from tests.ops.conformance_cases import (
     ACCUMULATING,
     CORE_OPS,
@@ -37,13 +38,21 @@ CASES = build_cases()
 EXAMPLES = int(os.environ.get("CONFORMANCE_EXAMPLES", "4"))
 
 
+def _precision(case: Case) -> Precision:
+    """The JAX mode the simulator would run this case in (32-bit unless a dtype is 64-bit;
+    an op that asks for 64-bit intermediates upgrades, see sim/precision.py)."""
+    return Precision(any(d in WIDE_DTYPES for d in case.dtypes))
+
+
 def _run(case: Case, inputs: list[np.ndarray]) -> None:
     op = registry.get(case.op)
     assert op is not None
     want = op.reference(*inputs, dtypes=case.dtypes, **case.params)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        got = op.lower_jax(*inputs, dtypes=case.dtypes, **case.params)
+        got = _precision(case).call(
+            lambda: np.asarray(op.lower_jax(*inputs, dtypes=case.dtypes, **case.params))
+        )
     assert_conforms(case, inputs, got, want)
 
 
@@ -79,7 +88,11 @@ def test_edge_values(case: Case) -> None:
     _run(case, edges)
     op = registry.get(case.op)
     assert op is not None
-    jax.make_jaxpr(lambda *xs: op.lower_jax(*xs, dtypes=case.dtypes, **case.params))(*edges)
+    _precision(case).call(
+        lambda: jax.make_jaxpr(lambda *xs: op.lower_jax(*xs, dtypes=case.dtypes, **case.params))(
+            *edges
+        )
+    )
 
 
 GROUPS: dict[str, list[Case]] = {}
