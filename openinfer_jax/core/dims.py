@@ -20,7 +20,9 @@ __all__ = ["Dim", "dim_factors", "missing_sizes", "resolve_dim", "resolve_dims"]
 # A dimension: an int literal, a sizevar name ("B"), or a product written "3*D" / "B*D".
 Dim = int | str
 
-_FACTOR = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*))\s*")
+# A factor: a non-negative int literal or a name as the DSL lexer reads it (dotted segments
+# allowed: `cfg.hidden`), with optional spaces around it.
+_FACTOR = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*))\s*")
 
 
 @functools.lru_cache(maxsize=4096)

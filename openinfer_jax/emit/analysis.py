@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from openinfer_jax.core.blocks import BlockLayout
+from openinfer_jax.core.dims import missing_sizes
+from openinfer_jax.core.dims import resolve_dims as core_resolve_dims
 from openinfer_jax.core.dtypes import DType
-from openinfer_jax.core.errors import OpenInferError, SynthesisError
+from openinfer_jax.core.errors import GraphValidationError, OpenInferError, SynthesisError
 from openinfer_jax.emit.device import DeviceArch
 from openinfer_jax.ir.nodes import (
     Assign,
@@ -43,6 +45,8 @@ from openinfer_jax.ir.nodes import (
     VarRef,
     Yield,
 )
+from openinfer_jax.ir.printer import describe_node
+from openinfer_jax.ir.walk import walk, walk_graph, writes_in
 from openinfer_jax.ops import registry
 
 __all__ = [
@@ -51,10 +55,8 @@ __all__ = [
     "TableInfo",
     "VarInfo",
     "analyze",
-    "node_text",
     "node_where",
     "resolve_dims",
-    "walk_nodes",
 ]
 
 
@@ -180,50 +182,28 @@ def node_where(node: Node, block: str) -> str:
     graph was given by (byte-identical output from `g.graph` and `/abs/dir/g.graph`)."""
     loc = getattr(node, "loc", None)
     at = f" at {loc.short()}" if loc is not None else ""
-    return f"block {block} node `{node_text(node)}`{at}"
-
-
-def node_text(node: Node) -> str:
-    """A node as one line of DSL-like text for messages (ops: ``op add(x, a) >> t0``)."""
-    if isinstance(node, Op):
-        ins = ", ".join(str(i) for i in node.inputs)
-        return f"op {node.op}({ins}) >> {node.output}"
-    return type(node).__name__.lower()
-
-
-def walk_nodes(nodes: tuple[Node, ...]) -> Iterator[Node]:
-    """Every node, loop bodies included, in textual order."""
-    for node in nodes:
-        yield node
-        if isinstance(node, Loop):
-            yield from walk_nodes(node.body)
+    return f"block {block} node `{describe_node(node)}`{at}"
 
 
 def resolve_dims(dims: tuple[Any, ...], sizevars: Mapping[str, int], what: str) -> tuple[int, ...]:
-    """Dims (ints, sizevars, products like ``3*D``) as ints.
+    """Dims (ints, sizevars, products like ``3*D``; `openinfer_jax.core.dims`) as ints.
 
     Raises:
-        SynthesisError: a size that is not a sizevar of the model, naming `what`.
+        SynthesisError: a size that is not a sizevar of the model, or a malformed dim,
+            naming `what`.
     """
-    out = []
-    for dim in dims:
-        if isinstance(dim, int):
-            out.append(dim)
-            continue
-        value = 1
-        for term in str(dim).split("*"):
-            term = term.strip()
-            if term.lstrip("-").isdigit():
-                value *= int(term)
-            elif term in sizevars:
-                value *= sizevars[term]
-            else:
-                raise SynthesisError(
-                    f"{what}: size {term!r} is not a sizevar of the model; the C target needs "
-                    f"every dimension fixed at synthesis (model sizevars: {', '.join(sorted(sizevars)) or 'none'})"
-                )
-        out.append(value)
-    return tuple(out)
+    try:
+        missing = missing_sizes(dims, sizevars)
+    except GraphValidationError as err:
+        raise SynthesisError(f"{what}: {err}") from None
+    if missing:
+        raise SynthesisError(
+            f"{what}: size {missing[0]!r} is not a sizevar of the model; the C target needs "
+            f"every dimension fixed at synthesis (model sizevars: {', '.join(sorted(sizevars)) or 'none'})"
+        )
+    shape = core_resolve_dims(dims, sizevars)
+    assert shape is not None
+    return shape
 
 
 class _Analyzer:
@@ -261,7 +241,7 @@ class _Analyzer:
             self.vars[decl.name] = info
             self.shapes[decl.name] = shape
         for blk in self.graph.blocks:
-            for node in walk_nodes(blk.nodes):
+            for node in walk(blk.nodes):
                 if isinstance(node, Assign):
                     shape = resolve_dims(node.dims, self.sizevars, f"assign {node.name!r}")
                     if node.name in self.vars and self.vars[node.name].kind != "temp":
@@ -482,27 +462,20 @@ def analyze(graph: Graph, model: Any, arch: DeviceArch) -> Analysis:
     an.declare()
     blocks = {b.name: b for b in graph.blocks}
     entry = blocks.get("entry", graph.blocks[0])
-    targets = {
-        name
-        for blk in graph.blocks
-        for node in walk_nodes(blk.nodes)
-        if isinstance(node, Branch)
-        for name in (node.then_block, node.else_block)
-        if name
-    }
+    targets = {name for node in walk_graph(graph) for name in node.targets()}
     for name in sorted(targets):
         if name not in blocks:
             raise SynthesisError(f"branch target block {name!r} does not exist")
     consumers = [b for b in graph.blocks if b is not entry and b.name not in targets]
     an.run(blocks, entry, consumers)
-    writes = {b.name: _written(b.nodes) for b in consumers}
-    written = set().union(*(_written(b.nodes) for b in graph.blocks))
+    writes = {b.name: _written(b.nodes, graph) for b in consumers}
+    written = set().union(*(_written(b.nodes, graph) for b in graph.blocks))
     prefix_writes = {
         name: max(1, _pattern_matches(decl, model.tensors)) for name, decl in an.prefixes.items()
         if name in written
     }  # fmt: skip
     for blk in consumers:
-        if any(isinstance(n, Await) for n in walk_nodes(blk.nodes)) is False:
+        if any(isinstance(n, Await) for n in walk(blk.nodes)) is False:
             raise SynthesisError(f"block {blk.name}: a consumer block must start with await")
     return Analysis(
         graph,
@@ -550,16 +523,11 @@ def _prefix_layout(decl: VarDecl, tensors: Mapping[str, Any]) -> BlockLayout:
     return layouts.pop()
 
 
-def _written(nodes: tuple[Node, ...]) -> set[str]:
-    out: set[str] = set()
-    for node in walk_nodes(nodes):
-        if isinstance(node, Op):
-            out.add(node.output.name)
-        elif isinstance(node, (Transfer, CacheRead)):
-            out.add(node.dst.name)
-        elif isinstance(node, Assign):
-            out.add(node.name)
-    return out
+def _written(nodes: tuple[Node, ...], graph: Graph) -> set[str]:
+    """The working-memory variables `nodes` write: what a consumer snapshots (persistent
+    variables are shared, not snapshotted)."""
+    persistent = {d.name for d in graph.vars if d.kind is MemoryKind.PERSISTENT}
+    return writes_in(nodes) - persistent
 
 
 # Kept for the emitters: index parts of a cache access in one place.

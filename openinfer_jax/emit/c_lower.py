@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import SynthesisError
-from openinfer_jax.emit.analysis import Analysis, OpInfo, resolve_dims, walk_nodes
+from openinfer_jax.emit.analysis import Analysis, OpInfo, resolve_dims
 from openinfer_jax.emit.c_dense import AttentionLayout, EpilogueCode, runtime_headers
 from openinfer_jax.emit.c_epilogue import epilogue_code
 from openinfer_jax.emit.c_kernels import (
@@ -85,6 +85,7 @@ from openinfer_jax.ir.nodes import (
     VarRef,
     Yield,
 )
+from openinfer_jax.ir.walk import walk
 from openinfer_jax.passes.epilogue import EpiloguePlan
 
 __all__ = ["KernelSet", "Lowered", "Scope", "dims_name", "lower"]
@@ -819,11 +820,11 @@ def _yield_bits(an: Analysis) -> dict[str, int]:
     loop (else empty: consumers are placed at synthesis)."""
     nested = any(
         isinstance(n, Yield) for loop in an.entry.nodes if isinstance(loop, Loop)
-        for n in walk_nodes(loop.body)
+        for n in walk(loop.body)
     )  # fmt: skip
     if not nested:
         return {}
-    names = sorted({v for n in walk_nodes(an.entry.nodes) if isinstance(n, Yield) for v in n.vars})
+    names = sorted({v for n in walk(an.entry.nodes) if isinstance(n, Yield) for v in n.vars})
     if len(names) > 64:
         raise SynthesisError(
             f"entry yields {len(names)} variables with a yield inside a loop; the C target tracks at most 64"

@@ -16,9 +16,11 @@ import json
 from dataclasses import dataclass
 
 from openinfer_jax.core.dtypes import DType
-from openinfer_jax.emit.analysis import Analysis, node_text, walk_nodes
+from openinfer_jax.emit.analysis import Analysis
 from openinfer_jax.emit.c_types import ctype
 from openinfer_jax.ir.nodes import CacheRead, Node, Op, Transfer
+from openinfer_jax.ir.printer import describe_node
+from openinfer_jax.ir.walk import walk_graph
 
 __all__ = ["TraceSites"]
 
@@ -47,10 +49,7 @@ class TraceSites:
         # node they made (a folded or fused one) is traced under the number of the node whose
         # output it writes (`Analysis.origins`).
         graph = an.source or an.graph
-        self.index = {
-            id(node): k
-            for k, node in enumerate(n for blk in graph.blocks for n in walk_nodes(blk.nodes))
-        }
+        self.index = {id(node): k for k, node in enumerate(walk_graph(graph))}
         self.origins = an.origins
         self.sites: list[_Site] = []
 
@@ -85,7 +84,7 @@ class TraceSites:
             "block_name": block,
             "node_index": self.index[id(node)],
             "kind": _KINDS[type(node)],
-            "node_desc": node_text(node),
+            "node_desc": describe_node(node),
             "node_loc": loc.short() if loc is not None else "",
             "output": [output],
             "output_dtypes": [dtype.short],

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from openinfer_jax.core.errors import SynthesisError
-from openinfer_jax.emit.analysis import Analysis, OpInfo, resolve_dims, walk_nodes
+from openinfer_jax.emit.analysis import Analysis, OpInfo, resolve_dims
 from openinfer_jax.emit.c_kernels import ALIAS_SAFE, runtime_params
 from openinfer_jax.emit.c_types import ctype
 from openinfer_jax.emit.vk_kernels import VkOpPlan, compile_spirv, plan_vk_op
@@ -49,6 +49,7 @@ from openinfer_jax.ir.nodes import (
     Transfer,
     Yield,
 )
+from openinfer_jax.ir.walk import walk
 
 if TYPE_CHECKING:
     from openinfer_jax.emit.memory import MemoryPlan
@@ -109,7 +110,7 @@ class VkReport:
 def runtime_shaped(an: Analysis) -> set[str]:
     """Variables whose shape may change at run time: read from a cache-table slice, or
     computed (op, transfer) from such a variable."""
-    nodes = [n for blk in an.graph.blocks for n in walk_nodes(blk.nodes)]
+    nodes = [n for blk in an.graph.blocks for n in walk(blk.nodes)]
     dyn: set[str] = set()
     changed = True
     while changed:

@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from openinfer_jax.core.errors import OpenInferError
-from openinfer_jax.emit.analysis import OpInfo, _Analyzer, walk_nodes
+from openinfer_jax.emit.analysis import OpInfo, _Analyzer
 from openinfer_jax.emit.device import DeviceArch
 from openinfer_jax.ir.nodes import Branch, CacheAccess, CacheSlice, Graph
+from openinfer_jax.ir.walk import walk
 
 __all__ = [
     "DEFAULT_MAX_VARIANTS",
@@ -78,7 +79,7 @@ def shape_variants(
     targets = {
         name
         for blk in graph.blocks
-        for node in walk_nodes(blk.nodes)
+        for node in walk(blk.nodes)
         if isinstance(node, Branch)
         for name in (node.then_block, node.else_block)
         if name

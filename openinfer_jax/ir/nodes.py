@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from openinfer_jax.core.blocks import BlockScheme
+from openinfer_jax.core.dims import Dim
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.names import VarName
 
@@ -100,9 +101,6 @@ class MemoryKind(enum.Enum):
         return self.value
 
 
-# A dimension: an int literal, a sizevar name ("B"), or a product written "3*D" / "B*D".
-Dim = int | str
-
 # A scalar literal as in `@init(...)` or a param value.
 ScalarValue = bool | int | float
 
@@ -158,6 +156,10 @@ class VarRef:
     name: str
     indices: tuple[int | str, ...] = ()
 
+    def index_names(self) -> tuple[str, ...]:
+        """The names used as indices (`l` in `W[l]`)."""
+        return tuple(i for i in self.indices if isinstance(i, str))
+
     def __str__(self) -> str:
         if not self.indices:
             return self.name
@@ -204,6 +206,16 @@ class CacheAccess:
         if self.indices and not self.bracketed:
             object.__setattr__(self, "bracketed", True)
 
+    def index_names(self) -> tuple[str, ...]:
+        """The names used in the indices and slice bounds (`l`, `step` in `K[l, 0..step]`)."""
+        out: list[str] = []
+        for idx in self.indices:
+            if isinstance(idx, CacheIndex):
+                out += [idx.value] if isinstance(idx.value, str) else []
+            else:
+                out += [b for b in (idx.start, idx.end) if isinstance(b, str)]
+        return tuple(out)
+
     def __str__(self) -> str:
         if not self.bracketed and not self.indices:
             return self.name
@@ -213,20 +225,7 @@ class CacheAccess:
 def _ref_names(ref: VarRef) -> Iterator[str]:
     """The names a use of `ref` reads: the variable and any named prefix-table index."""
     yield ref.name
-    yield from (i for i in ref.indices if isinstance(i, str))
-
-
-def _index_names(ref: VarRef | CacheAccess) -> Iterator[str]:
-    """Names in the indices of a reference (loop indices, persistent counters)."""
-    if isinstance(ref, VarRef):
-        yield from (i for i in ref.indices if isinstance(i, str))
-        return
-    for idx in ref.indices:
-        if isinstance(idx, CacheIndex):
-            if isinstance(idx.value, str):
-                yield idx.value
-        else:
-            yield from (b for b in (idx.start, idx.end) if isinstance(b, str))
+    yield from ref.index_names()
 
 
 def _unique(names: Iterator[str]) -> tuple[str, ...]:
@@ -303,7 +302,7 @@ class Op(Node):
 
     def reads(self) -> tuple[str, ...]:
         names = [n for ref in self.inputs for n in _ref_names(ref)]
-        names += _index_names(self.output)
+        names += self.output.index_names()
         names += [v.name for _key, v in self.params if isinstance(v, VarName)]
         return _unique(iter(names))
 
@@ -320,7 +319,7 @@ class Transfer(Node):
     loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
     def reads(self) -> tuple[str, ...]:
-        return _unique(iter([*_ref_names(self.src), *_index_names(self.dst)]))
+        return _unique(iter([*_ref_names(self.src), *self.dst.index_names()]))
 
     def writes(self) -> tuple[str, ...]:
         return (self.dst.name,)
@@ -335,7 +334,7 @@ class CacheRead(Node):
     loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
     def reads(self) -> tuple[str, ...]:
-        return _unique(iter([self.src.name, *_index_names(self.src), *_index_names(self.dst)]))
+        return _unique(iter([self.src.name, *self.src.index_names(), *self.dst.index_names()]))
 
     def writes(self) -> tuple[str, ...]:
         return (self.dst.name,)
@@ -350,7 +349,7 @@ class CacheWrite(Node):
     loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
     def reads(self) -> tuple[str, ...]:
-        return _unique(iter([*_ref_names(self.src), *_index_names(self.dst)]))
+        return _unique(iter([*_ref_names(self.src), *self.dst.index_names()]))
 
     def writes(self) -> tuple[str, ...]:
         return (self.dst.name,)
@@ -394,7 +393,7 @@ class CacheReset(Node):
     loc: SourceLoc | None = field(default=None, compare=False, repr=False)
 
     def reads(self) -> tuple[str, ...]:
-        return _unique(_index_names(self.target))
+        return self.target.index_names()
 
     def writes(self) -> tuple[str, ...]:
         return (self.target.name,)

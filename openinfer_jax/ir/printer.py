@@ -41,7 +41,14 @@ from openinfer_jax.ir.nodes import (
     Yield,
 )
 
-__all__ = ["format_decl", "format_graph", "format_node", "format_param_value", "format_scalar"]
+__all__ = [
+    "describe_node",
+    "format_decl",
+    "format_graph",
+    "format_node",
+    "format_param_value",
+    "format_scalar",
+]
 
 _INDENT = "  "
 
@@ -149,6 +156,13 @@ def format_node(node: Node) -> str:
         return _LINE_FORMATTERS[type(node)](node)
     except KeyError:
         raise TypeError(f"not an IR node: {type(node).__name__}") from None
+
+
+def describe_node(node: Node) -> str:
+    """A node as one line without its terminator, for messages, traces and emitted error
+    strings (`op relu(h, clamp_max=6.0) >> h`, `loop layers (l in 0..L)`): the same text
+    `str(graph)` prints, so a message quotes the program as written."""
+    return format_node(node).removesuffix(" {").removesuffix(";")
 
 
 def _format_nodes(nodes: tuple[Node, ...], depth: int, out: list[str]) -> None:

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openinfer_jax.core.blocks import BlockScheme
+from openinfer_jax.core.dims import dim_factors, missing_sizes, resolve_dim
 from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.errors import GraphValidationError
 from openinfer_jax.ir.nodes import (
     Assign,
     Dim,
@@ -119,14 +121,20 @@ class DimResolver:
         return self.sizevars is None
 
     def unknown_names(self, dim: Dim) -> list[str]:
-        """Sizevar names in `dim` that the model does not define (always [] without a model)."""
-        if isinstance(dim, int) or self.sizevars is None:
+        """Sizevar names in `dim` that the model does not define (always [] without a model).
+
+        Raises:
+            GraphValidationError: a malformed dim (see `openinfer_jax.core.dims`).
+        """
+        if isinstance(dim, int):
             return []
-        return [f for f in dim.split("*") if not f.isdigit() and f not in self.sizevars]
+        if self.sizevars is None:
+            dim_factors(dim)  # a malformed dim is refused even without a model
+            return []
+        return missing_sizes([dim], self.sizevars)
 
     def _factor(self, factor: str) -> int | None:
-        if factor.isdigit():
-            return int(factor)
+        """A name's size: the model's sizevar, or (without a model) a symbolic stand-in."""
         if self.sizevars is not None:
             return self.sizevars.get(factor)
         if factor not in self._symbols:
@@ -140,12 +148,12 @@ class DimResolver:
         """The size of one dim, or None if a sizevar in it is unknown."""
         if isinstance(dim, int):
             return dim
-        total = 1
-        for factor in dim.split("*"):
-            value = self._factor(factor)
-            if value is None:
-                return None
-            total *= value
+        try:
+            total = resolve_dim(dim, self._factor)
+        except GraphValidationError:  # malformed: reported where dims are checked
+            return None
+        if total is None:
+            return None
         if self.symbolic:
             self._names.setdefault(total, dim)
         return total

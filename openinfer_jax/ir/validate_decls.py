@@ -7,15 +7,16 @@ node passes can look types up. Each rule below is one line of docs/validation.md
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from openinfer_jax.core.blocks import BlockScheme
 from openinfer_jax.core.dtypes import DType
-from openinfer_jax.ir.nodes import Assign, Block, Loop, MemoryKind, Node, VarDecl
+from openinfer_jax.core.errors import GraphValidationError
+from openinfer_jax.ir.nodes import Assign, Block, MemoryKind, VarDecl
 from openinfer_jax.ir.validate_context import Context, VarInfo, did_you_mean, format_type
+from openinfer_jax.ir.walk import walk
 
 __all__ = [
     "check_declarations",
@@ -23,20 +24,11 @@ __all__ = [
     "model_dtype_shape",
     "model_quant",
     "model_tensors",
-    "walk_nodes",
 ]
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _PREFIX_KINDS = (MemoryKind.VOLATILE, MemoryKind.CONSTANT)
-
-
-def walk_nodes(nodes: tuple[Node, ...]) -> Iterator[Node]:
-    """Every node in `nodes`, loop bodies included, in source order."""
-    for node in nodes:
-        yield node
-        if isinstance(node, Loop):
-            yield from walk_nodes(node.body)
 
 
 def model_tensors(model: Any) -> dict[str, Any]:
@@ -279,7 +271,12 @@ def _check_dims(ctx: Context, dims: tuple[Any, ...], loc: Any, where: str) -> No
             if dim < 0:
                 ctx.error(f"dimension {dim} is negative; expected a size >= 0", loc, where)
             continue
-        for name in ctx.dims.unknown_names(dim):
+        try:
+            unknown = ctx.dims.unknown_names(dim)
+        except GraphValidationError as err:  # not a product of ints and names
+            ctx.error(str(err), loc, where)
+            continue
+        for name in unknown:
             known = ", ".join(sorted(ctx.dims.sizevars or {})) or "none"
             ctx.error(
                 f"unknown size '{name}' in dims [{', '.join(str(d) for d in dims)}]{did_you_mean(name, ctx.dims.sizevars or {})}; "
@@ -386,7 +383,7 @@ def _check_quantized(ctx: Context, decl: VarDecl) -> None:
 def collect_assigns(ctx: Context) -> None:
     """Add every `assign` to the variable table; report shadowing and duplicates."""
     for block in ctx.graph.blocks:
-        for node in walk_nodes(block.nodes):
+        for node in walk(block.nodes):
             if not isinstance(node, Assign):
                 continue
             where = f"block '{block.name}' (assign {node.name})"

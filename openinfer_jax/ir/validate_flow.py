@@ -11,28 +11,16 @@ from openinfer_jax.ir.nodes import (
     Await,
     Block,
     Branch,
-    CacheRead,
     Loop,
     Node,
-    Op,
     SourceLoc,
-    Transfer,
     Yield,
 )
 from openinfer_jax.ir.validate_context import Context
-from openinfer_jax.ir.validate_decls import walk_nodes
 from openinfer_jax.ir.validate_nodes import used_blocks
+from openinfer_jax.ir.walk import walk
 
 __all__ = ["check_flow"]
-
-
-def _written(node: Node) -> str | None:
-    """The variable a node writes (op output, transfer/cache.read destination), if any."""
-    if isinstance(node, Op):
-        return node.output.name
-    if isinstance(node, (Transfer, CacheRead)):
-        return node.dst.name
-    return None
 
 
 def _loc(node: Node | None) -> SourceLoc | None:
@@ -107,14 +95,14 @@ def _step(
                 )
             outstanding.pop(name, None)
     else:
-        written = _written(node)
-        if written is not None and written in outstanding:
-            ctx.error(
-                f"entry writes '{written}' while it is yielded to the consumers; `await {written};` "
-                f"before writing it",
-                _loc(node),
-                _where(entry, node),
-            )
+        for written in node.writes():
+            if written in outstanding:
+                ctx.error(
+                    f"entry writes '{written}' while it is yielded to the consumers; "
+                    f"`await {written};` before writing it",
+                    _loc(node),
+                    _where(entry, node),
+                )
 
 
 def _check_consumers(ctx: Context, consumers: list[Block], entry_yields: set[str]) -> set[str]:
@@ -130,7 +118,7 @@ def _check_consumers(ctx: Context, consumers: list[Block], entry_yields: set[str
                 _where(block),
             )
         awaited: set[str] = set()
-        for node in walk_nodes(block.nodes):
+        for node in walk(block.nodes):
             if isinstance(node, Await):
                 for name in node.vars:
                     awaited.add(name)
@@ -159,26 +147,26 @@ def _check_consumers(ctx: Context, consumers: list[Block], entry_yields: set[str
                         last.loc,
                         _where(block, last),
                     )
-        for node in walk_nodes(block.nodes):
-            written = _written(node)
-            if written is None or written not in entry_yields:
-                continue
-            if written in mutators and mutators[written][0] is not block:
-                first = mutators[written][0]
-                ctx.error(
-                    f"'{written}' is mutated by consumers '{first.name}' and '{block.name}'; only one "
-                    f"consumer may mutate a variable (others may read it)",
-                    _loc(node),
-                    _where(block, node),
-                )
-            else:
-                mutators.setdefault(written, (block, node))
+        for node in walk(block.nodes):
+            for written in node.writes():
+                if written not in entry_yields:
+                    continue
+                if written in mutators and mutators[written][0] is not block:
+                    first = mutators[written][0]
+                    ctx.error(
+                        f"'{written}' is mutated by consumers '{first.name}' and '{block.name}'; "
+                        f"only one consumer may mutate a variable (others may read it)",
+                        _loc(node),
+                        _where(block, node),
+                    )
+                else:
+                    mutators.setdefault(written, (block, node))
     return awaited_all
 
 
 def _check_yield_last(ctx: Context, block: Block) -> None:
     last = block.nodes[-1] if block.nodes else None
-    for node in walk_nodes(block.nodes):
+    for node in walk(block.nodes):
         if isinstance(node, Yield) and node is not last:
             ctx.error(
                 f"in block '{block.name}' `yield` ends the block, so it must be its last node",
@@ -189,8 +177,7 @@ def _check_yield_last(ctx: Context, block: Block) -> None:
 
 def _check_cycles(ctx: Context, blocks: dict[str, Block]) -> None:
     edges: dict[str, list[Branch]] = {
-        name: [n for n in walk_nodes(b.nodes) if isinstance(n, Branch)]
-        for name, b in blocks.items()
+        name: [n for n in walk(b.nodes) if isinstance(n, Branch)] for name, b in blocks.items()
     }
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
     reported: set[frozenset[str]] = set()
@@ -228,9 +215,7 @@ def check_flow(ctx: Context) -> None:
     entry = blocks.get("entry")
     consumers = [b for b in ctx.graph.blocks if b.name != "entry" and b.name not in targets]
     entry_yields = (
-        {v for n in walk_nodes(entry.nodes) if isinstance(n, Yield) for v in n.vars}
-        if entry
-        else set()
+        {v for n in walk(entry.nodes) if isinstance(n, Yield) for v in n.vars} if entry else set()
     )
     for block in ctx.graph.blocks:
         if block.name != "entry":

@@ -41,10 +41,11 @@ from openinfer_jax.ir.nodes import (
     VarRef,
     Yield,
 )
+from openinfer_jax.ir.printer import describe_node
 from openinfer_jax.ir.validate_context import Context, VarInfo, did_you_mean, format_type
-from openinfer_jax.ir.validate_decls import walk_nodes
+from openinfer_jax.ir.walk import walk
 
-__all__ = ["NODE_KINDS", "NodeChecker", "TableUse", "describe_node"]
+__all__ = ["NODE_KINDS", "NodeChecker", "TableUse"]
 
 # The DSL keyword of each node kind; `dep` may name these (e.g. `before(cache.write)`).
 NODE_KINDS: dict[type[Node], str] = {
@@ -56,26 +57,6 @@ NODE_KINDS: dict[type[Node], str] = {
 
 # Identifiers that are literals when used as a setting value (`clamp_max=inf`).
 _LITERAL_NAMES = frozenset({"inf", "+inf", "-inf", "nan", "true", "false"})
-
-
-def describe_node(node: Node) -> str:
-    """Short text naming a node in messages (`op matmul`, `cache.read K[l, step]`)."""
-    kind = NODE_KINDS.get(type(node), type(node).__name__.lower())
-    if isinstance(node, Op):
-        return f"op {node.op}"
-    if isinstance(node, Assign):
-        return f"assign {node.name}"
-    if isinstance(node, CacheRead):
-        return f"cache.read {node.src}"
-    if isinstance(node, CacheWrite):
-        return f"cache.write {node.dst}"
-    if isinstance(node, CacheReset):
-        return f"cache.reset {node.target}"
-    if isinstance(node, (CacheIncrement, CacheDecrement)):
-        return f"{kind} {node.name}"
-    if isinstance(node, Loop):
-        return f"loop {node.name}"
-    return kind
 
 
 @dataclass(frozen=True)
@@ -110,7 +91,7 @@ class NodeChecker:
         """Check every node of every block."""
         for block in self.ctx.graph.blocks:
             self._block = block
-            flat = list(walk_nodes(block.nodes))
+            flat = list(walk(block.nodes))
             self._position = {id(n): i for i, n in enumerate(flat)}
             self._flat = flat
             self._nodes(block.nodes, {}, f"block '{block.name}'")
@@ -693,11 +674,4 @@ class NodeChecker:
 
 def used_blocks(blocks: Sequence[Block]) -> set[str]:
     """Names of all blocks that some branch targets."""
-    out: set[str] = set()
-    for block in blocks:
-        for node in walk_nodes(block.nodes):
-            if isinstance(node, Branch):
-                out.add(node.then_block)
-                if node.else_block is not None:
-                    out.add(node.else_block)
-    return out
+    return {target for block in blocks for node in walk(block.nodes) for target in node.targets()}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -19,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from openinfer_jax.core.dims import missing_sizes, resolve_dim
 from openinfer_jax.core.dtypes import DType
-from openinfer_jax.core.errors import GraphValidationError, OinfFormatError
+from openinfer_jax.core.errors import OinfFormatError
 from openinfer_jax.oinf.arrays import from_disk
 from openinfer_jax.oinf.checks import Checker
 from openinfer_jax.oinf.entries import MetadataInfo, TensorInfo
@@ -29,8 +29,6 @@ from openinfer_jax.oinf.parse import ParsedModel, parse_buffer
 from openinfer_jax.oinf.quantized import QuantizedTensor
 
 __all__ = ["ModelLoader", "UnknownNameError"]
-
-_DIM_TERM = re.compile(r"[0-9]+|[A-Za-z_][A-Za-z0-9_.]*")
 
 
 class UnknownNameError(OinfFormatError):
@@ -126,22 +124,10 @@ class ModelLoader:
             UnknownNameError: for an unknown sizevar.
             GraphValidationError: for a malformed expression or a negative literal.
         """
-        if isinstance(dim, (int, np.integer)) and not isinstance(dim, bool):
-            if dim < 0:
-                raise GraphValidationError(f"dimension {dim} is negative")
-            return int(dim)
-        if not isinstance(dim, str):
-            raise GraphValidationError(
-                f"a dimension must be an int or a string like 'B' or '3*D', got {dim!r}"
-            )
-        value = 1
-        for term in dim.split("*"):
-            term = term.strip()
-            if not _DIM_TERM.fullmatch(term):
-                raise GraphValidationError(
-                    f"malformed dimension {dim!r}: expected INT, NAME or a product like 3*D"
-                )
-            value *= int(term) if term.isdigit() else self.size_of(term)
+        value = resolve_dim(dim, self.sizevars.get)
+        if value is None:
+            self.size_of(missing_sizes([dim], self.sizevars)[0])  # raises UnknownNameError
+        assert value is not None
         return value
 
     def resolve_shape(self, dims: Sequence[int | str]) -> tuple[int, ...]:

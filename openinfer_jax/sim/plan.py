@@ -11,7 +11,6 @@ Python scheduler runs itself (DESIGN.md, "Pure regions go to XLA").
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from openinfer_jax.ir.nodes import (
@@ -20,13 +19,10 @@ from openinfer_jax.ir.nodes import (
     Barrier,
     Block,
     Branch,
-    CacheAccess,
     CacheDecrement,
     CacheIncrement,
-    CacheIndex,
     CacheRead,
     CacheReset,
-    CacheSlice,
     CacheWrite,
     Dep,
     Graph,
@@ -35,12 +31,13 @@ from openinfer_jax.ir.nodes import (
     Op,
     Return,
     Transfer,
-    VarName,
     VarRef,
     Yield,
 )
+from openinfer_jax.ir.printer import describe_node
+from openinfer_jax.ir.walk import walk, writes_in
 
-__all__ = ["GraphPlan", "Item", "NodeInfo", "RegionPlan", "describe_node", "node_kind"]
+__all__ = ["GraphPlan", "Item", "NodeInfo", "RegionPlan", "node_kind"]
 
 _NAMESPACE = uuid.UUID("6f1c3a52-8d0e-4b8a-9d61-0b7e5f3c2a19")
 
@@ -70,127 +67,6 @@ _PURE = (Op, Assign, Transfer, Dep)
 def node_kind(node: Node) -> str:
     """The trace kind of a node (``OpExecute``, ``CacheRead``...)."""
     return _KINDS[type(node)]
-
-
-def describe_node(node: Node) -> str:
-    """One line of DSL-like text for a node (trace lines and error messages)."""
-    if isinstance(node, Op):
-        args = [str(r) for r in node.inputs] + [f"{k}={_fmt(v)}" for k, v in node.params]
-        return f"op {node.op}({', '.join(args)}) >> {node.output}"
-    if isinstance(node, Assign):
-        dims = f"[{', '.join(str(d) for d in node.dims)}]" if node.dims else ""
-        return f"assign {node.name}: {node.dtype.short}{dims}"
-    if isinstance(node, Transfer):
-        return f"transfer {node.src} >> {node.dst}"
-    if isinstance(node, CacheRead):
-        return f"cache.read {node.src} >> {node.dst}"
-    if isinstance(node, CacheWrite):
-        return f"cache.write {node.src} >> {node.dst}"
-    if isinstance(node, CacheIncrement):
-        return f"cache.increment {node.amount} {node.name}"
-    if isinstance(node, CacheDecrement):
-        return f"cache.decrement {node.amount} {node.name}"
-    if isinstance(node, CacheReset):
-        return f"cache.reset {node.target}"
-    if isinstance(node, Branch):
-        if node.cond is None:
-            return f"branch {node.then_block}"
-        return f"branch {node.cond} {node.then_block} {node.else_block}"
-    if isinstance(node, Loop):
-        return f"loop {node.name} ({node.index} in {node.start}..{node.end})"
-    if isinstance(node, Yield):
-        return f"yield {', '.join(node.vars)}"
-    if isinstance(node, Await):
-        return f"await {', '.join(node.vars)}"
-    if isinstance(node, Dep):
-        return f"dep after({node.after}) before({node.before})"
-    if isinstance(node, Barrier):
-        return "barrier"
-    value = getattr(node, "value", None)
-    return f"return {value}" if value else "return"
-
-
-def _fmt(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, tuple):
-        return f"[{', '.join(str(v) for v in value)}]"
-    if isinstance(value, str):
-        return f'"{value}"'
-    return str(value)
-
-
-def _index_names(access: CacheAccess) -> set[str]:
-    names: set[str] = set()
-    for idx in access.indices:
-        if isinstance(idx, CacheIndex) and isinstance(idx.value, str):
-            names.add(idx.value)
-        elif isinstance(idx, CacheSlice):
-            names.update(b for b in (idx.start, idx.end) if isinstance(b, str))
-    return names
-
-
-def _read_names(node: Node) -> set[str]:
-    """Every name a node itself may read (inputs, indices, bounds, conditions, params).
-
-    Deliberately generous: a name listed here keeps a region output materialized, so an
-    extra name costs speed, never correctness. A loop's body nodes are not included.
-    """
-    names: set[str] = set()
-
-    def ref(r: VarRef) -> None:
-        names.add(r.name)
-        names.update(i for i in r.indices if isinstance(i, str))
-
-    if isinstance(node, Op):
-        for r in node.inputs:
-            ref(r)
-        names.update(i for i in node.output.indices if isinstance(i, str))
-        names.update(v.name for _k, v in node.params if isinstance(v, VarName))
-    elif isinstance(node, Transfer):
-        ref(node.src)
-        names.update(i for i in node.dst.indices if isinstance(i, str))
-    elif isinstance(node, CacheRead):
-        names.update(_index_names(node.src))
-        names.update(i for i in node.dst.indices if isinstance(i, str))
-    elif isinstance(node, CacheWrite):
-        ref(node.src)
-        names.update(_index_names(node.dst))
-    elif isinstance(node, CacheReset):
-        names.update(_index_names(node.target))
-    elif isinstance(node, Branch):
-        names.update(n for n in (node.cond,) if n)
-    elif isinstance(node, Loop):
-        names.update(b for b in (node.start, node.end) if isinstance(b, str))
-    elif isinstance(node, (Yield, Await)):
-        names.update(node.vars)
-    elif isinstance(node, Return):
-        names.update(n for n in (getattr(node, "value", None),) if n)
-    return names
-
-
-def _all_nodes(nodes: tuple[Node, ...]) -> Iterator[Node]:
-    """The nodes of a list and, recursively, of the loop bodies in it."""
-    for node in nodes:
-        yield node
-        if isinstance(node, Loop):
-            yield from _all_nodes(node.body)
-
-
-def _written_names(node: Node) -> set[str]:
-    """Variables a node (or a loop body) writes."""
-    if isinstance(node, Op):
-        return {node.output.name}
-    if isinstance(node, (Transfer, CacheRead, CacheWrite)):
-        return {node.dst.name}
-    if isinstance(node, Assign):
-        return {node.name}
-    if isinstance(node, Loop):
-        out: set[str] = set()
-        for child in node.body:
-            out |= _written_names(child)
-        return out
-    return set()
 
 
 @dataclass(frozen=True)
@@ -250,8 +126,11 @@ class GraphPlan:
         # name -> ids of the nodes that may read it (for the regions' live outputs)
         self._readers: dict[str, set[int]] = {}
         for block in graph.blocks:
-            for node in _all_nodes(block.nodes):
-                for name in _read_names(node):
+            # Every name a node may read (inputs, indices, bounds, conditions, params):
+            # deliberately generous, an extra name keeps an output materialized (speed), a
+            # missing one would drop a value (correctness).
+            for node in walk(block.nodes):
+                for name in node.reads():
                     self._readers.setdefault(name, set()).add(id(node))
 
     def _number(self, block: str, nodes: tuple[Node, ...], counter: int, path: str) -> int:
@@ -304,12 +183,12 @@ class GraphPlan:
         for node in nodes:
             if isinstance(node, _PURE):
                 run.append(node)
-                written.update(_written_names(node))
+                written.update(writes_in((node,)))
                 if not fused:
                     flush()
             elif fused and wide and self._wide_ok(node, written):
                 run.append(node)
-                written.update(_written_names(node))
+                written.update(writes_in((node,)))
             else:
                 flush()
                 out.append(node)
@@ -328,16 +207,15 @@ class GraphPlan:
         can, as long as the indices they name are not written earlier in the region.
         """
         if isinstance(node, CacheRead):
-            return self._is_persistent(node.src.name) and not (_index_names(node.src) & written)
+            return self._is_persistent(node.src.name) and not (set(node.src.index_names()) & written)
         if isinstance(node, CacheWrite):
-            return self._is_persistent(node.dst.name) and not (_index_names(node.dst) & written)
+            return self._is_persistent(node.dst.name) and not (set(node.dst.index_names()) & written)
         if isinstance(node, Loop):
             bounds = {b for b in (node.start, node.end) if isinstance(b, str)}
             if bounds & written:
                 return False
             inner = set(written)
-            for child in node.body:
-                inner.update(_written_names(child))
+            inner.update(writes_in(node.body))
             inner.discard(node.index)
             return all(isinstance(c, _PURE) or self._wide_ok(c, inner) for c in node.body)
         return False
@@ -368,7 +246,7 @@ class GraphPlan:
             elif isinstance(node, Assign):
                 write(VarRef(node.name))
                 assigns.append(node.name)
-        inside = {id(n) for n in _all_nodes(nodes)}
+        inside = {id(n) for n in walk(nodes)}
         read_names = {r.name for r in reads}
         used_after = frozenset(
             ref.name

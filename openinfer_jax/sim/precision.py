@@ -34,6 +34,7 @@ WIDE_DTYPES = frozenset({DType.I64, DType.U64, DType.F64})
 
 _T = TypeVar("_T")
 
+
 # The scoped switches of this JAX version: `jax.enable_x64` (0.7 and later) or the older
 # experimental one; `explicit_x64_dtypes` (a private state) turns a 64-bit request made in 32-bit
 # mode into an error instead of a silent 32-bit result. Without it the upgrade cannot be

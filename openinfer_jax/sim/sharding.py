@@ -33,7 +33,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from openinfer_jax.core.errors import ShardingError
-from openinfer_jax.ir.nodes import Assign, Block, Loop, MemoryKind, Node, VarDecl
+from openinfer_jax.ir.nodes import Assign, Block, MemoryKind, VarDecl
+from openinfer_jax.ir.walk import walk
 from openinfer_jax.sim.sharding_hlo import CollectiveStats, collectives_of
 from openinfer_jax.sim.sharding_plan import (
     PlanKey,
@@ -164,13 +165,6 @@ def attach_sharding(sim: Simulator, mesh: Any, plan: Plan) -> ShardedPlacement |
     return placement
 
 
-def _walk(nodes: tuple[Node, ...] | list[Node]) -> Iterator[Node]:
-    for node in nodes:
-        yield node
-        if isinstance(node, Loop):
-            yield from _walk(node.body)
-
-
 class ShardedPlacement:
     """Where each variable of one simulator lives on a mesh; see the module docstring.
 
@@ -210,7 +204,7 @@ class ShardedPlacement:
         # Activations named by `assign` inside blocks can be planned too.
         blocks: list[Block] = list(sim.graph.blocks)
         for blk in blocks:
-            for node in _walk(blk.nodes):
+            for node in walk(blk.nodes):
                 if isinstance(node, Assign) and node.name not in declared:
                     declared.add(node.name)
                     dims = sim.resolve_dims(node.dims, f"assign {node.name!r}")

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from openinfer_jax.core.dims import missing_sizes, resolve_dims
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import (
     BackendError,
@@ -27,18 +28,12 @@ from openinfer_jax.core.limits import DEFAULT_LIMITS, Limits
 from openinfer_jax.ir.nodes import (
     Await,
     Block,
-    Branch,
-    CacheRead,
     Dim,
     Graph,
-    Loop,
     MemoryKind,
-    Node,
-    Op,
-    Transfer,
     VarDecl,
-    VarRef,
 )
+from openinfer_jax.ir.walk import reads_in, walk, walk_graph, writes_in
 from openinfer_jax.passes import prepare
 from openinfer_jax.sim.compile_cache import enable_compile_cache
 from openinfer_jax.sim.events import env_trace_level
@@ -62,15 +57,6 @@ def _load_model(model: Any) -> Any:
     from openinfer_jax.oinf import ModelLoader
 
     return ModelLoader.open(model)
-
-
-def _walk(nodes: Sequence[Node]) -> list[Node]:
-    out: list[Node] = []
-    for node in nodes:
-        out.append(node)
-        if isinstance(node, Loop):
-            out.extend(_walk(node.body))
-    return out
 
 
 class Simulator:
@@ -155,23 +141,19 @@ class Simulator:
         if entry is None:
             raise GraphValidationError("the graph has no blocks; add `block entry { ... }`")
         self.entry: Block = entry
-        targets = {
-            name
-            for blk in self.graph.blocks
-            for node in _walk(blk.nodes)
-            if isinstance(node, Branch)
-            for name in (node.then_block, node.else_block)
-            if name
-        }
+        targets = {name for node in walk_graph(self.graph) for name in node.targets()}
         # Async consumers: blocks that are neither entry nor branch targets (reference §3).
         self.consumers = [
             b for b in self.graph.blocks if b.name != entry.name and b.name not in targets
         ]
         self.consumer_awaits = {
-            b.name: {v for n in _walk(b.nodes) if isinstance(n, Await) for v in n.vars}
+            b.name: {v for n in walk(b.nodes) if isinstance(n, Await) for v in n.vars}
             for b in self.consumers
         }
-        self.consumer_writes = {b.name: _written(b.nodes) for b in self.consumers}
+        # What a consumer writes into its snapshot of working memory comes back at entry's
+        # await; persistent memory is shared, so persistent writes are not part of it.
+        persistent = {d.name for d in self.graph.vars if d.kind is MemoryKind.PERSISTENT}
+        self.consumer_writes = {b.name: writes_in(b.nodes) - persistent for b in self.consumers}
         self.required_inputs = self._required_inputs()
 
     # ---- builder-style options -----------------------------------------------------------
@@ -222,54 +204,35 @@ class Simulator:
                     f"persistent table {decl.name!r}: packed dtype {decl.dtype.short} is not allowed in tables"
                 )
         for blk in self.graph.blocks:
-            for node in _walk(blk.nodes):
-                if isinstance(node, Branch):
-                    for target in (node.then_block, node.else_block):
-                        if target is not None and self.graph.block(target) is None:
-                            raise GraphValidationError(
-                                f"block {blk.name}: branch target {target!r} is not a block"
-                            )
+            for node in walk(blk.nodes):
+                for target in node.targets():
+                    if self.graph.block(target) is None:
+                        raise GraphValidationError(
+                            f"block {blk.name}: branch target {target!r} is not a block"
+                        )
         del names
 
     def _required_inputs(self) -> list[str]:
         """Dynamic variables some node reads (a step without them fails up front)."""
-        read: set[str] = set()
-        for blk in self.graph.blocks:
-            for node in _walk(blk.nodes):
-                if isinstance(node, Op):
-                    read.update(r.name for r in node.inputs)
-                elif isinstance(node, Transfer) or (
-                    hasattr(node, "src") and isinstance(node.src, VarRef)
-                ):
-                    read.add(node.src.name)
+        read = set().union(*(reads_in(blk.nodes) for blk in self.graph.blocks))
         return [d.name for d in self.graph.vars if d.kind is MemoryKind.DYNAMIC and d.name in read]
 
     # ---- sizes and model values ---------------------------------------------------------------
     def resolve_dims(self, dims: Sequence[Dim], what: str) -> tuple[int, ...]:
-        """Resolve dims (ints, sizevars, products like ``3*D``) to ints.
+        """Resolve dims (ints, sizevars, products like ``3*D``; `openinfer_jax.core.dims`).
 
         Raises:
-            SimulationError: an unknown sizevar, naming `what` needs it.
+            SimulationError: an unknown sizevar or a malformed dim, naming `what`.
         """
-        out = []
-        for dim in dims:
-            if isinstance(dim, int):
-                out.append(dim)
-                continue
-            value = 1
-            for term in str(dim).split("*"):
-                term = term.strip()
-                if term.lstrip("-").isdigit():
-                    value *= int(term)
-                elif term in self.sizevars:
-                    value *= self.sizevars[term]
-                else:
-                    known = ", ".join(sorted(self.sizevars)) or "none"
-                    raise SimulationError(
-                        f"{what}: unknown size {term!r}; the model defines: {known}"
-                    )
-            out.append(value)
-        return tuple(out)
+        try:
+            shape = resolve_dims(dims, self.sizevars)
+            if shape is not None:
+                return shape
+            missing = missing_sizes(dims, self.sizevars)
+        except GraphValidationError as err:
+            raise SimulationError(f"{what}: {err}") from None
+        known = ", ".join(sorted(self.sizevars)) or "none"
+        raise SimulationError(f"{what}: unknown size {missing[0]!r}; the model defines: {known}")
 
     def placement(self, name: str, device: Any) -> Any:
         """Where variable `name` lives: its planned sharding on a mesh, else `device`."""
@@ -351,16 +314,6 @@ class Simulator:
         if decl.init is not None:
             return jax.device_put(np.full(shape, decl.init, decl.dtype.numpy), device)
         return jax.device_put(jnp.zeros(shape, decl.dtype.numpy), device)
-
-
-def _written(nodes: Sequence[Node]) -> set[str]:
-    out: set[str] = set()
-    for node in _walk(nodes):
-        if isinstance(node, Op):
-            out.add(node.output.name)
-        elif isinstance(node, (Transfer, CacheRead)):
-            out.add(node.dst.name)
-    return out
 
 
 def _pick_device(device: Any) -> tuple[str, Any, Any]:

@@ -31,7 +31,6 @@ def _run(group: str, devices: tuple[int, ...]) -> None:
         env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
     ).strip()
     env["JAX_PLATFORMS"] = "cpu"
-    env["JAX_ENABLE_X64"] = "1"
     proc = subprocess.run(
         [sys.executable, str(Path(__file__)), group, ",".join(map(str, devices))],
         cwd=ROOT,
