@@ -137,58 +137,71 @@ def _check_table_attributes(ctx: Context, decl: VarDecl) -> None:
             where,
         )
     if decl.pattern is not None:
-        if decl.kind not in _PREFIX_KINDS:
-            ctx.error(
-                "@pattern (prefix tables) is only allowed in volatile and constant memory; "
-                "persistent tables use @table",
-                decl.loc,
-                where,
-            )
-        elif not indices:
-            ctx.error(
-                f"@pattern needs table indices: declare it as {decl.name}(i): ... @pattern(...)",
-                decl.loc,
-                where,
-            )
-        else:
-            placeholders = _PLACEHOLDER.findall(decl.pattern)
-            missing = [i for i in indices if i not in placeholders]
-            extra = [p for p in placeholders if p not in indices]
-            if missing or extra:
-                parts = []
-                if missing:
-                    parts.append(f"index {', '.join(missing)} is not used")
-                if extra:
-                    parts.append(
-                        f"placeholder {', '.join('{' + p + '}' for p in extra)} is not a table index"
-                    )
-                ctx.error(
-                    f'@pattern("{decl.pattern}"): {"; ".join(parts)}; the placeholders must be exactly '
-                    f"the table indices ({', '.join(indices)})",
-                    decl.loc,
-                    where,
-                )
+        _check_pattern(ctx, decl)
     if decl.kind is MemoryKind.PERSISTENT:
-        if indices and not decl.table and not decl.auto_dim and decl.pattern is None:
-            ctx.error(
-                f"persistent {decl.name}({', '.join(indices)}) has table indices but no @table "
-                f"(or @auto_dim); add @table",
-                decl.loc,
-                where,
-            )
-        if decl.table and not indices:
-            ctx.error(
-                f"@table needs table indices: declare it as {decl.name}(i): ... @table",
-                decl.loc,
-                where,
-            )
-        if indices and decl.dtype.is_packed:
-            ctx.error(
-                f"packed dtype {decl.dtype.short} is not allowed in cache tables; use i8/u8 or wider",
-                decl.loc,
-                where,
-            )
+        _check_cache_table(ctx, decl)
     _check_fixed_auto(ctx, decl)
+
+
+def _check_pattern(ctx: Context, decl: VarDecl) -> None:
+    """`@pattern` is for prefix tables and names each table index exactly once."""
+    assert decl.pattern is not None
+    where, indices = _decl_where(decl), decl.table_indices
+    if decl.kind not in _PREFIX_KINDS:
+        ctx.error(
+            "@pattern (prefix tables) is only allowed in volatile and constant memory; "
+            "persistent tables use @table",
+            decl.loc,
+            where,
+        )
+    elif not indices:
+        ctx.error(
+            f"@pattern needs table indices: declare it as {decl.name}(i): ... @pattern(...)",
+            decl.loc,
+            where,
+        )
+    else:
+        placeholders = _PLACEHOLDER.findall(decl.pattern)
+        missing = [i for i in indices if i not in placeholders]
+        extra = [p for p in placeholders if p not in indices]
+        if missing or extra:
+            parts = []
+            if missing:
+                parts.append(f"index {', '.join(missing)} is not used")
+            if extra:
+                parts.append(
+                    f"placeholder {', '.join('{' + p + '}' for p in extra)} is not a table index"
+                )
+            ctx.error(
+                f'@pattern("{decl.pattern}"): {"; ".join(parts)}; the placeholders must be exactly '
+                f"the table indices ({', '.join(indices)})",
+                decl.loc,
+                where,
+            )
+
+
+def _check_cache_table(ctx: Context, decl: VarDecl) -> None:
+    """A persistent declaration with table indices is a cache table (`@table`/`@auto_dim`)."""
+    where, indices = _decl_where(decl), decl.table_indices
+    if indices and not decl.table and not decl.auto_dim and decl.pattern is None:
+        ctx.error(
+            f"persistent {decl.name}({', '.join(indices)}) has table indices but no @table "
+            f"(or @auto_dim); add @table",
+            decl.loc,
+            where,
+        )
+    if decl.table and not indices:
+        ctx.error(
+            f"@table needs table indices: declare it as {decl.name}(i): ... @table",
+            decl.loc,
+            where,
+        )
+    if indices and decl.dtype.is_packed:
+        ctx.error(
+            f"packed dtype {decl.dtype.short} is not allowed in cache tables; use i8/u8 or wider",
+            decl.loc,
+            where,
+        )
 
 
 def _check_fixed_auto(ctx: Context, decl: VarDecl) -> None:

@@ -148,6 +148,50 @@ def _unexpected_character(source: SourceText, line: int, column: int, ch: str) -
     )
 
 
+def _number_token(source: SourceText, m: re.Match[str], line: int, line_start: int) -> Token:
+    """The INT or FLOAT token of a `number` match (a name glued to it is an error)."""
+    text, start = source.text, m.start("number")
+    column = start - line_start + 1
+    literal = m.group("number")
+    if _NAME_CHAR.match(text, m.end()):
+        word = _WORD.match(text, start).group()  # type: ignore[union-attr]
+        raise syntax_error(
+            source,
+            line,
+            column,
+            f"malformed number '{word}'; expected digits, optionally with a fraction "
+            "and exponent (e.g. 3, 0.01, 1e-6), separated from names by '*' or ','",
+        )
+    if "." in literal or "e" in literal or "E" in literal:
+        return Token(FLOAT, literal, line, column, float(literal))
+    if len(literal) > _MAX_INT_DIGITS:
+        raise syntax_error(
+            source,
+            line,
+            column,
+            f"integer literal of {len(literal)} digits; expected at most "
+            f"{_MAX_INT_DIGITS} digits (integers are 64-bit)",
+        )
+    return Token(INT, literal, line, column, int(literal))
+
+
+def _string_token(source: SourceText, m: re.Match[str], line: int, line_start: int) -> Token:
+    """The STRING token of a `string` match, its escapes decoded."""
+    start = m.start("string")
+    literal = m.group("string")
+    try:
+        value = _decode_string(literal)
+    except ValueError:
+        raise syntax_error(
+            source,
+            line,
+            start - line_start + 1,
+            'bad escape sequence in string; expected one of \\" \\\\ \\/ \\n \\t \\r '
+            "\\b \\f or \\uXXXX (a character, not half of a surrogate pair)",
+        ) from None
+    return Token(STRING, literal, line, start - line_start + 1, value)
+
+
 def tokenize(source: SourceText) -> list[Token]:
     """All tokens of `source`, ending with an EOF token.
 
@@ -180,30 +224,7 @@ def tokenize(source: SourceText) -> list[Token]:
             line += 1
             line_start = pos
         elif group == "number":
-            start = m.start(group)
-            column = start - line_start + 1
-            literal = m.group(group)
-            if _NAME_CHAR.match(text, pos):
-                word = _WORD.match(text, start).group()  # type: ignore[union-attr]
-                raise syntax_error(
-                    source,
-                    line,
-                    column,
-                    f"malformed number '{word}'; expected digits, optionally with a fraction "
-                    "and exponent (e.g. 3, 0.01, 1e-6), separated from names by '*' or ','",
-                )
-            if "." in literal or "e" in literal or "E" in literal:
-                append(Token(FLOAT, literal, line, column, float(literal)))
-            elif len(literal) > _MAX_INT_DIGITS:
-                raise syntax_error(
-                    source,
-                    line,
-                    column,
-                    f"integer literal of {len(literal)} digits; expected at most "
-                    f"{_MAX_INT_DIGITS} digits (integers are 64-bit)",
-                )
-            else:
-                append(Token(INT, literal, line, column, int(literal)))
+            append(_number_token(source, m, line, line_start))
         elif group == "line_comment":
             pass
         elif group == "block_comment":
@@ -213,19 +234,7 @@ def tokenize(source: SourceText) -> list[Token]:
                 line += newlines
                 line_start = text.rfind("\n", start, pos) + 1
         elif group == "string":
-            start = m.start(group)
-            literal = m.group(group)
-            try:
-                value = _decode_string(literal)
-            except ValueError:
-                raise syntax_error(
-                    source,
-                    line,
-                    start - line_start + 1,
-                    'bad escape sequence in string; expected one of \\" \\\\ \\/ \\n \\t \\r '
-                    "\\b \\f or \\uXXXX (a character, not half of a surrogate pair)",
-                ) from None
-            append(Token(STRING, literal, line, start - line_start + 1, value))
+            append(_string_token(source, m, line, line_start))
         elif group == "open_string":
             raise syntax_error(
                 source,
