@@ -5,7 +5,7 @@ PY      := .venv/bin/python
 PIP     := .venv/bin/pip
 STAMP   := .venv/.setup-stamp
 
-.PHONY: setup demo test bench lint fuzz clean references docs peers onnx-conformance
+.PHONY: setup demo test bench lint typecheck fuzz clean references docs peers onnx-conformance
 
 setup: $(STAMP)
 
@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml scripts/setup.sh
 demo: setup
 	$(PY) examples/demo.py
 
-test: setup
+# CI (.ci/run) calls this: lint and type checks first (seconds), then the suite.
+test: setup lint typecheck
 	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=20
 
 bench: setup
@@ -29,8 +30,12 @@ peers:
 	bash scripts/setup_peers.sh
 
 lint: setup
-	.venv/bin/ruff check openinfer_jax tests bench examples
+	.venv/bin/ruff check openinfer_jax tests bench examples scripts
 	.venv/bin/ruff format --check openinfer_jax
+
+# mypy --strict on the packages listed in pyproject.toml [tool.mypy] files (0 errors).
+typecheck: setup
+	.venv/bin/mypy
 
 # Coverage-guided fuzzers (atheris: Python reader, DSL/JSON frontends; libFuzzer+ASan+UBSan:
 # the emitted C loader and the generated driver's input reader) for FUZZ_SECONDS each, the

@@ -10,6 +10,7 @@ message.
 from __future__ import annotations
 
 import functools
+import operator
 import re
 from collections.abc import Callable, Iterable, Mapping
 
@@ -49,7 +50,7 @@ def dim_factors(dim: object) -> tuple[int | str, ...]:
     if isinstance(dim, bool) or not isinstance(dim, (int, str)):
         # numpy integers count as ints (shapes computed with NumPy reach here too).
         if hasattr(dim, "__index__") and not isinstance(dim, bool):
-            dim = int(dim)  # type: ignore[call-overload]
+            dim = operator.index(dim)
         else:
             raise GraphValidationError(
                 f"a dimension must be an int or a string like 'B' or '3*D', got {dim!r}"

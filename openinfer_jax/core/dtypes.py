@@ -280,7 +280,8 @@ def pack(values: Any, dtype: DType) -> np.ndarray:
         codes = np.concatenate([codes, np.zeros(pad, np.uint8)])
     groups = codes.reshape(-1, per_byte).astype(np.uint16)
     shifts = (np.arange(per_byte, dtype=np.uint16) * bits)[None, :]
-    return np.bitwise_or.reduce(groups << shifts, axis=1).astype(np.uint8)
+    packed: np.ndarray = np.bitwise_or.reduce(groups << shifts, axis=1).astype(np.uint8)
+    return packed
 
 
 def unpack(data: Any, dtype: DType, numel: int) -> np.ndarray:

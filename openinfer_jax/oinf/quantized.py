@@ -136,13 +136,9 @@ class QuantizedTensor:
     def rows(self, index: Any) -> QuantizedTensor:
         """Rows `index` of axis 0 (an int array, any shape): a gather that stays quantized."""
         idx = np.asarray(index)
-        pick = lambda plane: None if plane is None else plane[idx]  # noqa: E731
+        offsets = None if self.offsets is None else self.offsets[idx]
         return QuantizedTensor(
-            self.layout,
-            (*idx.shape, *self.shape[1:]),
-            pick(self.quants),
-            pick(self.scales),
-            pick(self.offsets),
+            self.layout, (*idx.shape, *self.shape[1:]), self.quants[idx], self.scales[idx], offsets
         )
 
     def __repr__(self) -> str:
@@ -186,7 +182,8 @@ def _dequantize(
 
 
 def _round_half_away(x: np.ndarray) -> np.ndarray:
-    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+    rounded: np.ndarray = np.sign(x) * np.floor(np.abs(x) + 0.5)
+    return rounded
 
 
 def quantize(

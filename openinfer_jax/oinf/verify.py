@@ -13,7 +13,7 @@ from openinfer_jax.oinf.parse import parse_buffer
 __all__ = ["Violation", "verify_buffer", "verify_file"]
 
 
-def verify_buffer(data: bytes | bytearray | memoryview) -> list[Violation]:
+def verify_buffer(data: bytes | bytearray | memoryview | mmap.mmap) -> list[Violation]:
     """Every violation in an in-memory `.oinf` image ([] when valid).
 
     Parsing continues past non-fatal violations; a fatal one (a table that can no longer

@@ -496,7 +496,7 @@ class OinfWriter:
                 f"{what}: the loader must return a QuantizedTensor of {t.block.describe() if t.block else '?'} "
                 f"and shape {list(t.shape)}, got {got}"
             )
-        out.write(memoryview(np.ascontiguousarray(qt.quants).reshape(-1)))
+        out.write(np.ascontiguousarray(qt.quants).reshape(-1).data)
         position = self._pad_to(out, position + t.nbytes, quant_off)
         parts = [
             encode_block_header(qt.layout, qt.shape),
@@ -539,7 +539,7 @@ class OinfWriter:
             raise OpenInferError(
                 f"internal error: {what} encodes to {raw.size} bytes, expected {t.nbytes}"
             )
-        return memoryview(raw)
+        return raw.data
 
 
 def write_oinf(

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir.nodes import (
     Assign,
     Await,
@@ -30,7 +31,6 @@ from openinfer_jax.ir.nodes import (
     VarRef,
     Yield,
 )
-from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir.printer import describe_node, format_node
 from openinfer_jax.ir.walk import reads_in, walk, walk_graph, writes_in
 from openinfer_jax.trace import parse
