@@ -126,11 +126,11 @@ def parity(
 
 
 def _assign_dtype(graph: Any, var: str) -> DType:
-    from openinfer_jax.emit.analysis import walk_nodes
+    from openinfer_jax.ir.walk import walk
     from openinfer_jax.ir.nodes import Assign
 
     for blk in graph.blocks:
-        for node in walk_nodes(blk.nodes):
+        for node in walk(blk.nodes):
             if isinstance(node, Assign) and node.name == var:
                 return node.dtype
     raise KeyError(var)
