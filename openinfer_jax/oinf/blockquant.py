@@ -110,6 +110,8 @@ def _first_non_finite(values: np.ndarray) -> int | None:
     return int(np.argmax(bad))
 
 
+# Over 80 lines on purpose: the fields of a per-block payload in file order, each check next
+# to the field it guards with its rule number (R33-R36).
 def decode_block_quant(
     buf: memoryview,
     offset: int,

@@ -67,6 +67,8 @@ def _shapes(dims: np.ndarray, firsts: np.ndarray, ndim: np.ndarray) -> list[tupl
     return shapes
 
 
+# Over 80 lines on purpose: one vectorized pass in numbered stages that share the column
+# arrays (starts, lengths, ndims); splitting the stages would copy or re-scan the columns.
 def fast_tensor_table(
     buf: memoryview, version: int, count: int, start: int, end: int, off_data: int, size: int
 ) -> tuple[dict[str, TensorInfo], np.ndarray, np.ndarray] | None:

@@ -169,6 +169,8 @@ class MetadataValues(Mapping[str, Any]):
         return "{" + shown + "}"
 
 
+# Over 80 lines on purpose: one branch per value type, in the order of the value-type
+# table of docs/oinf.md, each with the rule it enforces.
 def decode_metadata(
     buf: memoryview, offset: int, nbytes: int, vtype: DType, checker: Checker, field: str
 ) -> Any:

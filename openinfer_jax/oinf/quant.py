@@ -218,6 +218,8 @@ def encode_quant(quant: QuantParams) -> bytes:
     return (fixed + body).ljust(size, b"\x00")
 
 
+# Over 80 lines on purpose: the quant payload's fields in file order, each check next to
+# the field it guards with its rule number, as the reader's other tables are read.
 def decode_quant(
     buf: memoryview,
     offset: int,

@@ -1,7 +1,7 @@
-"""Static planning of a graph for the simulator: node numbering and jit regions.
+"""Static planning of a graph for the simulator: jit regions.
 
-Every node gets a deterministic index (pre-order over blocks, loop bodies included) and a
-deterministic UUID (uuid5 of block, path and text), so traces of two runs compare equal.
+Every node gets a deterministic index and UUID from `openinfer_jax.ir.numbering` (the
+emitted C trace numbers nodes the same way), so traces of two runs compare equal.
 Each node list (a block body or a loop body) is split into *items*: a `RegionPlan` is a
 maximal run of pure nodes (ops, assign, transfer, dep) compiled as one jax.jit function;
 every other node (cache ops, branch, loop, yield/await, barrier, return) is an effect the
@@ -10,75 +10,28 @@ Python scheduler runs itself (DESIGN.md, "Pure regions go to XLA").
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 
 from openinfer_jax.ir.nodes import (
     Assign,
-    Await,
-    Barrier,
     Block,
-    Branch,
-    CacheDecrement,
-    CacheIncrement,
     CacheRead,
-    CacheReset,
     CacheWrite,
     Dep,
     Graph,
     Loop,
     Node,
     Op,
-    Return,
     Transfer,
     VarRef,
-    Yield,
 )
-from openinfer_jax.ir.printer import describe_node
+from openinfer_jax.ir.numbering import NodeInfo, number_nodes
 from openinfer_jax.ir.walk import walk, writes_in
 
-__all__ = ["GraphPlan", "Item", "NodeInfo", "RegionPlan", "node_kind"]
-
-_NAMESPACE = uuid.UUID("6f1c3a52-8d0e-4b8a-9d61-0b7e5f3c2a19")
-
-# Trace `kind` of each node class (the original's TraceEvent kinds).
-_KINDS: dict[type, str] = {
-    Assign: "Assign",
-    Op: "OpExecute",
-    CacheRead: "CacheRead",
-    CacheWrite: "CacheWrite",
-    CacheIncrement: "CacheIncrement",
-    CacheDecrement: "CacheDecrement",
-    CacheReset: "CacheReset",
-    Barrier: "Barrier",
-    Dep: "Dep",
-    Transfer: "Transfer",
-    Yield: "Yield",
-    Await: "Await",
-    Branch: "Branch",
-    Loop: "Loop",
-    Return: "Return",
-}
+__all__ = ["GraphPlan", "Item", "RegionPlan"]
 
 # Nodes a jit region may contain: pure computation and ordering hints.
 _PURE = (Op, Assign, Transfer, Dep)
-
-
-def node_kind(node: Node) -> str:
-    """The trace kind of a node (``OpExecute``, ``CacheRead``...)."""
-    return _KINDS[type(node)]
-
-
-@dataclass(frozen=True)
-class NodeInfo:
-    """Where a node sits: its block, global index, UUID and description."""
-
-    block: str
-    index: int
-    uuid: str
-    desc: str
-    kind: str
-    loc: str = ""  # `file:line:column` (base name), "" when the node has no location
 
 
 @dataclass
@@ -117,12 +70,9 @@ class GraphPlan:
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
-        self.info: dict[int, NodeInfo] = {}
         self._items: dict[tuple[int, bool], list[Item]] = {}
         self.regions: list[RegionPlan] = []
-        counter = 0
-        for block in graph.blocks:
-            counter = self._number(block.name, block.nodes, counter, path=block.name)
+        self.info: dict[int, NodeInfo] = number_nodes(graph)
         # name -> ids of the nodes that may read it (for the regions' live outputs)
         self._readers: dict[str, set[int]] = {}
         for block in graph.blocks:
@@ -132,23 +82,6 @@ class GraphPlan:
             for node in walk(block.nodes):
                 for name in node.reads():
                     self._readers.setdefault(name, set()).add(id(node))
-
-    def _number(self, block: str, nodes: tuple[Node, ...], counter: int, path: str) -> int:
-        for pos, node in enumerate(nodes):
-            desc = describe_node(node)
-            key = f"{path}/{pos}/{desc}"
-            self.info[id(node)] = NodeInfo(
-                block=block,
-                index=counter,
-                uuid=str(uuid.uuid5(_NAMESPACE, key)),
-                desc=desc,
-                kind=node_kind(node),
-                loc=_short_loc(node),
-            )
-            counter += 1
-            if isinstance(node, Loop):
-                counter = self._number(block, node.body, counter, path=f"{key}/body")
-        return counter
 
     def block_items(self, block: Block, fused: bool) -> list[Item]:
         """The items of a block body."""
@@ -266,8 +199,3 @@ class GraphPlan:
         )
         self.regions.append(plan)
         return plan
-
-
-def _short_loc(node: Node) -> str:
-    loc = getattr(node, "loc", None)
-    return loc.short() if loc is not None else ""

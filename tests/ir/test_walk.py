@@ -138,3 +138,21 @@ def test_one_printer_for_messages_and_the_program() -> None:
     loop = parse(PROGRAM).blocks[0].nodes[1]
     assert describe_node(loop) == "loop outer (i in 0..n)"
     assert describe_node(CacheIncrement("step")) == "cache.increment step"
+
+
+def test_numbering_is_preorder_and_stable() -> None:
+    from openinfer_jax.ir.numbering import number_nodes
+
+    graph = parse(PROGRAM)
+    infos = sorted(number_nodes(graph).values(), key=lambda info: info.index)
+    assert [info.desc for info in infos][:5] == [
+        "assign t: f32[4]",
+        "loop outer (i in 0..n)",
+        "op relu(x) >> t",
+        "loop inner (j in 0..2)",
+        "op add(t, x) >> t",
+    ]
+    assert [info.index for info in infos] == list(range(len(infos)))
+    again = sorted(number_nodes(parse(PROGRAM)).values(), key=lambda info: info.index)
+    assert [i.uuid for i in infos] == [i.uuid for i in again]
+    assert infos[2].kind == "OpExecute" and infos[-1].block == "other"
