@@ -291,6 +291,7 @@ class Executor:
             arr if not want else jax.device_put(arr, self.sim.placement(name, self.device))
         )
 
+    @_in_jax_mode
     def reset(self) -> None:
         """Put all persistent state back to its initial value, between steps: every persistent
         variable to its start value (model tensor, `@init`, metadata scalar or zeros) and every

@@ -149,3 +149,19 @@ def test_precision_call_reruns_only_for_a_refused_64bit_request() -> None:
     with pytest.raises(ZeroDivisionError):
         other.call(lambda: 1 // 0)
     assert not other.x64
+
+
+def test_every_public_executor_method_runs_in_the_jax_mode() -> None:
+    """A new public method that touches JAX must run in the simulator's mode: decorate it
+    with executor._in_jax_mode (or list it here when it touches no JAX or scopes itself)."""
+    from openinfer_jax.sim.executor import Executor
+
+    no_jax = {"insert", "insert_dynamic", "trace", "clear_trace", "steps", "stats"}
+    scoped_inside = {"step", "run_step", "iterate"}  # rerun in 64-bit mode, see precision.py
+    public = {n for n in vars(Executor) if not n.startswith("_")}
+    unscoped = {
+        name
+        for name in public - no_jax - scoped_inside
+        if not hasattr(getattr(Executor, name), "__wrapped__")
+    }
+    assert unscoped == set()
