@@ -27,3 +27,12 @@ def test_emitted_messages_quote_the_node_with_its_params(tmp_path: Path) -> None
     source = "".join(plan.files.values())
     assert "node `op relu(x, clamp_max=6.0) >> h`" in source
     assert "op relu(x) >> h" not in source
+
+
+def test_string_params_stay_inside_the_c_string(tmp_path: Path) -> None:
+    model = tmp_path / "m.oinf"
+    write_oinf(model)
+    graph = """graph { dynamic { x: f32[4]; } volatile { h: i32[4]; }
+      block entry { op cast(x, to=i32, rounding_mode="nearest") >> h; return; } }"""
+    source = "".join(Synthesizer("c").synthesize(model, graph).files.values())
+    assert "node `op cast(x, to=i32, rounding_mode='nearest') >> h`" in source

@@ -243,7 +243,7 @@ int oi_step(void) {
     if (!oi_have_x) { oi_set_error("step: dynamic input x not inserted; call oi_insert_x first"); return OI_ERR_STATE; }
     OI_TRY(oi_init_a(), "reset volatile a");
     OI_TRY(oi_init_y(), "reset volatile y");
-    OI_TRY(oi_set_shape(&V_t0, 1, D_t0), "block entry node `assign` at 9:5");
+    OI_TRY(oi_set_shape(&V_t0, 1, D_t0), "block entry node `assign t0: f32[B]` at 9:5");
     OI_TRY(k0_add_f32(&V_t0, &V_x, &V_a), "block entry node `op add(x, a) >> t0` at 10:5");
     OI_TRACE_NODE(0, &V_t0, NULL);
     OI_TRY(k1_mul_f32(&V_y, &V_y, &V_t0), "block entry node `op mul(y, t0) >> y` at 11:5");
