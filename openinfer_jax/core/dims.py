@@ -1,7 +1,7 @@
 """Dimensions as the DSL, the IR and `.oinf` sizevars write them: one reading for every layer.
 
 A dim is a non-negative int, a sizevar name (``"B"``) or a product of those (``"3*D"``,
-``"B*D"``; spaces around ``*`` are allowed). Validation, the reader's `resolve_dim`, the
+``"B*D"``), written as the DSL prints it. The JSON reader, validation, the reader's `resolve_dim`, the
 simulator and the emitters all resolve dims here, so a dim means the same everywhere and a
 malformed one (``"-3"``, ``"3**D"``, ``""``, ``True``) is refused everywhere with the same
 message.
@@ -21,9 +21,10 @@ __all__ = ["Dim", "dim_factors", "missing_sizes", "resolve_dim", "resolve_dims"]
 # A dimension: an int literal, a sizevar name ("B"), or a product written "3*D" / "B*D".
 Dim = int | str
 
-# A factor: a non-negative int literal or a name as the DSL lexer reads it (dotted segments
-# allowed: `cfg.hidden`), with optional spaces around it.
-_FACTOR = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*))\s*")
+# A factor: a non-negative int literal or an identifier, exactly as the DSL writes a dim
+# (no dots, no spaces), so a dim read from JSON or given to the reader prints back as text
+# that parses to the same dim.
+_FACTOR = re.compile(r"(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*))")
 
 
 @functools.lru_cache(maxsize=4096)

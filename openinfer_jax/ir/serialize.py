@@ -21,8 +21,9 @@ from collections.abc import Callable
 from typing import Any
 
 from openinfer_jax.core.blocks import BlockScheme
+from openinfer_jax.core.dims import dim_factors
 from openinfer_jax.core.dtypes import DType
-from openinfer_jax.core.errors import DslSyntaxError
+from openinfer_jax.core.errors import DslSyntaxError, GraphValidationError
 from openinfer_jax.ir.nodes import (
     Assign,
     Await,
@@ -108,7 +109,6 @@ def _encodable(value: str) -> bool:
 # dotted like node keywords, the op registry then judges them): JSON must not hold a
 # graph that prints to text that does not parse back.
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_DIM = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+)(?:\*(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+))*")
 _DOTTED_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
@@ -180,10 +180,18 @@ def _enc_dims(dims: tuple[int | str, ...]) -> list[int | str]:
     return list(dims)
 
 
+def _is_dim_text(dim: str) -> bool:
+    try:
+        dim_factors(dim)
+    except GraphValidationError:
+        return False
+    return True
+
+
 def _dec_dims(value: Any, path: str) -> tuple[int | str, ...]:
     out: list[int | str] = []
     for i, dim in enumerate(_dec_list(value, path)):
-        if (type(dim) is int and dim >= 0) or (isinstance(dim, str) and _DIM.fullmatch(dim)):
+        if (type(dim) is int and dim >= 0) or (isinstance(dim, str) and _is_dim_text(dim)):
             out.append(dim)
         else:
             raise _fail(

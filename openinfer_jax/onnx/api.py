@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from openinfer_jax.ir.nodes import Graph, Loop, Node, Op
+from openinfer_jax.ir.nodes import Graph, Node, Op
+from openinfer_jax.ir.walk import walk
 from openinfer_jax.onnx.build import BuiltModel, build
 from openinfer_jax.onnx.errors import OnnxImportError
 from openinfer_jax.onnx.importer import Importer
@@ -257,10 +258,4 @@ def import_onnx(
 
 
 def _op_counts(nodes: tuple[Node, ...]) -> collections.Counter[str]:
-    counts: collections.Counter[str] = collections.Counter()
-    for node in nodes:
-        if isinstance(node, Op):
-            counts[node.op] += 1
-        elif isinstance(node, Loop):
-            counts.update(_op_counts(node.body))
-    return counts
+    return collections.Counter(node.op for node in walk(nodes) if isinstance(node, Op))

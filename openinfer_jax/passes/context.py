@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir.nodes import Assign, Dim, Graph, MemoryKind, Node, VarRef
 from openinfer_jax.ir.printer import format_node
-from openinfer_jax.passes.dataflow import all_nodes, written_names
+from openinfer_jax.ir.walk import walk, walk_graph
 
 __all__ = ["PassContext", "node_text"]
 
@@ -42,7 +42,7 @@ class PassContext:
         cls, graph: Graph, sizevars: Mapping[str, int], outputs: Iterable[str] | None
     ) -> PassContext:
         """Collect the facts of `graph` (sizevars from its model)."""
-        written = written_names(graph)
+        written = {name for node in walk_graph(graph) for name in node.writes()}
         constants = frozenset(
             d.name
             for d in graph.vars
@@ -52,7 +52,7 @@ class PassContext:
         )
         temps: dict[str, tuple[DType, tuple[Dim, ...]]] = {}
         for block in graph.blocks:
-            for node in all_nodes(block.nodes):
+            for node in walk(block.nodes):
                 if isinstance(node, Assign) and graph.var(node.name) is None:
                     temps.setdefault(node.name, (node.dtype, node.dims))
         return cls(

@@ -9,33 +9,23 @@ one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from openinfer_jax.ir.nodes import (
     Assign,
     Await,
     Branch,
-    CacheAccess,
-    CacheDecrement,
-    CacheIncrement,
-    CacheIndex,
     CacheRead,
-    CacheReset,
-    CacheSlice,
-    CacheWrite,
-    Graph,
     Loop,
     Node,
     Op,
     Return,
     Transfer,
-    VarName,
-    VarRef,
     Yield,
 )
 
-__all__ = ["Access", "Frame", "access", "all_nodes", "dead_after", "written_names"]
+__all__ = ["Access", "Frame", "access", "dead_after"]
 
 
 @dataclass(frozen=True)
@@ -56,63 +46,13 @@ class Access:
 _BARRIER = Access(barrier=True)
 
 
-def _ref_reads(ref: VarRef) -> set[str]:
-    """The variable of a reference plus the scalar variables its indices name."""
-    return {ref.name, *(i for i in ref.indices if isinstance(i, str))}
-
-
-def _index_reads(indices: Iterable[int | str]) -> set[str]:
-    return {i for i in indices if isinstance(i, str)}
-
-
-def _cache_index_reads(acc: CacheAccess) -> set[str]:
-    names: set[str] = set()
-    for item in acc.indices:
-        if isinstance(item, CacheIndex):
-            names |= _index_reads((item.value,))
-        elif isinstance(item, CacheSlice):
-            names |= _index_reads(x for x in (item.start, item.end) if x is not None)
-    return names
-
-
-def _written(ref: VarRef, reads: set[str]) -> tuple[frozenset[str], frozenset[str]]:
-    """(writes, full writes) of a write through `ref`: an indexed write is partial."""
-    full = frozenset() if ref.indices or ref.name in reads else frozenset({ref.name})
-    return frozenset({ref.name}), full
-
-
 def access(node: Node) -> Access:
-    """The variables `node` reads and writes (loop bodies merged; control transfers are
-    barriers). Loop indices are not variables and are left out."""
-    if isinstance(node, Op):
-        reads: set[str] = set()
-        for ref in node.inputs:
-            reads |= _ref_reads(ref)
-        reads |= {v.name for _, v in node.params if isinstance(v, VarName)}
-        reads |= _index_reads(node.output.indices)
-        writes, full = _written(node.output, reads)
-        return Access(frozenset(reads), writes, full)
-    if isinstance(node, Assign):
-        return Access(writes=frozenset({node.name}), full_writes=frozenset({node.name}))
-    if isinstance(node, Transfer):
-        reads = _ref_reads(node.src) | _index_reads(node.dst.indices)
-        writes, full = _written(node.dst, reads)
-        return Access(frozenset(reads), writes, full)
-    if isinstance(node, CacheRead):
-        reads = {node.src.name} | _cache_index_reads(node.src) | _index_reads(node.dst.indices)
-        writes, full = _written(node.dst, reads)
-        return Access(frozenset(reads), writes, full)
-    if isinstance(node, CacheWrite):
-        reads = _ref_reads(node.src) | _cache_index_reads(node.dst)
-        return Access(frozenset(reads), frozenset({node.dst.name}))
-    if isinstance(node, (CacheIncrement, CacheDecrement)):
-        return Access(frozenset({node.name}), frozenset({node.name}))
-    if isinstance(node, CacheReset):
-        reads = _cache_index_reads(node.target)
-        return Access(frozenset(reads), frozenset({node.target.name}))
+    """The variables `node` reads and writes (`Node.reads`/`writes`; loop bodies merged;
+    control transfers are barriers)."""
+    if isinstance(node, (Branch, Yield, Await, Return)):
+        return _BARRIER
+    reads, writes = set(node.reads()), set(node.writes())
     if isinstance(node, Loop):
-        reads = {b for b in (node.start, node.end) if isinstance(b, str)}
-        writes: set[str] = set()
         for inner in node.body:
             sub = access(inner)
             if sub.barrier:
@@ -120,26 +60,18 @@ def access(node: Node) -> Access:
             reads |= sub.reads
             writes |= sub.writes
         return Access(frozenset(reads), frozenset(writes))
-    if isinstance(node, (Branch, Yield, Await, Return)):
-        return _BARRIER
-    return Access()  # barrier, dep: ordering only
-
-
-def all_nodes(nodes: Iterable[Node]) -> Iterator[Node]:
-    """Every node, loop bodies included, in textual order."""
-    for node in nodes:
-        yield node
-        if isinstance(node, Loop):
-            yield from all_nodes(node.body)
-
-
-def written_names(graph: Graph) -> set[str]:
-    """Every variable some node of the graph writes (assigns included)."""
-    names: set[str] = set()
-    for block in graph.blocks:
-        for node in all_nodes(block.nodes):
-            names |= access(node).writes
-    return names
+    if isinstance(node, Assign):
+        return Access(frozenset(reads), frozenset(writes), frozenset(writes))
+    # An indexed write, or one whose node reads the old value, is partial.
+    target = (
+        node.output
+        if isinstance(node, Op)
+        else node.dst
+        if isinstance(node, (Transfer, CacheRead))
+        else None
+    )
+    full = target is not None and not target.indices and target.name not in reads
+    return Access(frozenset(reads), frozenset(writes), frozenset(writes) if full else frozenset())
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,9 @@ from dataclasses import replace
 
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir.nodes import Assign, Block, Graph, Loop, Node, Op, Return, VarRef
+from openinfer_jax.ir.walk import walk
 from openinfer_jax.passes.context import PassContext, node_text
-from openinfer_jax.passes.dataflow import Frame, access, all_nodes, dead_after
+from openinfer_jax.passes.dataflow import Frame, access, dead_after
 
 __all__ = ["fold_transposed_weights"]
 
@@ -128,7 +129,7 @@ def _drop_unused_assigns(graph: Graph, names: set[str]) -> Graph:
     """Remove the `assign` of each of `names` that no other node touches any more."""
     used: set[str] = set()
     for block in graph.blocks:
-        for node in all_nodes(block.nodes):
+        for node in walk(block.nodes):
             if not isinstance(node, Assign):
                 acc = access(node)
                 used |= acc.reads | acc.writes

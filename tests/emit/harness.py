@@ -126,8 +126,8 @@ def parity(
 
 
 def _assign_dtype(graph: Any, var: str) -> DType:
-    from openinfer_jax.ir.walk import walk
     from openinfer_jax.ir.nodes import Assign
+    from openinfer_jax.ir.walk import walk
 
     for blk in graph.blocks:
         for node in walk(blk.nodes):

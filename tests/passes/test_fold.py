@@ -12,9 +12,9 @@ import numpy as np
 
 from openinfer_jax.ir.nodes import Op
 from openinfer_jax.ir.printer import format_graph
+from openinfer_jax.ir.walk import walk
 from openinfer_jax.oinf import ModelLoader, write_oinf
 from openinfer_jax.passes import optimize
-from openinfer_jax.passes.dataflow import all_nodes
 from openinfer_jax.sim import Simulator
 from openinfer_jax.trace.load import load_graph
 
@@ -62,7 +62,7 @@ def _ops(graph) -> list[str]:
     return [
         f"{n.op}({', '.join(map(str, n.inputs))}) >> {n.output}"
         for b in graph.blocks
-        for n in all_nodes(b.nodes)
+        for n in walk(b.nodes)
         if isinstance(n, Op)
     ]
 
