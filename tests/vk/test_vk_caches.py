@@ -26,6 +26,7 @@ from openinfer_jax.core.errors import SimulationError
 from openinfer_jax.oinf import ModelLoader, write_oinf
 from openinfer_jax.sim import Simulator
 from openinfer_jax.sim.caches import PersistentStore, Slice, TableCache
+from openinfer_jax.sim.precision import WIDE_DTYPES, Precision
 from openinfer_jax.sim.values import Ragged, materialize
 from openinfer_jax.sim.vulkan_store import DeviceResident
 from openinfer_jax.sim.vulkan_tables import VulkanTableStorage, block_runs
@@ -189,7 +190,13 @@ def test_auto_dim_grows_entry_dims(tables: Tables) -> None:
 )
 def test_narrow_and_wide_dtypes_at_unaligned_offsets(tables: Tables, dtype: DType) -> None:
     # Entries of 3 elements: 8/16-bit entries start inside 32-bit words, 64-bit ones
-    # move as word pairs (no shaderInt64 needed for copies).
+    # move as word pairs (no shaderInt64 needed for copies). JAX storage of 64-bit values
+    # needs the 64-bit mode a simulator of such a graph runs in.
+    with Precision(dtype in WIDE_DTYPES).scope():
+        _write_and_read_back(tables, dtype)
+
+
+def _write_and_read_back(tables: Tables, dtype: DType) -> None:
     t, undo = tables.table(indices=("l", "t"), entry=(3,), dtype=dtype), []
     rng = np.random.default_rng(7)
     want = np.zeros((2, 5, 3), dtype.numpy)
