@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_onnx_fixtures import OPSET, TinyBert  # noqa: E402
+from make_onnx_fixtures import OPSET, TinyBert
 
 # TinyBert parameter -> Hugging Face BertModel tensor ({l}: layer index).
 _NAMES = {

@@ -18,13 +18,10 @@ from dataclasses import dataclass
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.emit.analysis import Analysis
 from openinfer_jax.emit.c_types import ctype
-from openinfer_jax.ir.nodes import CacheRead, Node, Op, Transfer
-from openinfer_jax.ir.printer import describe_node
-from openinfer_jax.ir.walk import walk_graph
+from openinfer_jax.ir.nodes import Node
+from openinfer_jax.ir.numbering import number_nodes
 
 __all__ = ["TraceSites"]
-
-_KINDS = {Op: "OpExecute", Transfer: "Transfer", CacheRead: "CacheRead"}
 
 
 def _c_text(text: str) -> str:
@@ -44,12 +41,12 @@ class TraceSites:
 
     def __init__(self, an: Analysis, device: str) -> None:
         self.device = device
-        # The simulator's node numbering: pre-order over the blocks, loop bodies included, of
+        # The simulator's node numbering (ir.numbering): pre-order over the blocks, loop bodies, of
         # the graph as given. The passes keep the nodes they do not rewrite (same objects); a
         # node they made (a folded or fused one) is traced under the number of the node whose
         # output it writes (`Analysis.origins`).
         graph = an.source or an.graph
-        self.index = {id(node): k for k, node in enumerate(walk_graph(graph))}
+        self.index = number_nodes(graph)
         self.origins = an.origins
         self.sites: list[_Site] = []
 
@@ -79,13 +76,13 @@ class TraceSites:
         if original is None:
             return ""
         node = original
-        loc = getattr(node, "loc", None)
+        info = self.index[id(node)]
         members = {
             "block_name": block,
-            "node_index": self.index[id(node)],
-            "kind": _KINDS[type(node)],
-            "node_desc": describe_node(node),
-            "node_loc": loc.short() if loc is not None else "",
+            "node_index": info.index,
+            "kind": info.kind,
+            "node_desc": info.desc,
+            "node_loc": info.loc,
             "output": [output],
             "output_dtypes": [dtype.short],
             "device": self.device,

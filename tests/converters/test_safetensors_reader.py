@@ -302,6 +302,6 @@ def test_hostile_config_json_is_a_conversion_error(
 ) -> None:
     (tiny_bert_dir / "config.json").write_text(config)
     out = tmp_path / "out.oinf"
-    with pytest.raises(ConversionError, match="config.json"):
+    with pytest.raises(ConversionError, match=r"config\.json"):
         convert(tiny_bert_dir / "model.safetensors", out)
     assert not out.exists()

@@ -156,7 +156,7 @@ def test_new_nodes_name_the_node_whose_output_they_write(tmp_path: Path) -> None
     graph = load_graph(LAYERED)
     with ModelLoader.open(model) as loader:
         out, report = optimize(graph, loader.sizevars, ["h", "y"])
-    new = [n for b in out.blocks for n in all_nodes(b.nodes) if id(n) in report.origins]
+    new = [n for b in out.blocks for n in walk(b.nodes) if id(n) in report.origins]
     assert [(n.op, report.origins[id(n)].op) for n in new] == [
         ("linear", "add"),
         ("linear", "matmul"),

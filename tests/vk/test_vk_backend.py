@@ -185,7 +185,7 @@ def test_missing_glslc_says_what_to_install(
 
 def test_missing_kp_is_a_backend_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "kp", None)  # makes `import kp` raise ImportError
-    with pytest.raises(BackendError, match="openinfer_jax.vk.build_kp"):
+    with pytest.raises(BackendError, match=r"openinfer_jax\.vk\.build_kp"):
         VulkanBackend()
     assert vulkan_available.__wrapped__(0)[0] is False
 

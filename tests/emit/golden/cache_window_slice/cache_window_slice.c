@@ -61,11 +61,11 @@ static oi_tensor U_count; /* value at the start of the step */
 #ifdef OI_TRACE
 static int64_t oi_trace_step;
 static const oi_trace_site oi_trace_sites[5] = {
-    {"\"block_name\": \"entry\", \"node_index\": 2, \"kind\": \"CacheRead\", \"node_desc\": \"cacheread\", \"node_loc\": \"19:5\", \"output\": [\"end\"], \"output_dtypes\": [\"i32\"], \"device\": \"c\"", 0, NULL, 3u, 4u, 0, "\"i32\""},
+    {"\"block_name\": \"entry\", \"node_index\": 2, \"kind\": \"CacheRead\", \"node_desc\": \"cache.read count >> end\", \"node_loc\": \"19:5\", \"output\": [\"end\"], \"output_dtypes\": [\"i32\"], \"device\": \"c\"", 0, NULL, 3u, 4u, 0, "\"i32\""},
     {"\"block_name\": \"entry\", \"node_index\": 3, \"kind\": \"OpExecute\", \"node_desc\": \"op sub(end, window) >> start\", \"node_loc\": \"20:5\", \"output\": [\"start\"], \"output_dtypes\": [\"i32\"], \"device\": \"c\"", 0, NULL, 3u, 4u, 0, "\"i32\""},
     {"\"block_name\": \"entry\", \"node_index\": 4, \"kind\": \"OpExecute\", \"node_desc\": \"op max(start, zero) >> start\", \"node_loc\": \"21:5\", \"output\": [\"start\"], \"output_dtypes\": [\"i32\"], \"device\": \"c\"", 0, NULL, 3u, 4u, 0, "\"i32\""},
-    {"\"block_name\": \"entry\", \"node_index\": 5, \"kind\": \"CacheRead\", \"node_desc\": \"cacheread\", \"node_loc\": \"22:5\", \"output\": [\"win\"], \"output_dtypes\": [\"f32\"], \"device\": \"c\"", 0, NULL, 10u, 4u, 1, "\"f32\""},
-    {"\"block_name\": \"entry\", \"node_index\": 6, \"kind\": \"OpExecute\", \"node_desc\": \"op mean_axis(win) >> avg\", \"node_loc\": \"23:5\", \"output\": [\"avg\"], \"output_dtypes\": [\"f32\"], \"device\": \"c\"", 0, NULL, 10u, 4u, 1, "\"f32\""},
+    {"\"block_name\": \"entry\", \"node_index\": 5, \"kind\": \"CacheRead\", \"node_desc\": \"cache.read A[start..end] >> win\", \"node_loc\": \"22:5\", \"output\": [\"win\"], \"output_dtypes\": [\"f32\"], \"device\": \"c\"", 0, NULL, 10u, 4u, 1, "\"f32\""},
+    {"\"block_name\": \"entry\", \"node_index\": 6, \"kind\": \"OpExecute\", \"node_desc\": \"op mean_axis(win, axes=[0]) >> avg\", \"node_loc\": \"23:5\", \"output\": [\"avg\"], \"output_dtypes\": [\"f32\"], \"device\": \"c\"", 0, NULL, 10u, 4u, 1, "\"f32\""},
 };
 #define OI_TRACE_NODE(site, value, scope) (oi_trace_node(&oi_trace_sites[site], oi_trace_step, (scope), (value)))
 #define OI_TRACE_STEP_END() (oi_trace_step++)
@@ -481,11 +481,11 @@ int oi_step(void) {
     OI_TRY(oi_init_zero(), "reset volatile zero");
     {
         oi_sel sel1[1] = {{0, 0, 0, oi_get_i64(V_count.data, 3u), 0}};
-        OI_TRY(oi_table_write(&TB_A, sel1, 1, &V_x), "block entry node `cachewrite` at 17:5");
+        OI_TRY(oi_table_write(&TB_A, sel1, 1, &V_x), "block entry node `cache.write x >> A[count]` at 17:5");
     }
     oi_add_scalar(V_count.data, 3u, INT64_C(1));
     {
-        OI_TRY(oi_copy(&V_end, &V_count, 4), "block entry node `cacheread` at 19:5");
+        OI_TRY(oi_copy(&V_end, &V_count, 4), "block entry node `cache.read count >> end` at 19:5");
         OI_TRACE_NODE(0, &V_end, NULL);
     }
     OI_TRY(k0_sub_i32(&V_start, &V_end, &V_window), "block entry node `op sub(end, window) >> start` at 20:5");
@@ -494,10 +494,10 @@ int oi_step(void) {
     OI_TRACE_NODE(2, &V_start, NULL);
     {
         oi_sel sel2[1] = {{1, 1, 1, oi_get_i64(V_start.data, 3u), oi_get_i64(V_end.data, 3u)}};
-        OI_TRY(oi_table_read(&TB_A, sel2, 1, &V_win), "block entry node `cacheread` at 22:5");
+        OI_TRY(oi_table_read(&TB_A, sel2, 1, &V_win), "block entry node `cache.read A[start..end] >> win` at 22:5");
         OI_TRACE_NODE(3, &V_win, NULL);
     }
-    OI_TRY(k2_mean_axis_f32(&V_avg, &V_win), "block entry node `op mean_axis(win) >> avg` at 23:5");
+    OI_TRY(k2_mean_axis_f32(&V_avg, &V_win), "block entry node `op mean_axis(win, axes=[0]) >> avg` at 23:5");
     OI_TRACE_NODE(4, &V_avg, NULL);
     goto step_end;
 step_end:

@@ -74,11 +74,11 @@ static oi_tensor U_count; /* value at the start of the step */
 #ifdef OI_TRACE
 static int64_t oi_trace_step;
 static const oi_trace_site oi_trace_sites[5] = {
-    {"\"block_name\": \"entry\", \"node_index\": 2, \"kind\": \"CacheRead\", \"node_desc\": \"cacheread\", \"node_loc\": \"19:5\", \"output\": [\"end\"], \"output_dtypes\": [\"i32\"], \"device\": \"vulkan\"", 0, NULL, 3u, 4u, 0, "\"i32\""},
+    {"\"block_name\": \"entry\", \"node_index\": 2, \"kind\": \"CacheRead\", \"node_desc\": \"cache.read count >> end\", \"node_loc\": \"19:5\", \"output\": [\"end\"], \"output_dtypes\": [\"i32\"], \"device\": \"vulkan\"", 0, NULL, 3u, 4u, 0, "\"i32\""},
     {"\"block_name\": \"entry\", \"node_index\": 3, \"kind\": \"OpExecute\", \"node_desc\": \"op sub(end, window) >> start\", \"node_loc\": \"20:5\", \"output\": [\"start\"], \"output_dtypes\": [\"i32\"], \"device\": \"vulkan\"", 0, NULL, 3u, 4u, 0, "\"i32\""},
     {"\"block_name\": \"entry\", \"node_index\": 4, \"kind\": \"OpExecute\", \"node_desc\": \"op max(start, zero) >> start\", \"node_loc\": \"21:5\", \"output\": [\"start\"], \"output_dtypes\": [\"i32\"], \"device\": \"vulkan\"", 0, NULL, 3u, 4u, 0, "\"i32\""},
-    {"\"block_name\": \"entry\", \"node_index\": 5, \"kind\": \"CacheRead\", \"node_desc\": \"cacheread\", \"node_loc\": \"22:5\", \"output\": [\"win\"], \"output_dtypes\": [\"f32\"], \"device\": \"vulkan\"", 0, NULL, 10u, 4u, 1, "\"f32\""},
-    {"\"block_name\": \"entry\", \"node_index\": 6, \"kind\": \"OpExecute\", \"node_desc\": \"op mean_axis(win) >> avg\", \"node_loc\": \"23:5\", \"output\": [\"avg\"], \"output_dtypes\": [\"f32\"], \"device\": \"vulkan\"", 0, NULL, 10u, 4u, 1, "\"f32\""},
+    {"\"block_name\": \"entry\", \"node_index\": 5, \"kind\": \"CacheRead\", \"node_desc\": \"cache.read A[start..end] >> win\", \"node_loc\": \"22:5\", \"output\": [\"win\"], \"output_dtypes\": [\"f32\"], \"device\": \"vulkan\"", 0, NULL, 10u, 4u, 1, "\"f32\""},
+    {"\"block_name\": \"entry\", \"node_index\": 6, \"kind\": \"OpExecute\", \"node_desc\": \"op mean_axis(win, axes=[0]) >> avg\", \"node_loc\": \"23:5\", \"output\": [\"avg\"], \"output_dtypes\": [\"f32\"], \"device\": \"vulkan\"", 0, NULL, 10u, 4u, 1, "\"f32\""},
 };
 #define OI_TRACE_NODE(site, value, scope) (oi_vk_sync(), oi_trace_node(&oi_trace_sites[site], oi_trace_step, (scope), (value)))
 #define OI_TRACE_STEP_END() (oi_trace_step++)
@@ -305,67 +305,67 @@ int oi_init(const char *oinf_path) {
         static const uint32_t push[28] = {5u, 1u, 1u, 1u, 5u, 1u, 1u, 1u, 1u, 1u, 1u, 0u, 0u, 0u, 0u, 0u, 1u, 1u, 1u, 1u, 1u, 1u, 0u, 0u, 0u, 0u, 0u, 0u};
         const size_t off[2] = {(size_t)((unsigned char *)V_win.data - A), (size_t)((unsigned char *)V_avg.data - A)};
         static const size_t rng[2] = {320, 20};
-        OI_TRY(oi_vk_prepare(2, 2, 2, off, rng, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win) >> avg` at 23:5");
+        OI_TRY(oi_vk_prepare(2, 2, 2, off, rng, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win, axes=[0]) >> avg` at 23:5");
     }
     {
         static const uint32_t push[28] = {5u, 1u, 1u, 2u, 5u, 1u, 1u, 1u, 1u, 1u, 1u, 0u, 0u, 0u, 0u, 0u, 2u, 1u, 1u, 1u, 1u, 1u, 5u, 0u, 0u, 0u, 0u, 0u};
-        OI_TRY(oi_vk_variant(3, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win) >> avg` at 23:5");
+        OI_TRY(oi_vk_variant(3, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win, axes=[0]) >> avg` at 23:5");
     }
     {
         static const uint32_t push[28] = {5u, 1u, 1u, 3u, 5u, 1u, 1u, 1u, 1u, 1u, 1u, 0u, 0u, 0u, 0u, 0u, 3u, 1u, 1u, 1u, 1u, 1u, 5u, 0u, 0u, 0u, 0u, 0u};
-        OI_TRY(oi_vk_variant(4, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win) >> avg` at 23:5");
+        OI_TRY(oi_vk_variant(4, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win, axes=[0]) >> avg` at 23:5");
     }
     {
         static const uint32_t push[28] = {5u, 1u, 1u, 4u, 5u, 1u, 1u, 1u, 1u, 1u, 1u, 0u, 0u, 0u, 0u, 0u, 4u, 1u, 1u, 1u, 1u, 1u, 5u, 0u, 0u, 0u, 0u, 0u};
-        OI_TRY(oi_vk_variant(5, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win) >> avg` at 23:5");
+        OI_TRY(oi_vk_variant(5, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win, axes=[0]) >> avg` at 23:5");
     }
     {
         static const uint32_t push[28] = {5u, 1u, 1u, 5u, 5u, 1u, 1u, 1u, 1u, 1u, 1u, 0u, 0u, 0u, 0u, 0u, 5u, 1u, 1u, 1u, 1u, 1u, 5u, 0u, 0u, 0u, 0u, 0u};
-        OI_TRY(oi_vk_variant(6, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win) >> avg` at 23:5");
+        OI_TRY(oi_vk_variant(6, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win, axes=[0]) >> avg` at 23:5");
     }
     {
         static const uint32_t push[28] = {5u, 1u, 1u, 6u, 5u, 1u, 1u, 1u, 1u, 1u, 1u, 0u, 0u, 0u, 0u, 0u, 6u, 1u, 1u, 1u, 1u, 1u, 5u, 0u, 0u, 0u, 0u, 0u};
-        OI_TRY(oi_vk_variant(7, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win) >> avg` at 23:5");
+        OI_TRY(oi_vk_variant(7, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win, axes=[0]) >> avg` at 23:5");
     }
     {
         static const uint32_t push[28] = {5u, 1u, 1u, 7u, 5u, 1u, 1u, 1u, 1u, 1u, 1u, 0u, 0u, 0u, 0u, 0u, 7u, 1u, 1u, 1u, 1u, 1u, 5u, 0u, 0u, 0u, 0u, 0u};
-        OI_TRY(oi_vk_variant(8, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win) >> avg` at 23:5");
+        OI_TRY(oi_vk_variant(8, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win, axes=[0]) >> avg` at 23:5");
     }
     {
         static const uint32_t push[28] = {5u, 1u, 1u, 8u, 5u, 1u, 1u, 1u, 1u, 1u, 1u, 0u, 0u, 0u, 0u, 0u, 8u, 1u, 1u, 1u, 1u, 1u, 5u, 0u, 0u, 0u, 0u, 0u};
-        OI_TRY(oi_vk_variant(9, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win) >> avg` at 23:5");
+        OI_TRY(oi_vk_variant(9, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win, axes=[0]) >> avg` at 23:5");
     }
     {
         static const uint32_t push[28] = {5u, 1u, 1u, 9u, 5u, 1u, 1u, 1u, 1u, 1u, 1u, 0u, 0u, 0u, 0u, 0u, 9u, 1u, 1u, 1u, 1u, 1u, 5u, 0u, 0u, 0u, 0u, 0u};
-        OI_TRY(oi_vk_variant(10, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win) >> avg` at 23:5");
+        OI_TRY(oi_vk_variant(10, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win, axes=[0]) >> avg` at 23:5");
     }
     {
         static const uint32_t push[28] = {5u, 1u, 1u, 10u, 5u, 1u, 1u, 1u, 1u, 1u, 1u, 0u, 0u, 0u, 0u, 0u, 10u, 1u, 1u, 1u, 1u, 1u, 5u, 0u, 0u, 0u, 0u, 0u};
-        OI_TRY(oi_vk_variant(11, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win) >> avg` at 23:5");
+        OI_TRY(oi_vk_variant(11, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win, axes=[0]) >> avg` at 23:5");
     }
     {
         static const uint32_t push[28] = {5u, 1u, 1u, 11u, 5u, 1u, 1u, 1u, 1u, 1u, 1u, 0u, 0u, 0u, 0u, 0u, 11u, 1u, 1u, 1u, 1u, 1u, 5u, 0u, 0u, 0u, 0u, 0u};
-        OI_TRY(oi_vk_variant(12, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win) >> avg` at 23:5");
+        OI_TRY(oi_vk_variant(12, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win, axes=[0]) >> avg` at 23:5");
     }
     {
         static const uint32_t push[28] = {5u, 1u, 1u, 12u, 5u, 1u, 1u, 1u, 1u, 1u, 1u, 0u, 0u, 0u, 0u, 0u, 12u, 1u, 1u, 1u, 1u, 1u, 5u, 0u, 0u, 0u, 0u, 0u};
-        OI_TRY(oi_vk_variant(13, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win) >> avg` at 23:5");
+        OI_TRY(oi_vk_variant(13, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win, axes=[0]) >> avg` at 23:5");
     }
     {
         static const uint32_t push[28] = {5u, 1u, 1u, 13u, 5u, 1u, 1u, 1u, 1u, 1u, 1u, 0u, 0u, 0u, 0u, 0u, 13u, 1u, 1u, 1u, 1u, 1u, 5u, 0u, 0u, 0u, 0u, 0u};
-        OI_TRY(oi_vk_variant(14, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win) >> avg` at 23:5");
+        OI_TRY(oi_vk_variant(14, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win, axes=[0]) >> avg` at 23:5");
     }
     {
         static const uint32_t push[28] = {5u, 1u, 1u, 14u, 5u, 1u, 1u, 1u, 1u, 1u, 1u, 0u, 0u, 0u, 0u, 0u, 14u, 1u, 1u, 1u, 1u, 1u, 5u, 0u, 0u, 0u, 0u, 0u};
-        OI_TRY(oi_vk_variant(15, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win) >> avg` at 23:5");
+        OI_TRY(oi_vk_variant(15, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win, axes=[0]) >> avg` at 23:5");
     }
     {
         static const uint32_t push[28] = {5u, 1u, 1u, 15u, 5u, 1u, 1u, 1u, 1u, 1u, 1u, 0u, 0u, 0u, 0u, 0u, 15u, 1u, 1u, 1u, 1u, 1u, 5u, 0u, 0u, 0u, 0u, 0u};
-        OI_TRY(oi_vk_variant(16, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win) >> avg` at 23:5");
+        OI_TRY(oi_vk_variant(16, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win, axes=[0]) >> avg` at 23:5");
     }
     {
         static const uint32_t push[28] = {5u, 1u, 1u, 16u, 5u, 1u, 1u, 1u, 1u, 1u, 1u, 0u, 0u, 0u, 0u, 0u, 16u, 1u, 1u, 1u, 1u, 1u, 5u, 0u, 0u, 0u, 0u, 0u};
-        OI_TRY(oi_vk_variant(17, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win) >> avg` at 23:5");
+        OI_TRY(oi_vk_variant(17, 2, 2, push, 28u, 1u, 1u, 1u), "prepare block entry node `op mean_axis(win, axes=[0]) >> avg` at 23:5");
     }
     OI_TRY(oi_init_count(), "init count");
     oi_ready = 1;
@@ -576,16 +576,16 @@ int oi_step(void) {
     OI_TRY(oi_init_win(), "reset volatile win");
     OI_TRY(oi_init_window(), "reset volatile window");
     OI_TRY(oi_init_zero(), "reset volatile zero");
-    OI_TRY(oi_vk_sync(), "block entry node `cachewrite` at 17:5");
+    OI_TRY(oi_vk_sync(), "block entry node `cache.write x >> A[count]` at 17:5");
     {
         oi_sel sel1[1] = {{0, 0, 0, oi_get_i64(V_count.data, 3u), 0}};
-        OI_TRY(oi_table_write(&TB_A, sel1, 1, &V_x), "block entry node `cachewrite` at 17:5");
+        OI_TRY(oi_table_write(&TB_A, sel1, 1, &V_x), "block entry node `cache.write x >> A[count]` at 17:5");
     }
-    OI_TRY(oi_vk_sync(), "block entry node `cacheincrement` at 18:5");
+    OI_TRY(oi_vk_sync(), "block entry node `cache.increment count` at 18:5");
     oi_add_scalar(V_count.data, 3u, INT64_C(1));
-    OI_TRY(oi_vk_sync(), "block entry node `cacheread` at 19:5");
+    OI_TRY(oi_vk_sync(), "block entry node `cache.read count >> end` at 19:5");
     {
-        OI_TRY(oi_copy(&V_end, &V_count, 4), "block entry node `cacheread` at 19:5");
+        OI_TRY(oi_copy(&V_end, &V_count, 4), "block entry node `cache.read count >> end` at 19:5");
         OI_TRACE_NODE(0, &V_end, NULL);
     }
     {
@@ -622,10 +622,10 @@ int oi_step(void) {
         }
     }
     OI_TRACE_NODE(2, &V_start, NULL);
-    OI_TRY(oi_vk_sync(), "block entry node `cacheread` at 22:5");
+    OI_TRY(oi_vk_sync(), "block entry node `cache.read A[start..end] >> win` at 22:5");
     {
         oi_sel sel2[1] = {{1, 1, 1, oi_get_i64(V_start.data, 3u), oi_get_i64(V_end.data, 3u)}};
-        OI_TRY(oi_table_read(&TB_A, sel2, 1, &V_win), "block entry node `cacheread` at 22:5");
+        OI_TRY(oi_table_read(&TB_A, sel2, 1, &V_win), "block entry node `cache.read A[start..end] >> win` at 22:5");
         OI_TRACE_NODE(3, &V_win, NULL);
     }
     {
@@ -636,12 +636,12 @@ int oi_step(void) {
         const int v = oi_vk_pick(ins, 1, &in_dims[0][0], 3, 16);
         const int64_t e = 0;
         if (v >= 0) {
-            OI_TRY(oi_set_shape(&V_avg, 1, out_dims[v]), "block entry node `op mean_axis(win) >> avg` at 23:5");
-            OI_TRY(oi_vk_run(runs[v][e][0]), "block entry node `op mean_axis(win) >> avg` at 23:5");
+            OI_TRY(oi_set_shape(&V_avg, 1, out_dims[v]), "block entry node `op mean_axis(win, axes=[0]) >> avg` at 23:5");
+            OI_TRY(oi_vk_run(runs[v][e][0]), "block entry node `op mean_axis(win, axes=[0]) >> avg` at 23:5");
         } else {  /* no prepared shape: the C kernel on the host */
             oi_vk_fallback();
-            OI_TRY(oi_vk_sync(), "block entry node `op mean_axis(win) >> avg` at 23:5");
-            OI_TRY(k2_mean_axis_f32(&V_avg, &V_win), "block entry node `op mean_axis(win) >> avg` at 23:5");
+            OI_TRY(oi_vk_sync(), "block entry node `op mean_axis(win, axes=[0]) >> avg` at 23:5");
+            OI_TRY(k2_mean_axis_f32(&V_avg, &V_win), "block entry node `op mean_axis(win, axes=[0]) >> avg` at 23:5");
         }
     }
     OI_TRACE_NODE(4, &V_avg, NULL);

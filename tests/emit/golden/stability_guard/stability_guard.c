@@ -43,10 +43,10 @@ static int oi_have_x;
 static int64_t oi_trace_step;
 static const oi_trace_site oi_trace_sites[5] = {
     {"\"block_name\": \"entry\", \"node_index\": 0, \"kind\": \"OpExecute\", \"node_desc\": \"op mul(x, w) >> h\", \"node_loc\": \"11:5\", \"output\": [\"h\"], \"output_dtypes\": [\"f32\"], \"device\": \"c\"", 0, NULL, 10u, 4u, 1, "\"f32\""},
-    {"\"block_name\": \"entry\", \"node_index\": 1, \"kind\": \"OpExecute\", \"node_desc\": \"op sum_axis(h) >> total\", \"node_loc\": \"12:5\", \"output\": [\"total\"], \"output_dtypes\": [\"f32\"], \"device\": \"c\"", 0, NULL, 10u, 4u, 1, "\"f32\""},
+    {"\"block_name\": \"entry\", \"node_index\": 1, \"kind\": \"OpExecute\", \"node_desc\": \"op sum_axis(h, axes=[0]) >> total\", \"node_loc\": \"12:5\", \"output\": [\"total\"], \"output_dtypes\": [\"f32\"], \"device\": \"c\"", 0, NULL, 10u, 4u, 1, "\"f32\""},
     {"\"block_name\": \"entry\", \"node_index\": 2, \"kind\": \"OpExecute\", \"node_desc\": \"op is_finite(total) >> ok_all\", \"node_loc\": \"13:5\", \"output\": [\"ok_all\"], \"output_dtypes\": [\"bool\"], \"device\": \"c\"", 0, NULL, 12u, 1u, 0, "\"bool\""},
     {"\"block_name\": \"ok\", \"node_index\": 5, \"kind\": \"OpExecute\", \"node_desc\": \"op relu(h) >> h\", \"node_loc\": \"18:5\", \"output\": [\"h\"], \"output_dtypes\": [\"f32\"], \"device\": \"c\"", 0, NULL, 10u, 4u, 1, "\"f32\""},
-    {"\"block_name\": \"bad\", \"node_index\": 7, \"kind\": \"OpExecute\", \"node_desc\": \"op fill(h) >> h\", \"node_loc\": \"22:5\", \"output\": [\"h\"], \"output_dtypes\": [\"f32\"], \"device\": \"c\"", 0, NULL, 10u, 4u, 1, "\"f32\""},
+    {"\"block_name\": \"bad\", \"node_index\": 7, \"kind\": \"OpExecute\", \"node_desc\": \"op fill(h, value=0.0) >> h\", \"node_loc\": \"22:5\", \"output\": [\"h\"], \"output_dtypes\": [\"f32\"], \"device\": \"c\"", 0, NULL, 10u, 4u, 1, "\"f32\""},
 };
 #define OI_TRACE_NODE(site, value, scope) (oi_trace_node(&oi_trace_sites[site], oi_trace_step, (scope), (value)))
 #define OI_TRACE_STEP_END() (oi_trace_step++)
@@ -349,7 +349,7 @@ int oi_step(void) {
     OI_TRY(oi_init_w(), "reset volatile w");
     OI_TRY(k0_mul_f32(&V_h, &V_x, &V_w), "block entry node `op mul(x, w) >> h` at 11:5");
     OI_TRACE_NODE(0, &V_h, NULL);
-    OI_TRY(k1_sum_axis_f32(&V_total, &V_h), "block entry node `op sum_axis(h) >> total` at 12:5");
+    OI_TRY(k1_sum_axis_f32(&V_total, &V_h), "block entry node `op sum_axis(h, axes=[0]) >> total` at 12:5");
     OI_TRACE_NODE(1, &V_total, NULL);
     OI_TRY(k2_is_finite_f32(&V_ok_all, &V_total), "block entry node `op is_finite(total) >> ok_all` at 13:5");
     OI_TRACE_NODE(2, &V_ok_all, NULL);
@@ -359,7 +359,7 @@ int oi_step(void) {
         goto end_ok_1;
         end_ok_1:;
     } else {
-        OI_TRY(k4_fill_f32(&V_h, &V_h), "block bad node `op fill(h) >> h` at 22:5");
+        OI_TRY(k4_fill_f32(&V_h, &V_h), "block bad node `op fill(h, value=0.0) >> h` at 22:5");
         OI_TRACE_NODE(4, &V_h, NULL);
         goto end_bad_2;
         end_bad_2:;
