@@ -97,7 +97,7 @@ def _program(decls: str, body: str) -> str:
     [
         (
             "op add(W, W) >> a;",
-            "6:5: block 'entry', node 1 (op add): input 1 'W' is a block-quantized weight (q4_1): input 'a' of add cannot",
+            "6:5: block 'entry', node 1 (op add(W, W) >> a): input 1 'W' is a block-quantized weight (q4_1): input 'a' of add cannot",
         ),
         (
             "op linear(W, x) >> y;",
