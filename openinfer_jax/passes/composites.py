@@ -19,8 +19,8 @@ from openinfer_jax.core.dtypes import DType
 from openinfer_jax.ir.nodes import Assign, Block, Graph, Loop, Node, Op, Transfer, VarRef
 from openinfer_jax.ir.validate import infer_var_types
 from openinfer_jax.ir.validate_context import DimResolver
-from openinfer_jax.ir.validate_decls import walk_nodes
 from openinfer_jax.ir.validate_report import Issue, ValidationErrors
+from openinfer_jax.ir.walk import walk_graph
 from openinfer_jax.ops import registry
 from openinfer_jax.ops.registry import OpCheckError
 
@@ -45,7 +45,7 @@ def expand_composites(graph: Graph, model: Any = None) -> tuple[Graph, list[str]
         GraphValidationError: a composite node whose call breaks the op's declaration, or
             whose input shapes do not resolve (no model for its sizevars), naming the node.
     """
-    if not any(_is_composite(node) for blk in graph.blocks for node in walk_nodes(blk.nodes)):
+    if not any(_is_composite(node) for node in walk_graph(graph)):
         return graph, [], frozenset()
     expander = _Expander(graph, model)
     blocks = tuple(

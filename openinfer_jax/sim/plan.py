@@ -140,9 +140,13 @@ class GraphPlan:
         can, as long as the indices they name are not written earlier in the region.
         """
         if isinstance(node, CacheRead):
-            return self._is_persistent(node.src.name) and not (set(node.src.index_names()) & written)
+            return self._is_persistent(node.src.name) and not (
+                set(node.src.index_names()) & written
+            )
         if isinstance(node, CacheWrite):
-            return self._is_persistent(node.dst.name) and not (set(node.dst.index_names()) & written)
+            return self._is_persistent(node.dst.name) and not (
+                set(node.dst.index_names()) & written
+            )
         if isinstance(node, Loop):
             bounds = {b for b in (node.start, node.end) if isinstance(b, str)}
             if bounds & written:
