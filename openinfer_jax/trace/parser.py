@@ -584,6 +584,12 @@ class _Parser:
                 if tok.kind == NAME and self.peek(1).text == "=" and self.peek(1).kind == PUNCT:
                     if first_setting is None:
                         first_setting = tok
+                    if any(key == tok.text for key, _ in params):
+                        raise self.error(
+                            tok,
+                            f"setting '{tok.text}' given twice in 'op {name.text}'; "
+                            "expected each setting once (keep the value you mean)",
+                        )
                     self.advance()
                     self.advance()
                     params.append((tok.text, self.parse_setting_value(tok.text)))

@@ -97,6 +97,8 @@ def params(draw: st.DrawFn) -> tuple[tuple[str, object], ...]:
     out = []
     for _ in range(draw(st.integers(0, 3))):
         key = draw(names)
+        if any(key == seen for seen, _ in out):
+            continue  # the grammar takes each setting once
         if key in ("to", "acc"):
             value = draw(st.one_of(dtypes, st.lists(dtypes, min_size=1, max_size=2).map(tuple)))
         else:
