@@ -430,7 +430,11 @@ class _Lowering:
             infos = [self.an.ops[id(op)] for op in chain.ops]
             wheres = [self.an.where(op, "epilogue") for op in chain.ops]
             code = epilogue_code(node.output.name, chain.ops, infos, wheres)
-        constant = frozenset(i for i, r in enumerate(node.inputs) if self.constant_tensor(r.name))
+        # Packed once by address: only in the C target, where a model tensor's address always
+        # holds the same data (the Vulkan target's host nodes read staging copies it reuses).
+        constant = frozenset(
+            i for i, r in enumerate(node.inputs) if self.vk is None and self.constant_tensor(r.name)
+        )
         fn = self.kernels.function(info, where, code, constant, view.layout if view else None)
         out: list[Stmt] = []
         if self.vk is not None:

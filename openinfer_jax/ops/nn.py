@@ -169,7 +169,9 @@ def _check_pad_value(
 ) -> None:
     """The constant must be representable in the padded tensor's dtype."""
     value, dtype = params.get("value"), dtypes[0]
-    if params.get("mode") != "constant" or isinstance(value, VarName) or dtype.is_float:
+    if params.get("mode") != "constant" or value is None or isinstance(value, VarName):
+        return
+    if dtype.is_float:
         return
     if dtype is DType.BOOL:
         if value not in (0, 1):
@@ -228,7 +230,7 @@ _UNARY_ROWS = tuple(
 _CONV_ROWS = tuple(
     NnOp(
         f"conv{n}d", "conv", _in("x w bias", FLOAT), nn_jax.conv, nn_reference.conv,
-        functools.partial(nn_shapes.conv_shape, spatial=n),  # type: ignore[arg-type]
+        functools.partial(nn_shapes.conv_shape, spatial=n),
         params=(*_WINDOW, _p("groups", ParamKind.INT, 1, "channel groups; groups = C is depthwise")),
         min_inputs=2,
         doc=f"ONNX Conv, {n} spatial dim{'s' if n > 1 else ''}: x [N, C, ...], w [M, C/groups, k...], "

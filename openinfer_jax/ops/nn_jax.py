@@ -433,8 +433,9 @@ def max_pool(
     if jnp.issubdtype(x.dtype, jnp.floating):
         init = jnp.asarray(-jnp.inf, x.dtype)
     else:
-        init = jnp.asarray(jnp.iinfo(x.dtype).min, x.dtype)
-    return lax.reduce_window(x, init, lax.max, window, strides_, padding, window_dilation=dil)
+        init = jnp.asarray(np.iinfo(x.dtype).min, x.dtype)
+    out: Array = lax.reduce_window(x, init, lax.max, window, strides_, padding, window_dilation=dil)
+    return out
 
 
 def avg_pool(

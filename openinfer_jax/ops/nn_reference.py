@@ -64,7 +64,7 @@ _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
+    return np.asarray(1.0 / (1.0 + np.exp(-x)))
 
 
 #: Unary float ops evaluated in f64 from their textbook definitions.
@@ -83,7 +83,7 @@ def gelu(x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
     """GELU from its definition: x * Phi(x), or 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))."""
 
     def exact(v: np.ndarray) -> np.ndarray:
-        return v * 0.5 * (1.0 + _erf(v / math.sqrt(2.0)))
+        return np.asarray(v * 0.5 * (1.0 + _erf(v / math.sqrt(2.0))))
 
     def tanh_form(v: np.ndarray) -> np.ndarray:
         return 0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v**3)))
@@ -96,7 +96,7 @@ def softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
     with np.errstate(all="ignore"):
         v = _f64(x)
         e = np.exp(v - np.max(v, axis=axis, keepdims=True, initial=-np.inf))
-        return (e / np.sum(e, axis=axis, keepdims=True)).astype(x.dtype)
+        return np.asarray((e / np.sum(e, axis=axis, keepdims=True)).astype(x.dtype))
 
 
 def log_softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
@@ -104,7 +104,9 @@ def log_softmax(x: np.ndarray, *, axis: int = -1) -> np.ndarray:
     with np.errstate(all="ignore"):
         v = _f64(x)
         shifted = v - np.max(v, axis=axis, keepdims=True, initial=-np.inf)
-        return (shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))).astype(x.dtype)
+        return np.asarray(
+            (shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))).astype(x.dtype)
+        )
 
 
 def layer_norm(
@@ -119,7 +121,7 @@ def layer_norm(
     y = (v - mean) / np.sqrt(var + epsilon)
     for array, combine in zip(affine, (np.multiply, np.add)):
         y = combine(y, _f64(array))
-    return y.astype(x.dtype)
+    return np.asarray(y.astype(x.dtype))
 
 
 def rms_norm(
@@ -131,7 +133,7 @@ def rms_norm(
     y = v / np.sqrt(np.mean(v * v, axis=axes, keepdims=True) + epsilon)
     if scale:
         y = y * _f64(scale[0])
-    return y.astype(x.dtype)
+    return np.asarray(y.astype(x.dtype))
 
 
 def batch_norm(
@@ -146,7 +148,7 @@ def batch_norm(
     """scale * (x - mean) / sqrt(var + eps) + bias per channel (axis 1)."""
     v = np.moveaxis(_f64(x), 1, -1)
     y = _f64(scale) * (v - _f64(mean)) / np.sqrt(_f64(var) + epsilon) + _f64(bias)
-    return np.moveaxis(y, -1, 1).astype(x.dtype)
+    return np.asarray(np.moveaxis(y, -1, 1).astype(x.dtype))
 
 
 def _clamp_indices(indices: np.ndarray, size: int) -> np.ndarray:
@@ -155,7 +157,7 @@ def _clamp_indices(indices: np.ndarray, size: int) -> np.ndarray:
     if size == 0:
         return idx.astype(np.int64)  # empty indices on an empty axis
     if idx.dtype.kind == "u":
-        return np.minimum(idx, np.uint64(size - 1)).astype(np.int64)
+        return np.asarray(np.minimum(idx, np.uint64(size - 1)).astype(np.int64))
     wide = idx.astype(np.int64)
     return np.clip(np.where(wide < 0, wide + size, wide), 0, size - 1)
 
@@ -284,9 +286,9 @@ def rope(
     inv_freq = 1.0 / (float(theta) ** (np.arange(rot // 2, dtype=np.float64) * 2.0 / rot))
     # The angle's definition rounds through the compute type (f32 unless x is f64).
     angle_type = np.float64 if x.dtype == np.float64 else np.float32
-    angles = (pos.astype(angle_type)[:, None] * inv_freq.astype(angle_type)[None, :]).astype(
-        np.float64
-    )
+    angles = np.multiply(
+        pos.astype(angle_type)[:, None], inv_freq.astype(angle_type)[None, :]
+    ).astype(np.float64)
     v = _f64(x)
     head = v[..., :rot]
     if interleaved:
@@ -334,7 +336,7 @@ def attention(
         weights = np.where(visible, np.exp(scores - np.where(np.isfinite(peak), peak, 0.0)), 0.0)
         total = np.sum(weights, axis=-1, keepdims=True)
         weights = np.divide(weights, total, out=np.zeros_like(weights), where=total > 0)
-    return (weights @ vr).astype(q.dtype)
+    return np.asarray((weights @ vr).astype(q.dtype))
 
 
 def linear(x: np.ndarray, w: np.ndarray, *bias: np.ndarray) -> np.ndarray:
@@ -342,7 +344,7 @@ def linear(x: np.ndarray, w: np.ndarray, *bias: np.ndarray) -> np.ndarray:
     y = np.einsum("...k,ok->...o", _f64(x), _f64(w))
     if bias:
         y = y + _f64(bias[0])
-    return y.astype(x.dtype)
+    return np.asarray(y.astype(x.dtype))
 
 
 def _window_defaults(
@@ -422,7 +424,8 @@ def conv(
     out = np.zeros((n, groups, mg, *out_dims))
     for offset, picks in _window_slices(kernel, out_dims, strides_, dilations_):
         window = xp[picks].reshape((n, groups, cg, *out_dims))
-        taps = wf[(slice(None), slice(None), *offset)].reshape(groups, mg, cg)
+        tap: tuple[slice | int, ...] = (slice(None), slice(None), *offset)
+        taps = wf[tap].reshape(groups, mg, cg)
         out += np.einsum("ngc...,gmc->ngm...", window, taps)
     out = out.reshape((n, m, *out_dims))
     if bias:
@@ -478,4 +481,6 @@ def global_average_pool(x: np.ndarray) -> np.ndarray:
     """Mean over every spatial axis, kept as size-1 dims."""
     v = _f64(x)
     spatial = tuple(range(2, x.ndim))
-    return (np.sum(v, axis=spatial, keepdims=True) / math.prod(x.shape[2:])).astype(x.dtype)
+    return np.asarray(
+        (np.sum(v, axis=spatial, keepdims=True) / math.prod(x.shape[2:])).astype(x.dtype)
+    )
