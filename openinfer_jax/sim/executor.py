@@ -387,6 +387,8 @@ class Executor:
         self, fused: bool, force_events: bool
     ) -> Generator[TraceEvent, None, None]:
         self._check_inputs()
+        if self.sim.vulkan is not None:
+            self.sim.vulkan.begin_step()  # the step's buffers come back in the same order
         # The NumPy interpreter and the Vulkan device run node by node.
         # Value summaries need every node's output: one region per op, like iterate().
         fused = (

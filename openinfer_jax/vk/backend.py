@@ -6,6 +6,12 @@ lazily, so the rest of the package works without Kompute installed.
 Tensors stay on the device between ops: `upload` copies once, `run` allocates the output
 on the device and dispatches a generated kernel, `download` copies back.
 
+Reuse across steps (vk/reuse.py): a tensor nobody references any more gives its buffer
+back to a pool, the next tensor of that size gets it, and a dispatch that binds the same
+buffers with the same kernel and grid reuses its `kp.Algorithm` (pipeline and descriptor
+set), so a streaming step that repeats builds no pipeline after its first steps.
+`VulkanBackend.stats` counts pipelines created/reused and buffers allocated/reused.
+
 Ordering: stock kp 0.9's Python binding exposes no shader-to-shader memory barrier, so
 several dispatches recorded into one kp.Sequence would not be ordered on a real GPU. With
 stock kp each dispatch is therefore its own submission, and the next one waits for it.
@@ -33,12 +39,15 @@ from openinfer_jax.vk import kernels, nn_kernels, selection
 from openinfer_jax.vk.capabilities import DeviceCapabilities, query_capabilities
 from openinfer_jax.vk.compiler import compile_glsl, compile_many
 from openinfer_jax.vk.quant_kernels import DeviceQuantized, quant_kernel, quantized_reason
+from openinfer_jax.vk.reuse import BufferPool, PipelineCache
 from openinfer_jax.vk.storage import decode_words, encode_words, storage_words
 
 __all__ = ["DeviceTensor", "VulkanBackend", "vulkan_available"]
 
 _SERIALS = itertools.count()
 _MAX_BATCH = 256  # dispatches per submission before the batch is flushed
+_POOL_BYTES = 256 << 20  # free buffers kept for reuse (OPENINFER_VK_POOL_MB overrides)
+_PLAN_CACHE = 4096  # op plans and selections kept (cleared when full)
 _FEATURE_NAMES = {"shader_int64": "shaderInt64", "shader_float64": "shaderFloat64"}
 _INSTALL_KP = (
     "install Kompute's Python binding `kp` with `python -m openinfer_jax.vk.build_kp` (it builds "
@@ -77,6 +86,10 @@ class DeviceTensor:
 
     Created by `VulkanBackend.upload` / `run` / `read_slice`; read back with
     `VulkanBackend.download`. `dtype` and `shape` describe the logical tensor.
+
+    A tensor made by the backend gives its buffer back to the backend's pool when it is
+    garbage (vk/reuse.py); a view of another tensor's buffer (`base`) keeps that tensor
+    alive, so the buffer cannot be reused while the view is.
     """
 
     dtype: DType
@@ -84,9 +97,21 @@ class DeviceTensor:
     handle: Any = field(repr=False)
     words: int = 0
     serial: int = field(default_factory=lambda: next(_SERIALS), repr=False)
-    # Dispatches whose output is this tensor, kept for reuse (see VulkanBackend._launch).
-    algorithms: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
-    sequences: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
+    #: Identity of the device buffer, shared by views; pipelines are cached per buffer.
+    buffer: int = field(default_factory=lambda: next(_SERIALS), repr=False)
+    #: The tensor whose buffer this one views (kept alive by the view), or None.
+    base: DeviceTensor | None = field(default=None, repr=False)
+    pool: BufferPool | None = field(default=None, repr=False)
+
+    def __del__(self) -> None:
+        # The last reference is gone: no value, snapshot or pending dispatch holds this
+        # buffer any more (the batch keeps its tensors until it has finished).
+        if self.pool is not None:
+            self.pool.give(self.words, self.buffer, self.handle)
+
+    def view(self, dtype: DType, shape: tuple[int, ...]) -> DeviceTensor:
+        """The same buffer seen as another dtype/shape of the same words."""
+        return DeviceTensor(dtype, shape, self.handle, self.words, buffer=self.buffer, base=self)
 
     @property
     def numel(self) -> int:
@@ -97,6 +122,34 @@ class DeviceTensor:
     def nbytes(self) -> int:
         """Bytes the device buffer occupies."""
         return self.words * 4
+
+
+@dataclass(eq=False)
+class _Pipeline:
+    """A cached `kp.Algorithm` and, without batching, its recorded sequences by push bytes."""
+
+    algo: Any
+    sequences: dict[bytes, Any] = field(default_factory=dict)
+
+
+def _frozen(value: Any) -> Any:
+    """A hashable stand-in for a param value (type-tagged: 1, 1.0 and True differ)."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _frozen(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_frozen(v) for v in value))
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.dtype.str, value.shape, value.tobytes())
+    hash(value)  # TypeError for anything else unhashable
+    return (type(value).__name__, value)
+
+
+def _call_key(op_name: str, in_dtypes: Sequence[DType], params: Mapping[str, Any]) -> Any:
+    """The cache key of an op call's selection, or None if a param cannot be keyed."""
+    try:
+        return (op_name, tuple(in_dtypes), _frozen(params))
+    except TypeError:
+        return None
 
 
 class VulkanBackend:
@@ -156,6 +209,14 @@ class VulkanBackend:
         #: Dispatches recorded and queue submissions made (a batch is one submission).
         self.dispatch_count = 0
         self.submit_count = 0
+        self._pipelines = PipelineCache()
+        pool_mb = os.environ.get("OPENINFER_VK_POOL_MB")
+        limit = int(pool_mb) << 20 if pool_mb and pool_mb.isdigit() else _POOL_BYTES
+        self._pool = BufferPool(limit, self._pipelines.forget_buffer)
+        self._spirv: dict[str, tuple[bytes, bytes]] = {}  # source -> (SPIR-V, digest)
+        self._site = 0  # allocations since `begin_step`: the pool's site of the next one
+        self._selections: dict[Any, selection.Selection | str] = {}
+        self._plans: dict[Any, nn_kernels.NnPlan] = {}
         # Batching needs a shader-to-shader barrier, which stock kp 0.9 lacks; the patch
         # openinfer_jax/vk/kp-0.9.0-shader-barrier.patch adds kp.OpShaderBarrier.
         self.batching = (
@@ -170,6 +231,19 @@ class VulkanBackend:
         props = self.capabilities.as_dict()
         props["features"] = dict(self._features)
         return props
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counters since this backend started: dispatches, submissions, pipelines
+        (`kp.Algorithm`) created and reused, buffers allocated and reused from the pool."""
+        return {
+            "dispatches": self.dispatch_count,
+            "submits": self.submit_count,
+            "pipelines_created": self._pipelines.created,
+            "pipelines_reused": self._pipelines.reused,
+            "buffers_allocated": self._pool.allocated,
+            "buffers_reused": self._pool.reused,
+        }
 
     @property
     def device_name(self) -> str:
@@ -201,10 +275,40 @@ class VulkanBackend:
         """
         host = np.asarray(array)
         words = encode_words(host, dtype)
-        handle = self._allocate_words(words, f"a {dtype.short}{list(host.shape)} tensor")
-        self._wait()
-        self._eval(self._manager.sequence().record(self._kp.OpTensorSyncDevice([handle])), "upload")
-        return DeviceTensor(dtype, tuple(int(d) for d in host.shape), handle, int(words.size))
+        return self._upload_words(words, dtype, tuple(int(d) for d in host.shape))
+
+    def _upload_words(
+        self, words: np.ndarray, dtype: DType, shape: tuple[int, ...]
+    ) -> DeviceTensor:
+        """A device tensor holding `words`, in a pooled buffer when one fits.
+
+        No wait for earlier dispatches: the buffer is new or came back from the pool, so no
+        pending dispatch binds it, and the copy has finished when this returns.
+        """
+        tensor = self._tensor(dtype, shape, int(words.size), words)
+        self._eval(
+            self._manager.sequence().record(self._kp.OpTensorSyncDevice([tensor.handle])), "upload"
+        )
+        return tensor
+
+    def _tensor(
+        self, dtype: DType, shape: tuple[int, ...], n: int, words: np.ndarray | None = None
+    ) -> DeviceTensor:
+        """A tensor of `n` words in a pooled buffer (host side set to `words` if given),
+        or in a new one; its buffer goes back to the pool when it is garbage."""
+        site, self._site = self._site, self._site + 1
+        taken = self._pool.take(n, site)
+        if taken is None:
+            init = words if words is not None else np.zeros(n, np.uint32)
+            handle = self._allocate_words(init, f"a {dtype.short}{list(shape)} tensor")
+            self._pool.allocated += 1
+            tensor = DeviceTensor(dtype, shape, handle, n, pool=self._pool)
+            self._pool.note(site, tensor.buffer)
+            return tensor
+        buffer, handle = taken
+        if words is not None:
+            handle.data()[:] = words
+        return DeviceTensor(dtype, shape, handle, n, buffer=buffer, pool=self._pool)
 
     def upload_quantized(self, value: Any) -> DeviceQuantized:
         """Put a block-quantized weight (`openinfer_jax.ops.quantized.QuantizedArray`) on the
@@ -228,19 +332,12 @@ class VulkanBackend:
         raw = np.ascontiguousarray(plane).reshape(-1).view(np.uint8)
         words = np.zeros(storage_words(dtype, int(np.prod(shape, dtype=np.int64))), np.uint32)
         words.view(np.uint8)[: raw.size] = raw
-        handle = self._allocate_words(words, f"a {dtype.short}{list(shape)} plane")
-        self._wait()
-        self._eval(self._manager.sequence().record(self._kp.OpTensorSyncDevice([handle])), "upload")
-        return DeviceTensor(dtype, shape, handle, int(words.size))
+        return self._upload_words(words, dtype, shape)
 
     def empty(self, dtype: DType, shape: Sequence[int]) -> DeviceTensor:
         """A new device tensor of `shape` whose contents are undefined until written."""
         shape = tuple(int(d) for d in shape)
-        n = storage_words(dtype, int(np.prod(shape, dtype=np.int64)))
-        handle = self._allocate_words(
-            np.zeros(n, np.uint32), f"a {dtype.short}{list(shape)} tensor"
-        )
-        return DeviceTensor(dtype, shape, handle, n)
+        return self._tensor(dtype, shape, storage_words(dtype, int(np.prod(shape, dtype=np.int64))))
 
     def download(self, tensor: DeviceTensor) -> np.ndarray:
         """Copy a device tensor back: the simulator representation (packed -> int8/uint8)."""
@@ -251,6 +348,11 @@ class VulkanBackend:
         return decode_words(
             np.array(tensor.handle.data(), dtype=np.uint32), tensor.dtype, tensor.shape
         )
+
+    def begin_step(self) -> None:
+        """Mark the start of a step: the k-th allocation of every step is one site, so a
+        step that repeats gets back the buffers of the step before (and their pipelines)."""
+        self._site = 0
 
     def sync(self) -> None:
         """Wait until every submitted dispatch has finished."""
@@ -336,14 +438,23 @@ class VulkanBackend:
         """
         from openinfer_jax.ops import registry  # lazy: importing ops loads JAX
 
-        if registry.get(op_name) is None:
-            raise BackendError(f"unknown op {op_name!r}")
+        key = _call_key(op_name, in_dtypes, params)
+        chosen = self._selections.get(key) if key is not None else None
+        if chosen is None:
+            if registry.get(op_name) is None:
+                raise BackendError(f"unknown op {op_name!r}")
 
-        def missing(feature: str) -> str:
-            return (f"{op_name}: device {self.device_name} lacks {_FEATURE_NAMES[feature]}, "
-                    "needed for this call's dtypes; this node runs on the CPU")  # fmt: skip
+            def missing(feature: str) -> str:
+                return (f"{op_name}: device {self.device_name} lacks "
+                        f"{_FEATURE_NAMES[feature]}, needed for this call's dtypes; this node "
+                        "runs on the CPU")  # fmt: skip
 
-        chosen = selection.select(op_name, in_dtypes, params, self._features, missing)
+            # Raises OpCheckError for a bad call (not cached: the error is raised anew).
+            chosen = selection.select(op_name, in_dtypes, params, self._features, missing)
+            if key is not None:
+                if len(self._selections) >= _PLAN_CACHE:
+                    self._selections.clear()
+                self._selections[key] = chosen
         if isinstance(chosen, str):
             raise BackendError(chosen if chosen.startswith(op_name) else f"{op_name}: {chosen}")
         return chosen
@@ -431,9 +542,20 @@ class VulkanBackend:
         self, chosen: selection.Selection, in_shapes: Sequence[tuple[int, ...]],
         out_shape: tuple[int, ...], inplace: bool = False,
     ) -> nn_kernels.NnPlan:  # fmt: skip
-        return selection.plan(chosen, in_shapes, out_shape, tiles=self.matmul_tiles,
+        """The dispatches of a call at these shapes; plans are pure functions of their
+        arguments, so they are kept (the same kernels every step)."""
+        key = (id(chosen), tuple(in_shapes), out_shape, inplace, self.matmul_tiles,
+               self.split_attention)  # fmt: skip
+        cached = self._plans.get(key)
+        if cached is not None and cached[0] is chosen:
+            return cached[1]
+        plan = selection.plan(chosen, in_shapes, out_shape, tiles=self.matmul_tiles,
                               inplace=inplace, shared_memory=self._shared_memory,
                               split_attention=self.split_attention)  # fmt: skip
+        if len(self._plans) >= _PLAN_CACHE:
+            self._plans.clear()
+        self._plans[key] = (chosen, plan)
+        return plan
 
     @property
     def _shared_memory(self) -> int:
@@ -504,54 +626,59 @@ class VulkanBackend:
                     f"expected a DeviceTensor from this backend, got {type(t).__name__}"
                 )
 
-    def _algorithm(
-        self, spirv: bytes, kernel: kernels.Kernel, tensors: Sequence[DeviceTensor]
-    ) -> tuple[Any, tuple[Any, ...]]:
-        # A kp.Algorithm owns its pipeline and is bound to its buffers, and creating the
-        # pipeline is the costly part (lavapipe compiles it to machine code). Reusing one
-        # for the same kernel, buffers and grid makes a loop over preallocated outputs
-        # (decode steps, benchmarks) pay it once. Kept on the output tensor, so it goes
-        # away with it; serials, unlike id(), are never reused.
-        key = (hashlib.sha1(spirv).digest(), tuple(t.serial for t in tensors), kernel.grid)
-        owner = tensors[-1]
-        algo = owner.algorithms.get(key)
-        if algo is None:
-            algo = self._manager.algorithm(
-                [t.handle for t in tensors], spirv, list(kernel.grid), [], kernel.push
+    def _algorithm(self, kernel: kernels.Kernel, tensors: Sequence[DeviceTensor]) -> Any:
+        """The `_Pipeline` for `kernel` bound to these tensors' buffers: reused when the same
+        buffers (a step that repeats gets them back from the pool, vk/reuse.py), else built.
+        """
+        spirv, digest = self._shader(kernel)
+        buffers = tuple(t.buffer for t in tensors)
+        key = (digest, buffers, kernel.grid, kernel.push.size)
+
+        def make() -> _Pipeline:
+            handles = [t.handle for t in tensors]
+            return _Pipeline(
+                self._manager.algorithm(handles, spirv, list(kernel.grid), [], kernel.push)
             )
-            if len(owner.algorithms) < 32:
-                owner.algorithms[key] = algo
-        return algo, key
+
+        return self._pipelines.get(key, buffers, make)
+
+    def _shader(self, kernel: kernels.Kernel) -> tuple[bytes, bytes]:
+        """SPIR-V of a kernel source and its digest (looked up by the source string)."""
+        found = self._spirv.get(kernel.source)
+        if found is None:
+            spirv = compile_glsl(kernel.source, kernel.label)
+            if len(self._spirv) >= _PLAN_CACHE:
+                self._spirv.clear()
+            found = self._spirv[kernel.source] = (spirv, hashlib.sha1(spirv).digest())
+        return found
 
     def _launch(self, kernel: kernels.Kernel, tensors: Sequence[DeviceTensor]) -> None:
-        spirv = compile_glsl(kernel.source, kernel.label)
         kp = self._kp
         try:
+            pipeline = self._algorithm(kernel, tensors)
             if self.batching:
-                self._record_batched(spirv, kernel, tensors)
+                self._record_batched(pipeline.algo, kernel, tensors)
                 return
             self._wait()
-            algo, key = self._algorithm(spirv, kernel, tensors)
             # A recorded sequence is resubmitted as is when the push constants match too.
-            owner = tensors[-1]
-            seq_key = (*key, kernel.push.tobytes())
-            seq = owner.sequences.get(seq_key)
+            push = kernel.push.tobytes()
+            seq = pipeline.sequences.get(push)
             if seq is None:
-                seq = self._manager.sequence().record(kp.OpAlgoDispatch(algo, kernel.push))
-                if len(owner.sequences) < 32:
-                    owner.sequences[seq_key] = seq
+                seq = self._manager.sequence().record(kp.OpAlgoDispatch(pipeline.algo, kernel.push))
+                if len(pipeline.sequences) < 8:
+                    pipeline.sequences[push] = seq
             seq.eval_async()
         except RuntimeError as exc:
             raise BackendError(
                 f"dispatch of {kernel.label} failed on {self.device_name}: {exc}"
             ) from None
         # Keep the sequence, algorithm and buffers alive until the work has finished.
-        self._pending.append((seq, algo, tensors))
+        self._pending.append((seq, pipeline, tensors))
         self.dispatch_count += 1
         self.submit_count += 1
 
     def _record_batched(
-        self, spirv: bytes, kernel: kernels.Kernel, tensors: Sequence[DeviceTensor]
+        self, algo: Any, kernel: kernels.Kernel, tensors: Sequence[DeviceTensor]
     ) -> None:
         """Append a dispatch to the open sequence, after a barrier on its buffers.
 
@@ -560,7 +687,6 @@ class VulkanBackend:
         read them, so a chain of ops is one submission. Needs kp's OpShaderBarrier.
         """
         kp = self._kp
-        algo, _ = self._algorithm(spirv, kernel, tensors)
         if self._open is None:
             self._open = (self._manager.sequence(), [])
         seq, refs = self._open
@@ -634,7 +760,7 @@ class VulkanBackend:
         self._check_own(dst)
         # All-zero words are the zero of every dtype, so the buffer is filled as u32 words:
         # no 64-bit shader capability is needed, whatever `dst` holds.
-        words = DeviceTensor(DType.U32, (dst.words,), dst.handle, dst.words)
+        words = dst.view(DType.U32, (dst.words,))
         self._launch(kernels.fill_kernel(DType.U32, (dst.words,), 0), [words])
 
     def read_strided(
@@ -669,8 +795,8 @@ class VulkanBackend:
             # 64-bit elements move as pairs of u32 words: no shaderInt64/Float64 needed.
             dtype = DType.U32
             shape, strides, offset = (*shape, 2), [2 * s for s in strides] + [1], 2 * offset
-            view_src = DeviceTensor(DType.U32, (src.words,), src.handle, src.words)
-            view_out = DeviceTensor(DType.U32, shape, out.handle, out.words)
+            view_src = src.view(DType.U32, (src.words,))
+            view_out = out.view(DType.U32, shape)
         kernel = kernels.movement_kernel("slice", dtype, shape, strides, offset)
         self._launch(kernel, [view_src, view_out])
         return out
