@@ -197,6 +197,7 @@ def import_model(
         folded=stats.folded,
         dropped=stats.dropped,
         fused=stats.fused,
+        expanded=stats.expanded,
         ops_used=_op_counts(built.graph.blocks[0].nodes),
         loops=[
             LoopSummary(i.name, i.count, len(i.body), len(i.tables))

@@ -49,6 +49,7 @@ class ImportStats:
     folded: collections.Counter[str] = field(default_factory=collections.Counter)
     dropped: collections.Counter[str] = field(default_factory=collections.Counter)
     fused: collections.Counter[str] = field(default_factory=collections.Counter)
+    expanded: collections.Counter[str] = field(default_factory=collections.Counter)
     defaulted_dims: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -307,6 +308,8 @@ class Importer:
             return
         converter = self._converters.get(op_type)
         if converter is None:
+            if self._inline_function(ctx):
+                return
             raise OnnxImportError(_unsupported_reason(op_type), node=name, op=op_type)
         converter.check_attributes(ctx)
         converter.fn(ctx)
@@ -316,6 +319,40 @@ class Importer:
                     f"output {i} ({out!r}) is not supported by the importer", node=name, op=op_type
                 )
         self.stats.converted[op_type] += 1
+
+    def _inline_function(self, ctx: NodeContext) -> bool:
+        """Import the function body ONNX defines for an op without converter (functions.py)."""
+        from openinfer_jax.onnx.functions import function_body
+
+        types = [self._type_proto(v) for v in ctx.values()]
+        body = function_body(ctx.node, ctx.opset, types, f"{ctx.name}/")
+        if body is None:
+            return False
+        nodes, body_opset = body
+        outer = self.opsets[""]
+        self.opsets[""] = body_opset  # the body's nodes mean what its opset says
+        try:
+            self.nodes(nodes)
+        finally:
+            self.opsets[""] = outer
+        for i, out in enumerate(ctx.node.output):
+            if out and out not in self.values:
+                raise ctx.error(f"output {i} ({out!r}) is not computed by the op's function body")
+        self.stats.expanded[ctx.op_type] += 1
+        return True
+
+    @staticmethod
+    def _type_proto(value: Value | None) -> Any:
+        """An input's ONNX TypeProto (for context-dependent function bodies)."""
+        if value is None:
+            return None
+        from onnx import helper
+
+        from openinfer_jax.onnx.dtypes import DTYPE_TO_ONNX
+
+        shape = value.array.shape if isinstance(value, Const) else value.shape
+        code = DTYPE_TO_ONNX.get(value.dtype) if value.dtype is not None else None
+        return helper.make_tensor_type_proto(code or 0, [int(d) for d in shape])
 
     def _drop(self, ctx: NodeContext) -> bool:
         """Identity and inference-mode Dropout pass their input through."""

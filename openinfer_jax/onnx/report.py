@@ -24,8 +24,10 @@ class ImportReport:
     """What `import_onnx` did.
 
     `ops_used` counts the program's op lines by op; `converted`, `folded` and `dropped`
-    count ONNX nodes by op type, `fused` the multi-node patterns imported as one op; `defaulted_dims` lists symbolic dims no value was given
-    for (they were set to 1); `inputs`/`outputs` map ONNX names to program variables.
+    count ONNX nodes by op type, `expanded` the function ops imported as ONNX's function body,
+    `fused` the multi-node patterns imported as one op; `defaulted_dims` lists symbolic dims
+    no value was given for (they were set to 1); `inputs`/`outputs` map ONNX names to program
+    variables.
     """
 
     source: str
@@ -35,6 +37,7 @@ class ImportReport:
     folded: collections.Counter[str] = field(default_factory=collections.Counter)
     dropped: collections.Counter[str] = field(default_factory=collections.Counter)
     fused: collections.Counter[str] = field(default_factory=collections.Counter)
+    expanded: collections.Counter[str] = field(default_factory=collections.Counter)
     ops_used: collections.Counter[str] = field(default_factory=collections.Counter)
     loops: list[LoopSummary] = field(default_factory=list)
     sizevars: dict[str, int] = field(default_factory=dict)
@@ -59,6 +62,7 @@ class ImportReport:
             "  folded at import: " + _counts(self.folded),
             "  dropped: " + _counts(self.dropped),
             "  fused patterns: " + _counts(self.fused),
+            "  function bodies inlined: " + _counts(self.expanded),
             "  program ops: " + _counts(self.ops_used),
         ]
         for loop in self.loops:

@@ -66,4 +66,5 @@ from openinfer_jax.onnx.converters import (  # noqa: E402, F401
     recurrent,
     reduce,
     resize,
+    scan,
 )

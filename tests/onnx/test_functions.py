@@ -1,0 +1,118 @@
+"""ONNX function ops imported as their function body, and Scan unrolled."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from openinfer_jax.onnx import OnnxImportError, import_model
+from tests.onnx.helpers import FLOAT, INT64, make_model, reference, run_imported, tensor_info
+
+
+def _loss_model(reduction: str) -> object:
+    node = helper.make_node(
+        "SoftmaxCrossEntropyLoss",
+        ["scores", "labels", "weights"],
+        ["loss", "log_prob"],
+        reduction=reduction,
+        ignore_index=1,
+    )
+    out_shape = [] if reduction != "none" else [3, 2]
+    return make_model(
+        [node],
+        [tensor_info("scores", FLOAT, [3, 4, 2]), tensor_info("labels", INT64, [3, 2])],
+        [tensor_info("loss", FLOAT, out_shape), tensor_info("log_prob", FLOAT, [3, 4, 2])],
+        initializers={"weights": np.array([0.5, 1.0, 2.0, 1.5], dtype=np.float32)},
+        opset=13,
+    )
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_loss_is_imported_as_its_function_body(tmp_path: Path, reduction: str) -> None:
+    model = _loss_model(reduction)
+    result = import_model(model)
+    # SoftmaxCrossEntropyLoss's body calls NegativeLogLikelihoodLoss: both are inlined
+    assert result.report.expanded == {
+        "SoftmaxCrossEntropyLoss": 1,
+        "NegativeLogLikelihoodLoss": 1,
+    }
+    assert "function bodies inlined: " in result.report.format()
+    rng = np.random.default_rng(0)
+    feed = {
+        "scores": rng.standard_normal((3, 4, 2)).astype(np.float32),
+        "labels": np.array([[0, 1], [3, 2], [1, 1]], dtype=np.int64),  # 1 is ignored
+    }
+    got = run_imported(result, tmp_path, [feed])[0]
+    want = reference(model, feed)  # type: ignore[arg-type]
+    np.testing.assert_allclose(got["loss"], want[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got["log_prob"], want[1], rtol=1e-5, atol=1e-6)
+
+
+def _scan_model(opset: int = 17) -> object:
+    """Running sum over axis 1, scanned backwards; scan output = state * x per step."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Add", ["s_in", "x_t"], ["s_out"]),
+            helper.make_node("Mul", ["s_out", "x_t"], ["y_t"]),
+        ],
+        "body",
+        [tensor_info("s_in", FLOAT, [2]), tensor_info("x_t", FLOAT, [2])],
+        [tensor_info("s_out", FLOAT, [2]), tensor_info("y_t", FLOAT, [2])],
+    )
+    node = helper.make_node(
+        "Scan",
+        ["s0", "x"],
+        ["s_final", "ys"],
+        body=body,
+        num_scan_inputs=1,
+        scan_input_axes=[1],
+        scan_input_directions=[1],
+        scan_output_axes=[1],
+    )
+    return make_model(
+        [node],
+        [tensor_info("s0", FLOAT, [2]), tensor_info("x", FLOAT, [2, 5])],
+        [tensor_info("s_final", FLOAT, [2]), tensor_info("ys", FLOAT, [2, 5])],
+        opset=opset,
+    )
+
+
+def test_scan_is_unrolled(tmp_path: Path) -> None:
+    model = _scan_model()
+    result = import_model(model)
+    assert result.report.ops_used["add"] == 5  # one body per step
+    feed = {
+        "s0": np.array([1.0, -2.0], dtype=np.float32),
+        "x": np.arange(10, dtype=np.float32).reshape(2, 5) / 4,
+    }
+    got = run_imported(result, tmp_path, [feed])[0]
+    # ONNX's reference has no reverse scan: the same loop in NumPy
+    state, ys = feed["s0"].copy(), []
+    for t in reversed(range(5)):
+        state = state + feed["x"][:, t]
+        ys.append(state * feed["x"][:, t])
+    np.testing.assert_allclose(got["s_final"], state, rtol=1e-6)
+    np.testing.assert_allclose(got["ys"], np.stack(ys, axis=1), rtol=1e-6)
+
+
+def test_scan_of_opset_8_is_refused_naming_the_node() -> None:
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"])],
+        "body",
+        [tensor_info("s_in", FLOAT, [1, 2]), tensor_info("x_t", FLOAT, [1, 2])],
+        [tensor_info("s_out", FLOAT, [1, 2])],
+    )
+    node = helper.make_node(
+        "Scan", ["", "s0", "x"], ["s_final"], name="scan8", body=body, num_scan_inputs=1
+    )
+    model = make_model(
+        [node],
+        [tensor_info("s0", FLOAT, [1, 2]), tensor_info("x", FLOAT, [1, 3, 2])],
+        [tensor_info("s_final", FLOAT, [1, 2])],
+        opset=8,
+    )
+    with pytest.raises(OnnxImportError, match=r"scan8.*Scan before opset 9"):
+        import_model(model)
