@@ -12,9 +12,15 @@ Figures (every baseline is measured in the same run, on the same machine):
 3. model-building ops (vk/nn_kernels.py), resident inputs, vs the same math as one jax.jit
    on the CPU: attention for a prefill (Sq = Skv) and a decode step (Sq = 1, a long cache),
    conv2d 3x3 (a ResNet-like layer), with GFLOP/s and the speedup (XLA ms / Vulkan ms).
+4. streaming steps (bench/vk_streaming.py): `vad`, a VAD-shaped step (conv1d + LSTM cell,
+   persistent state), and with `--stream cnn` an EfficientNet-Lite0-shaped CNN, on the Vulkan
+   simulator vs the same graph emitted for the Vulkan target (built and run through
+   openinfer_jax.emit.driver_run) vs the CPU simulator: ms per step, CPU and wall, best of
+   `--rounds` interleaved rounds, and the pipelines the simulator creates per step.
 
 Run: .venv/bin/python bench/bench_vk.py [--quick] [--torch] [--device-index N]
-Results: bench/results/vk.json. On lavapipe (Mesa's CPU Vulkan) the "device" is the same
+     .venv/bin/python bench/bench_vk.py --stream-only [--stream vad cnn] [--cnn-size 224]
+Results: bench/results/vk.json (--stream-only: vk_stream.json). On lavapipe (Mesa's CPU Vulkan) the "device" is the same
 two CPU cores as the baselines, so ratios there say how good the kernels are on a CPU,
 not what a GPU gives.
 """
@@ -37,6 +43,8 @@ from rich.table import Table
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+
+from vk_streaming import bench_streaming, cnn, vad  # noqa: E402
 
 from openinfer_jax.core.dtypes import DType  # noqa: E402
 from openinfer_jax.vk import VulkanBackend, vulkan_available  # noqa: E402
@@ -322,6 +330,32 @@ def _nn_table(rows: list[dict[str, Any]], device: str) -> Table:
     return table
 
 
+def _streaming(args: argparse.Namespace, console: Console) -> list[dict[str, Any]]:
+    """The streaming workloads (vk_streaming.py): one table row per side."""
+    rows = []
+    for name in args.stream:
+        if name == "vad":
+            row = bench_streaming(vad(), args.rounds, 5 if args.quick else args.steps)
+        else:
+            row = bench_streaming(cnn(args.cnn_size), args.rounds, 1, warm=1)
+        rows.append(row)
+        table = Table(title=f"{name} step (ms per step, best of {args.rounds} interleaved rounds)")
+        for col in ("side", "CPU ms", "wall ms", "dispatches", "pipelines created"):
+            table.add_column(col, justify="right")
+        for side, r in row["sides"].items():
+            created = r.get("pipelines_created_per_step")
+            table.add_row(side, f"{r['cpu_ms']:.2f}", f"{r['wall_ms']:.2f}",
+                          f"{r.get('dispatches_per_step', float('nan')):.0f}",
+                          "-" if created is None else f"{created:.2f}")  # fmt: skip
+        console.print(table)
+        console.print(
+            f"  sim vulkan / emitted: CPU {row['ratio_sim_vs_emitted_cpu']:.2f}x, wall "
+            f"{row['ratio_sim_vs_emitted_wall']:.2f}x; max |vulkan - cpu| "
+            f"{row['max_abs_diff_vulkan_vs_cpu']:.1e}; emitted build {row['emitted_build_s']:.1f} s"
+        )
+    return rows
+
+
 def main(argv: list[str]) -> int:
     """Run the benchmark; print a table; write bench/results/vk.json."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -339,6 +373,12 @@ def main(argv: list[str]) -> int:
     )  # fmt: skip
     parser.add_argument("--no-decode", action="store_true", help="skip the decode-like step")
     parser.add_argument("--no-nn", action="store_true", help="skip attention and conv2d")
+    parser.add_argument("--stream", nargs="*", choices=("vad", "cnn"), default=["vad"],
+                        help="streaming workloads (default: vad)")  # fmt: skip
+    parser.add_argument("--stream-only", action="store_true", help="only the streaming steps")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per side")
+    parser.add_argument("--steps", type=int, default=20, help="timed vad steps per round")
+    parser.add_argument("--cnn-size", type=int, default=224, help="cnn image size")
     args = parser.parse_args(argv)
     console = Console()
     ok, reason = vulkan_available(args.device_index)
@@ -346,6 +386,12 @@ def main(argv: list[str]) -> int:
         console.print(f"[yellow]bench_vk: skipped, Vulkan unavailable: {reason}[/yellow]")
         results_file("vk.json", args.quick).write_text(
             json.dumps({"skipped": reason}, indent=2) + "\n"
+        )
+        return 0
+    if args.stream_only:
+        payload = {"streaming": _streaming(args, console)}
+        results_file("vk_stream.json", args.quick).write_text(
+            json.dumps(payload, indent=2, default=str) + "\n"
         )
         return 0
     be = VulkanBackend(args.device_index)
@@ -423,6 +469,8 @@ def main(argv: list[str]) -> int:
         nn_rows = bench_nn_ops(be, args.quick)
         console.print(_nn_table(nn_rows, be.device_name))
         payload["nn_ops"] = nn_rows
+    if args.stream:
+        payload["streaming"] = _streaming(args, console)
     results_file("vk.json", args.quick).write_text(
         json.dumps(payload, indent=2, default=str) + "\n"
     )

@@ -128,6 +128,7 @@ class Executor:
         self.vars.write_check = self._check_yield_lock
         self._params_cache = sim.params_cache
         self._vk_weights: dict[int, tuple[Any, Any]] = {}
+        self._vk_shapes: dict[Any, tuple[dict[str, Any], Any]] = {}  # see _vk_out_shape
         self._vk_transfers = {
             "vk_uploads": 0,
             "vk_downloads": 0,
@@ -851,9 +852,7 @@ class Executor:
                 assert opdef is not None
                 try:
                     tensors = [self._vk_input(r, d, scope) for r, d in zip(node.inputs, dtypes)]
-                    # infer, not output_shape alone: it also runs the op's own check on the
-                    # bound params (fill value=1000 into i8), as the XLA and NumPy paths do.
-                    _dtype, shape = opdef.infer(dtypes, [t.shape for t in tensors], params)
+                    shape = self._vk_out_shape(opdef, dtypes, tensors, params)
                     out = backend.run(node.op, tensors, params, out_dtype, shape)
                 except BackendError as err:
                     warning = f"vulkan: {err}; ran on XLA CPU instead"
@@ -887,6 +886,24 @@ class Executor:
             )
             ev.op_name = node.op
             yield ev
+
+    def _vk_out_shape(
+        self, opdef: Any, dtypes: list[DType], tensors: list[Any], params: dict[str, Any]
+    ) -> tuple[int, ...]:
+        """The output shape of a Vulkan op; kept per (params, dtypes, input shapes): params
+        are the node's cached dict (op_setup), the same object every step."""
+        shapes = tuple(t.shape for t in tensors)
+        key = (id(params), tuple(dtypes), shapes)
+        cached = self._vk_shapes.get(key)
+        if cached is not None and cached[0] is params:
+            return cached[1]
+        # infer, not output_shape alone: it also runs the op's own check on the bound
+        # params (fill value=1000 into i8), as the XLA and NumPy paths do.
+        _dtype, shape = opdef.infer(dtypes, list(shapes), params)
+        if len(self._vk_shapes) >= 4096:
+            self._vk_shapes.clear()
+        self._vk_shapes[key] = (params, shape)
+        return shape
 
     def _run_region(
         self, region: RegionPlan, scope: dict[str, int], allow_vulkan: bool = True
