@@ -337,7 +337,10 @@ def _streaming(args: argparse.Namespace, console: Console) -> list[dict[str, Any
         if name == "vad":
             row = bench_streaming(vad(), args.rounds, 5 if args.quick else args.steps)
         else:
-            row = bench_streaming(cnn(args.cnn_size), args.rounds, 1, warm=1)
+            # 3 warm steps: a result buffer alternates between two (the step before's value
+            # is held for rollback), so pipelines are all built by the third step.
+            size = 64 if args.quick else args.cnn_size
+            row = bench_streaming(cnn(size), args.rounds, 1, warm=3)
         rows.append(row)
         table = Table(title=f"{name} step (ms per step, best of {args.rounds} interleaved rounds)")
         for col in ("side", "CPU ms", "wall ms", "dispatches", "pipelines created"):

@@ -215,6 +215,7 @@ class VulkanBackend:
         self._pool = BufferPool(limit, self._pipelines.forget_buffer)
         self._spirv: dict[str, tuple[bytes, bytes]] = {}  # source -> (SPIR-V, digest)
         self._site = 0  # allocations since `begin_step`: the pool's site of the next one
+        self._upload_site = -1  # uploads since `begin_step` (their own sites, see _tensor)
         self._selections: dict[Any, selection.Selection | str] = {}
         self._plans: dict[Any, tuple[selection.Selection, nn_kernels.NnPlan]] = {}
         self._by_params: dict[int, tuple[Any, ...]] = {}
@@ -299,7 +300,12 @@ class VulkanBackend:
     ) -> DeviceTensor:
         """A tensor of `n` words in a pooled buffer (host side set to `words` if given),
         or in a new one; its buffer goes back to the pool when it is garbage."""
-        site, self._site = self._site, self._site + 1
+        # Sites: outputs and scratch count up from 0, uploads down from -1, so the weights
+        # uploaded in a first step do not shift the sites of the step's results.
+        if words is None:
+            site, self._site = self._site, self._site + 1
+        else:
+            site, self._upload_site = self._upload_site, self._upload_site - 1
         taken = self._pool.take(n, site)
         if taken is None:
             init = words if words is not None else np.zeros(n, np.uint32)
@@ -363,7 +369,7 @@ class VulkanBackend:
     def begin_step(self) -> None:
         """Mark the start of a step: the k-th allocation of every step is one site, so a
         step that repeats gets back the buffers of the step before (and their pipelines)."""
-        self._site = 0
+        self._site, self._upload_site = 0, -1
 
     def sync(self) -> None:
         """Wait until every submitted dispatch has finished."""
