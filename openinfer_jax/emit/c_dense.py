@@ -166,6 +166,24 @@ def _depthwise(info: OpInfo) -> bool:
     return groups == x[1] == w[0] and w[1] == 1
 
 
+# Runtime constants mirrored from oi_conv.h: the direct kernel's most taps per output, and
+# (here only) the most scratch floats per thread a non-depthwise convolution may take for it.
+_DIRECT_MAX_TAPS = 64
+_DIRECT_MAX_FLOATS = 1 << 20
+
+
+def _direct(info: OpInfo, options: DenseOptions) -> bool:
+    """Whether oi_conv.h runs the convolution on its direct kernel (oi_conv_direct): depthwise,
+    or a 2-D convolution with a few taps per output (C/groups * KH * KW <= 64, not 1x1)
+    whose scratch stays small."""
+    if _depthwise(info):
+        return True
+    w = info.in_shapes[1]
+    if len(w) != 4 or w[2] * w[3] == 1 or w[1] * w[2] * w[3] > _DIRECT_MAX_TAPS:
+        return False
+    return _depthwise_floats(info) <= max(options.pack_floats, _DIRECT_MAX_FLOATS)
+
+
 def _conv_geometry(info: OpInfo) -> tuple[list[int], list[int], list[int], int]:
     """Strides, pads (top, left, bottom, right), dilations as 2-D, and groups."""
     spatial = len(info.in_shapes[0]) - 2
@@ -179,13 +197,14 @@ def _conv_geometry(info: OpInfo) -> tuple[list[int], list[int], list[int], int]:
 
 
 def _depthwise_floats(info: OpInfo) -> int:
-    """Scratch floats per thread of the depthwise kernel (oi_dw_scratch_floats)."""
-    strides, pads, _dil, _g = _conv_geometry(info)
+    """Scratch floats per thread of the direct kernel (oi_dw_scratch_floats): the padded,
+    phase-split copies of one group's input channels."""
+    strides, pads, _dil, groups = _conv_geometry(info)
     x = info.in_shapes[0]
     h, w = (x[2], x[3]) if len(x) == 4 else (1, x[2])
     rows = h + pads[0] + pads[2]
     width = (w + pads[1] + pads[3] + strides[1] - 1) // strides[1] + 1
-    return strides[1] * rows * width + 2 * 16
+    return x[1] // groups * strides[1] * rows * width + 4 * 16
 
 
 def dense_pack_bytes(info: OpInfo, options: DenseOptions) -> int:
@@ -195,6 +214,8 @@ def dense_pack_bytes(info: OpInfo, options: DenseOptions) -> int:
     per_thread = options.pack_floats
     if _gemm_kind(info) == "conv" and _depthwise(info):
         per_thread = _depthwise_floats(info)
+    elif _gemm_kind(info) == "conv" and _direct(info, options):  # the GEMM's if it falls back
+        per_thread = max(per_thread, _depthwise_floats(info))
     if _gemm_kind(info) == "attention":  # + the scores of a query block and their sums
         keys = info.in_shapes[1][-2]
         per_thread += _ATTN_TILE_ROWS * keys + _ATTN_TILE_ROWS
@@ -312,10 +333,12 @@ def _matmul(name: str, pack: str, epi: EpilogueCode | None, prepack: bool) -> st
 """
 
 
-def _conv(name: str, info: OpInfo, pack: str, epi: EpilogueCode | None) -> str:
+def _conv(
+    name: str, info: OpInfo, pack: str, epi: EpilogueCode | None, options: DenseOptions
+) -> str:
     spatial = len(info.in_shapes[0]) - 2
     strides, pads, dil, groups = _conv_geometry(info)
-    pack_floats = _depthwise_floats(info) if _depthwise(info) else 0
+    pack_floats = _depthwise_floats(info) if _direct(info, options) else 0
     bias = len(info.in_dtypes) > 2
     args = "".join(f", const oi_tensor *x{k}" for k in range(len(info.in_dtypes)))
     op = info.opdef.name
@@ -465,7 +488,7 @@ def dense_kernel(
         return _attention(name, info, layout or DEFAULT_LAYOUT)
     pack = "(float *)oi_pack" if _takes_gemm(info, options) else "NULL"
     if kind == "conv":
-        return _conv(name, info, pack, epilogue)
+        return _conv(name, info, pack, epilogue, options)
     prepack = options.prepack and 1 in constant_inputs and pack != "NULL"
     if kind == "linear":
         return _linear(name, info, pack, epilogue, prepack)

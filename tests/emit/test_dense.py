@@ -131,14 +131,15 @@ def _attention_model(tmp: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
 
 CONV = """
 graph {
-  dynamic { img: f32[2, 3, 17, 15]; sig: f32[2, 4, 33]; }
+  dynamic { img: f32[2, 3, 17, 15]; sig: f32[2, 4, 33]; big: f32[1, 3, 38, 41]; }
   constant {
     ws: f32[8, 3, 3, 3]; bs: f32[8]; wd: f32[8, 1, 5, 5]; bd: f32[8]; wp: f32[12, 8, 1, 1];
     wg: f32[6, 4, 3, 3]; w1: f32[6, 2, 3]; b1: f32[6]; wd3: f32[8, 1, 3, 3];
   }
   volatile {
     c1: f32[2, 8, 9, 8]; c2: f32[2, 8, 5, 4]; c3: f32[2, 12, 5, 4]; c4: f32[2, 6, 5, 2];
-    c5: f32[2, 6, 17]; c6: f32[2, 8, 9, 8]; c7: f32[2, 8, 7, 5];
+    c5: f32[2, 6, 17]; c6: f32[2, 8, 9, 8]; c7: f32[2, 8, 7, 5]; c8: f32[1, 8, 19, 21];
+    c9: f32[1, 8, 19, 21];
   }
   block entry {
     op conv2d(img, ws, bs, strides=[2, 2], pads=[1, 1, 1, 1]) >> c1;
@@ -148,14 +149,16 @@ graph {
     op conv1d(sig, w1, b1, strides=[2], pads=[1, 1], groups=2) >> c5;
     op conv2d(c1, wd3, pads=[1, 1, 1, 1], groups=8) >> c6;
     op conv2d(c1, wd3, dilations=[1, 2], pads=[0, 1, 0, 0], groups=8) >> c7;
+    op conv2d(big, ws, bs, strides=[2, 2], pads=[1, 1, 1, 1]) >> c8;
+    op conv2d(c8, wd, bd, pads=[2, 2, 2, 2], groups=8) >> c9;
     return;
   }
 }
 """
-CONV_OUTPUTS = ["c1", "c2", "c3", "c4", "c5", "c6", "c7"]
+CONV_OUTPUTS = ["c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"]
 
 
-def test_convolutions_match_simulator(tmp_path: Path) -> None:
+def _conv_model(tmp_path: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
     rng = np.random.default_rng(11)
 
     def f32(*shape: int) -> np.ndarray:
@@ -166,7 +169,15 @@ def test_convolutions_match_simulator(tmp_path: Path) -> None:
               "wd3": (8, 1, 3, 3)}  # fmt: skip
     model = tmp_path / "m.oinf"
     write_oinf(model, sizevars={}, metadata={}, tensors={k: f32(*v) for k, v in shapes.items()})
-    steps = [{"img": f32(2, 3, 17, 15), "sig": f32(2, 4, 33)} for _ in range(2)]
+    steps = [
+        {"img": f32(2, 3, 17, 15), "sig": f32(2, 4, 33), "big": f32(1, 3, 38, 41)} for _ in range(2)
+    ]
+    return model, steps
+
+
+def test_convolutions_match_simulator(tmp_path: Path) -> None:
+    """Direct kernel (depthwise; few taps: c1, c4, c8), GEMM (c3 1x1, c5 conv1d)."""
+    model, steps = _conv_model(tmp_path)
     arch = _arch(threads=2, **SMALL_BLOCKS)
     result = parity(tmp_path, model, CONV, steps, outputs=CONV_OUTPUTS, arch=arch)
     assert result["compared"] == 2 * len(CONV_OUTPUTS)
@@ -367,10 +378,12 @@ def test_gemm_paths_match_simulator(tmp_path: Path, prepack: bool) -> None:
     assert ("oi_gemm_prepacked(" in files["prog.c"]) == prepack
 
 
-@pytest.mark.parametrize("which", ["gemm", "attention"])
+@pytest.mark.parametrize("which", ["gemm", "attention", "conv"])
 def test_one_and_two_threads_are_bit_identical(tmp_path: Path, monkeypatch, which: str) -> None:
     if which == "gemm":
         (model, steps), graph, outputs = _model(tmp_path), GRAPH, OUTPUTS
+    elif which == "conv":
+        (model, steps), graph, outputs = _conv_model(tmp_path), CONV, CONV_OUTPUTS
     else:
         (model, steps), graph, outputs = _attention_model(tmp_path), ATTENTION, ATTENTION_OUTPUTS
     arch = _arch(threads=2, **SMALL_BLOCKS)

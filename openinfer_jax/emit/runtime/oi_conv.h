@@ -34,15 +34,19 @@ typedef struct {
     const void *epilogue_ctx;
 } oi_conv_f32_args;
 
-/* Rows and per-phase width of a depthwise channel's padded, phase-split copy. */
+/* Rows and per-phase width of a channel's padded, phase-split copy. */
 static inline int64_t oi_dw_rows(const oi_conv_geom *g, int64_t pad_h) { return g->H + g->PH + pad_h; }
 static inline int64_t oi_dw_width(const oi_conv_geom *g, int64_t pad_w) {
     return (g->W + g->PW + pad_w + g->SW - 1) / g->SW + 1;
 }
-/* (+ 2 vectors: the last strip of a row may read past the copy's end; those lanes are
-   dropped) */
+/* Floats of one channel's copy (all its phases). */
+static inline int64_t oi_dw_plane_floats(const oi_conv_geom *g, int64_t pad_h, int64_t pad_w) {
+    return g->SW * oi_dw_rows(g, pad_h) * oi_dw_width(g, pad_w);
+}
+/* Scratch of the direct kernel: the copies of a group's C channels (+ 4 vectors: the last
+   strip of a row may read past the copy's end; those lanes are dropped) */
 static inline int64_t oi_dw_scratch_floats(const oi_conv_geom *g, int64_t pad_h, int64_t pad_w) {
-    return g->SW * oi_dw_rows(g, pad_h) * oi_dw_width(g, pad_w) + 2 * 16;
+    return g->C * oi_dw_plane_floats(g, pad_h, pad_w) + 4 * 16;
 }
 
 /* One output row of a depthwise channel: acc[ox] for ox in [0, OW). */
@@ -74,92 +78,144 @@ static OI_VEC_FN void oi_dw_row(const oi_conv_geom *g, const float *restrict pla
 
 #define OI_DW_MAX_TAPS 64
 
-/* Output row oy of a channel from its phase-split padded copy `pp` (phase q holds padded
- * columns q, q + SW, ...; `width` floats per row): tap t reads pp + oy * SH * width +
- * off[t] + ox. */
-static OI_VEC_FN void oi_dw_row_padded(const oi_conv_geom *g, const float *restrict pp, int64_t width,
-                                       const int64_t *restrict off, const float *restrict wc, int64_t oy,
-                                       float bias, int has_bias, float *restrict out) {
-    const int64_t taps = g->KH * g->KW;
-    const float *base = pp + oy * g->SH * width;
-    int64_t ox = 0, t;
-    for (; ox + 2 * OI_VL <= g->OW; ox += 2 * OI_VL) {
-        oi_vf a0 = oi_vzero(), a1 = oi_vzero();
-        for (t = 0; t < taps; t++) {
-            const float *src = base + off[t] + ox;
-            const oi_vf wv = oi_vsplat(wc[t]);
-            a0 = OI_VFMA(wv, oi_vload(src), a0);
-            a1 = OI_VFMA(wv, oi_vload(src + OI_VL), a1);
-        }
-        if (has_bias) {
-            a0 = OI_VADD(a0, oi_vsplat(bias));
-            a1 = OI_VADD(a1, oi_vsplat(bias));
-        }
-        oi_vstore(out + ox, a0);
-        oi_vstore(out + ox + OI_VL, a1);
+/* Copy one input channel into its zero-padded, phase-split copy `pp` (phase q holds padded
+ * columns q, q + SW, ...: `rows` x `width` floats each); the zero borders are left alone. */
+static void oi_dc_copy(const oi_conv_geom *g, const float *restrict plane, float *restrict pp, int64_t rows,
+                       int64_t width) {
+    int64_t y, q, i;
+    if (g->SW == 1) {
+        for (y = 0; y < g->H; y++)
+            memcpy(pp + (y + g->PH) * width + g->PW, plane + y * g->W, sizeof(float) * (size_t)g->W);
+        return;
     }
-    for (; ox < g->OW; ox += OI_VL) { /* the rest a vector at a time, the last one partial */
-        oi_vf a0 = oi_vzero();
-        float lane[OI_VL];
-        int64_t u;
-        for (t = 0; t < taps; t++) a0 = OI_VFMA(oi_vsplat(wc[t]), oi_vload(base + off[t] + ox), a0);
-        if (has_bias) a0 = OI_VADD(a0, oi_vsplat(bias));
-        oi_vstore(lane, a0);
-        for (u = 0; u < OI_VL && ox + u < g->OW; u++) out[ox + u] = lane[u];
+    for (q = 0; q < g->SW; q++) { /* input columns x with (x + PW) % SW == q */
+        const int64_t x0 = ((q - g->PW) % g->SW + g->SW) % g->SW;
+        const int64_t n = x0 < g->W ? (g->W - x0 + g->SW - 1) / g->SW : 0;
+        float *d = pp + (q * rows + g->PH) * width + (x0 + g->PW) / g->SW;
+        for (y = 0; y < g->H; y++, d += width) {
+            const float *s = plane + y * g->W + x0;
+            if (g->SW == 2)
+                for (i = 0; i < n; i++) d[i] = s[2 * i];
+            else
+                for (i = 0; i < n; i++) d[i] = s[i * g->SW];
+        }
     }
 }
 
+/* Store the first n (<= OI_VL) lanes of v at p. */
+static inline void oi_dc_store(float *p, oi_vf v, int64_t n) {
+    if (n >= OI_VL) {
+        oi_vstore(p, v);
+    } else if (n > 0) {
+        float lane[OI_VL];
+        oi_vstore(lane, v);
+        memcpy(p, lane, sizeof(float) * (size_t)n);
+    }
+}
+
+/* Eight vectors of outputs of one output channel, each accumulating its taps in registers:
+ * vector k reads pp + src[k] + off[t] (+ lanes) for tap t and its first cnt[k] lanes go to
+ * dst[k]. Each output is the sum over the taps in order, then the bias. */
+#define OI_DC_ACC(k) acc##k = OI_VFMA(w, oi_vload(s##k + o), acc##k);
+#define OI_DC_PUT(k)                                                       \
+    if (has_bias) acc##k = OI_VADD(acc##k, oi_vsplat(bias));               \
+    oi_dc_store(dst[k], acc##k, cnt[k]);
+static OI_VEC_FN void oi_dc_group(const float *restrict pp, const int64_t *restrict src,
+                                  const int64_t *restrict off, const float *restrict wc, int64_t taps,
+                                  float bias, int has_bias, float *const *dst, const int64_t *cnt) {
+    const float *s0 = pp + src[0], *s1 = pp + src[1], *s2 = pp + src[2], *s3 = pp + src[3];
+    const float *s4 = pp + src[4], *s5 = pp + src[5], *s6 = pp + src[6], *s7 = pp + src[7];
+    oi_vf acc0 = oi_vzero(), acc1 = oi_vzero(), acc2 = oi_vzero(), acc3 = oi_vzero();
+    oi_vf acc4 = oi_vzero(), acc5 = oi_vzero(), acc6 = oi_vzero(), acc7 = oi_vzero();
+    int64_t t;
+    for (t = 0; t < taps; t++) {
+        const int64_t o = off[t];
+        const oi_vf w = oi_vsplat(wc[t]);
+        OI_DC_ACC(0) OI_DC_ACC(1) OI_DC_ACC(2) OI_DC_ACC(3) OI_DC_ACC(4) OI_DC_ACC(5) OI_DC_ACC(6) OI_DC_ACC(7)
+    }
+    OI_DC_PUT(0) OI_DC_PUT(1) OI_DC_PUT(2) OI_DC_PUT(3) OI_DC_PUT(4) OI_DC_PUT(5) OI_DC_PUT(6) OI_DC_PUT(7)
+}
+
+/* One output channel from its group's copies `pp` (row oy, column ox of the output reads
+ * pp + oy * SH * width + ox + off[t]): its vectors of outputs, row by row, eight at a time
+ * (the last group padded with vectors that store nothing). */
+static void oi_dc_channel(const oi_conv_geom *g, const float *pp, int64_t width, const int64_t *off,
+                          const float *wc, int64_t taps, float bias, int has_bias, float *out) {
+    int64_t src[8], cnt[8], oy, ox;
+    float *dst[8];
+    int n = 0;
+    for (oy = 0; oy < g->OH; oy++)
+        for (ox = 0; ox < g->OW; ox += OI_VL) {
+            src[n] = oy * g->SH * width + ox;
+            dst[n] = out + oy * g->OW + ox;
+            cnt[n] = oi_min64(OI_VL, g->OW - ox);
+            if (++n == 8) {
+                oi_dc_group(pp, src, off, wc, taps, bias, has_bias, dst, cnt);
+                n = 0;
+            }
+        }
+    if (n == 0) return;
+    for (; n < 8; n++) {
+        src[n] = src[n - 1];
+        dst[n] = dst[n - 1];
+        cnt[n] = 0;
+    }
+    oi_dc_group(pp, src, off, wc, taps, bias, has_bias, dst, cnt);
+}
+
+/* Direct convolution (depthwise, or few taps per output: C * KH * KW <= OI_DW_MAX_TAPS):
+ * units are (image, output channel); a thread copies the group's input channels into its
+ * scratch when the group changes. */
 static void oi_dwconv_run(void *ctx, int64_t begin, int64_t end, int slot) {
     const oi_conv_f32_args *a = (const oi_conv_f32_args *)ctx;
     const oi_conv_geom *g = &a->geom;
-    const int64_t taps = g->KH * g->KW, plane_in = g->H * g->W, plane_out = g->OH * g->OW;
+    const int64_t taps = g->C * g->KH * g->KW, plane_in = g->H * g->W, plane_out = g->OH * g->OW;
     const int64_t rows = oi_dw_rows(g, a->pad_h), width = oi_dw_width(g, a->pad_w);
+    const int64_t chan = oi_dw_plane_floats(g, a->pad_h, a->pad_w), mg = a->M / a->G;
     const int padded = a->pack && a->pack_floats >= oi_dw_scratch_floats(g, a->pad_h, a->pad_w) &&
                        taps <= OI_DW_MAX_TAPS;
     float *pp = padded ? a->pack + (int64_t)slot * a->pack_floats : NULL;
-    int64_t unit, oy, ox, y, x, off[OI_DW_MAX_TAPS];
+    int64_t unit, oy, ox, c, t, off[OI_DW_MAX_TAPS], held = -1;
     if (padded) {
         memset(pp, 0, sizeof(float) * (size_t)oi_dw_scratch_floats(g, a->pad_h, a->pad_w));
-        for (y = 0; y < taps; y++) {
-            const int64_t col = (y % g->KW) * g->DW;
-            off[y] = ((col % g->SW) * rows + (y / g->KW) * g->DH) * width + col / g->SW;
+        for (t = 0; t < taps; t++) {
+            const int64_t tap = t % (g->KH * g->KW), col = (tap % g->KW) * g->DW;
+            off[t] = (((t / (g->KH * g->KW)) * g->SW + col % g->SW) * rows + (tap / g->KW) * g->DH) * width +
+                     col / g->SW;
         }
     }
-    for (unit = begin; unit < end; unit++) { /* unit = image * M + channel */
-        if (padded) { /* the borders stay zero: only the image part is rewritten */
-            const float *plane = a->x + unit * plane_in;
-            const float *wc = a->w + (unit % a->M) * taps;
-            for (y = 0; y < g->H && g->SW == 1; y++)
-                memcpy(pp + (y + g->PH) * width + g->PW, plane + y * g->W, sizeof(float) * (size_t)g->W);
-            for (y = 0; y < g->H && g->SW > 1; y++) {
-                const float *src = plane + y * g->W;
-                int64_t phase = g->PW % g->SW, col = g->PW / g->SW;
-                for (x = 0; x < g->W; x++) { /* padded column x + PW = col * SW + phase */
-                    pp[(phase * rows + y + g->PH) * width + col] = src[x];
-                    if (++phase == g->SW) {
-                        phase = 0;
-                        col++;
-                    }
-                }
-            }
-            for (oy = 0; oy < g->OH; oy++)
-                oi_dw_row_padded(g, pp, width, off, wc, oy, a->bias ? a->bias[unit % a->M] : 0.0f,
-                                 a->bias != NULL, a->y + unit * plane_out + oy * g->OW);
-            if (a->epilogue) a->epilogue(a->epilogue_ctx, a->y + unit * plane_out, g->OW, 0, g->OH, 0, g->OW);
-            continue;
-        }
-        const int64_t m = unit % a->M;
-        const float *plane = a->x + unit * plane_in, *wc = a->w + m * taps;
+    for (unit = begin; unit < end; unit++) { /* unit = image * M + output channel */
+        const int64_t m = unit % a->M, image_group = (unit / a->M) * a->G + m / mg;
+        const float *wc = a->w + m * taps;
         float *out = a->y + unit * plane_out;
-        const float b = a->bias ? a->bias[m] : 0.0f;
-        for (oy = 0; oy < g->OH; oy++) {
-            float *acc = out + oy * g->OW;
-            oi_dw_row(g, plane, wc, oy, acc);
-            if (a->bias)
-                for (ox = 0; ox < g->OW; ox++) acc[ox] += b;
+        if (padded) {
+            if (image_group != held) { /* the borders stay zero: only the image part is rewritten */
+                for (c = 0; c < g->C; c++)
+                    oi_dc_copy(g, a->x + (image_group * g->C + c) * plane_in, pp + c * chan, rows, width);
+                held = image_group;
+            }
+            oi_dc_channel(g, pp, width, off, wc, taps, a->bias ? a->bias[m] : 0.0f, a->bias != NULL, out);
+        } else { /* depthwise without scratch */
+            const float b = a->bias ? a->bias[m] : 0.0f;
+            for (oy = 0; oy < g->OH; oy++) {
+                float *acc = out + oy * g->OW;
+                oi_dw_row(g, a->x + unit * plane_in, wc, oy, acc);
+                if (a->bias)
+                    for (ox = 0; ox < g->OW; ox++) acc[ox] += b;
+            }
         }
         if (a->epilogue) a->epilogue(a->epilogue_ctx, out, g->OW, 0, g->OH, 0, g->OW);
     }
+}
+
+/* Whether the direct kernel takes the convolution: depthwise, or a few taps per output
+ * channel (the GEMM packs K = C * KH * KW rows for every 16 pixels, too much overhead when
+ * K is small) when the program gave it the scratch (`pack_floats`, c_dense.py decides). */
+static inline int oi_conv_direct(const oi_conv_f32_args *a) {
+    const oi_conv_geom *g = &a->geom;
+    if (a->G == a->M && g->C == 1) return 1;
+    return g->KH * g->KW > 1 && g->C * g->KH * g->KW <= OI_DW_MAX_TAPS && a->pack &&
+           a->pack_floats >= oi_dw_scratch_floats(g, a->pad_h, a->pad_w);
 }
 
 /* The convolution described by `a` (see the top of this file), split over the threads. */
@@ -167,8 +223,8 @@ static inline void oi_conv_f32(const oi_conv_f32_args *a) {
     const oi_conv_geom *g = &a->geom;
     const int64_t mg = a->M / a->G, ck = g->C * g->KH * g->KW, pixels = g->OH * g->OW;
     int64_t n, grp;
-    if (a->G == a->M && g->C == 1) {
-        const double work = (double)a->N * (double)a->M * (double)pixels * (double)(g->KH * g->KW);
+    if (oi_conv_direct(a)) {
+        const double work = (double)a->N * (double)a->M * (double)pixels * (double)ck;
         oi_parallel_work(a->N * a->M, work, oi_dwconv_run, (void *)a);
         return;
     }
