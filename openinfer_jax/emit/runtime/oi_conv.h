@@ -106,10 +106,11 @@ static void oi_dc_copy(const oi_conv_geom *g, const float *restrict plane, float
 static inline void oi_dc_store(float *p, oi_vf v, int64_t n) {
     if (n >= OI_VL) {
         oi_vstore(p, v);
-    } else if (n > 0) {
+    } else if (n > 0) { /* lane by lane: a memcpy of a variable size is a library call */
         float lane[OI_VL];
+        int64_t u;
         oi_vstore(lane, v);
-        memcpy(p, lane, sizeof(float) * (size_t)n);
+        for (u = 0; u < n; u++) p[u] = lane[u];
     }
 }
 

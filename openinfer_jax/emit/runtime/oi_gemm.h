@@ -346,6 +346,51 @@ static void oi_gemm_edge_f32(int64_t kc, const float *a, int64_t lda, const floa
         for (jj = 0; jj < nr; jj++) c[r * ldc + jj] = tile[r * OI_NR + jj];
 }
 
+/* The same for a panel of at most OI_VL columns (the last panel of a narrow C, such as the
+ * 49 pixels of a 7 x 7 image): one vector per row, half the work of the full tile. Each
+ * element gets the same operations as in oi_gemm_micro_f32. */
+#define OI_MH_ROW(r)                                                                          \
+    {                                                                                         \
+        oi_vf v = acc[r];                                                                     \
+        if (bias) v = OI_VADD(v, bias0);                                                      \
+        if (rbias) v = OI_VADD(v, oi_vsplat(rbias[r]));                                       \
+        oi_vstore(c + (r) * ldc, v);                                                          \
+    }
+static OI_VEC_FN void oi_gemm_micro_half_f32(int64_t kc, const float *restrict a, int64_t lda,
+                                             const float *restrict bp, float *restrict c, int64_t ldc,
+                                             int load, const float *restrict bias,
+                                             const float *restrict rbias) {
+    oi_vf acc[OI_MR];
+    int64_t k;
+    int r;
+    for (r = 0; r < OI_MR; r++) acc[r] = load ? oi_vload(c + r * ldc) : oi_vzero();
+    for (k = 0; k < kc; k++) {
+        const oi_vf b0 = oi_vload(bp + k * OI_NR);
+        for (r = 0; r < OI_MR; r++) acc[r] = OI_VFMA(oi_vsplat(a[r * lda + k]), b0, acc[r]);
+    }
+    {
+        const oi_vf bias0 = bias ? oi_vload(bias) : oi_vzero();
+        for (r = 0; r < OI_MR; r++) OI_MH_ROW(r)
+    }
+}
+
+/* An edge tile of at most OI_VL columns, through a local MR x OI_VL tile. */
+static void oi_gemm_edge_half_f32(int64_t kc, const float *a, int64_t lda, const float *bp, float *c,
+                                  int64_t ldc, int64_t mr, int64_t nr, int load, const float *bias,
+                                  const float *rbias) {
+    float tile[OI_MR * OI_VL], pad[OI_VL], rpad[OI_MR];
+    int64_t r, jj;
+    if (rbias)
+        for (r = 0; r < OI_MR; r++) rpad[r] = r < mr ? rbias[r] : 0.0f;
+    for (r = 0; r < OI_MR; r++)
+        for (jj = 0; jj < OI_VL; jj++) tile[r * OI_VL + jj] = (load && r < mr && jj < nr) ? c[r * ldc + jj] : 0.0f;
+    if (bias)
+        for (jj = 0; jj < OI_VL; jj++) pad[jj] = jj < nr ? bias[jj] : 0.0f;
+    oi_gemm_micro_half_f32(kc, a, lda, bp, tile, OI_VL, load, bias ? pad : NULL, rbias ? rpad : NULL);
+    for (r = 0; r < mr; r++)
+        for (jj = 0; jj < nr; jj++) c[r * ldc + jj] = tile[r * OI_VL + jj];
+}
+
 /* C[i0 .. i1, j0 .. j1] of the product; `pack` is this thread's scratch. */
 static void oi_gemm_block_f32(const oi_gemm_f32_args *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                               float *pack) {
@@ -378,6 +423,8 @@ static void oi_gemm_block_f32(const oi_gemm_f32_args *g, int64_t i0, int64_t i1,
                     const float *panel = panels + (jr / OI_NR) * stride;
                     if (mr == OI_MR && nr == OI_NR)
                         oi_gemm_micro_f32(kc, a, la, panel, c, g->ldc, load, bias, rbias);
+                    else if (nr <= OI_VL)
+                        oi_gemm_edge_half_f32(kc, a, la, panel, c, g->ldc, mr, nr, load, bias, rbias);
                     else
                         oi_gemm_edge_f32(kc, a, la, panel, c, g->ldc, mr, nr, load, bias, rbias);
                 }
