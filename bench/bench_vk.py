@@ -392,10 +392,13 @@ def main(argv: list[str]) -> int:
         )
         return 0
     if args.stream_only:
-        payload = {"streaming": _streaming(args, console)}
-        results_file("vk_stream.json", args.quick).write_text(
-            json.dumps(payload, indent=2, default=str) + "\n"
-        )
+        # Rows by workload: a run of one workload keeps the other's last figures.
+        path = results_file("vk_stream.json", args.quick)
+        old = json.loads(path.read_text()) if path.is_file() else {}
+        rows = {r["workload"]: r for r in old.get("streaming", []) if isinstance(r, dict)}
+        rows.update({r["workload"]: r for r in _streaming(args, console)})
+        payload = {"streaming": list(rows.values())}
+        path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
         return 0
     be = VulkanBackend(args.device_index)
     sizes = args.sizes or ([1024] if args.quick else [1024, 4096])

@@ -13,13 +13,18 @@ import pytest
 from openinfer_jax.vk import VulkanBackend, vulkan_available
 
 
-@pytest.fixture(scope="session")
-def backend() -> VulkanBackend:
-    """The session's Vulkan backend (skips the test when no Vulkan device is usable)."""
+def new_backend() -> VulkanBackend:
+    """A new Vulkan backend (skips the test when no Vulkan device is usable)."""
     ok, reason = vulkan_available()
     if not ok:
         pytest.skip(f"Vulkan unavailable: {reason}")
     return VulkanBackend()
+
+
+@pytest.fixture(scope="session")
+def backend() -> VulkanBackend:
+    """The session's Vulkan backend (skips the test when no Vulkan device is usable)."""
+    return new_backend()
 
 
 @pytest.fixture()

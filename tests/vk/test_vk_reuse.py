@@ -15,6 +15,7 @@ from openinfer_jax.oinf import write_oinf
 from openinfer_jax.sim import Simulator
 from openinfer_jax.vk import VulkanBackend, vulkan_available
 from openinfer_jax.vk.reuse import BufferPool, PipelineCache
+from tests.vk.conftest import new_backend
 
 pytestmark = pytest.mark.vulkan
 
@@ -22,10 +23,7 @@ pytestmark = pytest.mark.vulkan
 @pytest.fixture(scope="module")
 def own() -> VulkanBackend:
     """A backend of this module's own: its counters and pool see only these tests."""
-    ok, reason = vulkan_available()
-    if not ok:
-        pytest.skip(f"Vulkan unavailable: {reason}")
-    return VulkanBackend()
+    return new_backend()
 
 
 def _f32(backend: VulkanBackend, values: np.ndarray) -> object:
