@@ -139,6 +139,12 @@ class Executor:
         # OPENINFER_VK_HOST_CACHES=1 keeps it in JAX host memory, the layout before issue 7
         # (bench/bench_vk_caches.py's baseline; also a way out for a device short of memory).
         self._vk_device_caches = sim.vulkan is not None and device_caches_enabled()
+        # Inserted inputs stay host arrays in the store (see _guarded_step_events) where an
+        # XLA call given one runs on this executor's device anyway: not sharded, not Vulkan.
+        self._host_inputs = (
+            sim.sharded is None and sim.vulkan is None and self.device == jax.devices()[0]
+        )
+        self._volatile = tuple(d.name for d in self.graph.vars if d.kind is MemoryKind.VOLATILE)
         self._pending_warnings: list[str] = []
         self._emit = False
         self._events: list[TraceEvent] = []
@@ -207,7 +213,10 @@ class Executor:
                     f"({self.vars.names(MemoryKind.DYNAMIC)}) take host values"
                 )
             shape = self.sim.resolve_dims(decl.dims, f"variable {name!r}")
-            checked[name] = coerce_input(name, value, decl.dtype, shape)
+            arr = coerce_input(name, value, decl.dtype, shape)
+            # The step may hand the array to XLA as it is (_host_inputs): own it, so the
+            # caller changing theirs afterwards cannot change the step's input.
+            checked[name] = arr.copy() if arr is value or arr.base is not None else arr
         self._inserted.update(checked)
 
     # Seeds' spelling.
@@ -403,11 +412,17 @@ class Executor:
             saved_store = self.vars.store.copy()  # Vulkan: resident entries stay on the device
             saved_dtypes = dict(self.vars.dtypes)
             # Dynamic inputs move into the store; volatile values start again from the model.
+            # On the default device the host array itself goes in: the XLA call that reads
+            # it copies it to the device with its other operands (a separate device_put per
+            # input cost about 0.3 ms a step on a GPU).
             for name, value in self._inserted.items():
-                self.vars.store[name] = jax.device_put(value, self.sim.placement(name, self.device))
-            for decl in self.graph.vars:
-                if decl.kind is MemoryKind.VOLATILE:
-                    self.vars.store.pop(decl.name, None)
+                self.vars.store[name] = (
+                    value
+                    if self._host_inputs
+                    else jax.device_put(value, self.sim.placement(name, self.device))
+                )
+            for name in self._volatile:
+                self.vars.store.pop(name, None)
             self.vars.entries.clear()
             self._yield_state = _YieldState()
             self._emit = emit

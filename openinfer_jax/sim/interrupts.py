@@ -25,6 +25,11 @@ from typing import Any
 
 __all__ = ["GUARD", "atomic", "signal_guard"]
 
+try:  # the C functions under `signal`: no Enum conversion of every handler (twice a step)
+    import _signal as _handlers
+except ImportError:  # pragma: no cover - other Python implementations
+    _handlers = signal  # type: ignore[assignment]
+
 # Signals whose Python handlers may raise into a step. SIG_DFL/SIG_IGN are left alone: they
 # never run Python code (SIGKILL and a default SIGTERM end the process, no state survives).
 _GUARDED = tuple(
@@ -53,16 +58,16 @@ class _Guard:
     def install(self) -> None:
         """Replace each guarded Python handler by `handler` (idempotent)."""
         for signum in _GUARDED:
-            current = signal.getsignal(signum)
+            current = _handlers.getsignal(signum)
             if callable(current) and current != self.handler:
                 self.original[signum] = current
-                signal.signal(signum, self.handler)
+                _handlers.signal(signum, self.handler)
 
     def uninstall(self) -> None:
         """Put the original handlers back (where nobody replaced ours meanwhile)."""
         for signum, original in self.original.items():
-            if signal.getsignal(signum) == self.handler:
-                signal.signal(signum, original)
+            if _handlers.getsignal(signum) == self.handler:
+                _handlers.signal(signum, original)
         self.original = {}
 
     def leave(self) -> None:
@@ -104,15 +109,26 @@ def signal_guard() -> Iterator[None]:
         _GUARD.uninstall()
 
 
-@contextmanager
-def atomic() -> Iterator[None]:
+class _Atomic:
+    """The context manager `atomic()` returns (a class: a generator-based one costs a few
+    microseconds per use, and a step uses several)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        _GUARD.depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        _GUARD.leave()
+
+
+_ATOMIC = _Atomic()
+
+
+def atomic() -> _Atomic:
     """A transaction on executor state: signals are held until it ends, then delivered.
 
     Cheap (a counter); nests. A signal held here is handed to its original handler when
     the outermost transaction ends, so a KeyboardInterrupt surfaces right after it.
     """
-    _GUARD.depth += 1
-    try:
-        yield
-    finally:
-        _GUARD.leave()
+    return _ATOMIC

@@ -108,6 +108,7 @@ class WideProgram:
     count_axes: list[tuple[str, str]] = field(default_factory=list)
     dynamic_signature: tuple[Any, ...] = ()
     compiled: Any = None
+    input_position: dict[Key, int] = field(default_factory=dict)  # input key -> its index
 
     width: int = 1  # columns of the block-offset matrix (the largest table rank)
 
@@ -199,6 +200,7 @@ class WideRunner:
             values = getattr(prog, name)
             setattr(prog, name, [values[k] for k in order])
         prog.dynamic = sum(1 for key in prog.input_keys if key[0] != "m")
+        prog.input_position = {key: k for k, key in enumerate(prog.input_keys)}
         grew = any(ex.persistent.tables[t].capacity != cap for t, cap in walk.capacity.items())
         if prog.replayable and not grew:
             variables = [
@@ -260,9 +262,14 @@ class WideRunner:
             for k, slot in enumerate(compiled.layout)
         ]  # fmt: skip
         ex.vars.dtypes.update(prog.assigned)
+        # The walk checked each written name against the graph (Variables.check_writable:
+        # static); what can change between calls is the yield lock (write_check).
+        store, check = ex.vars.store, ex.vars.write_check
         for key, value in zip(prog.written, values):
             if key[0] == "v":
-                ex.vars.write(VarRef(key[1]), value, scope)
+                if check is not None:
+                    check(key[1])
+                store[key[1]] = value
             elif key[0] == "m":
                 ex.vars.entries[key[2]] = value
             else:
@@ -324,7 +331,7 @@ class WideRunner:
             if kind == "count":
                 x.append(tables[var[1]].counts[var[2]])
             elif kind == "length":
-                x.append(inputs[1][prog.input_keys.index(var[1])].length)
+                x.append(inputs[1][prog.input_position[var[1]]].length)
             else:
                 try:
                     x.append(ex.vars.index(var[1], scope, var[1]))
