@@ -137,15 +137,100 @@ static OI_VEC_FN void oi_dc_group(const float *restrict pp, const int64_t *restr
     OI_DC_PUT(0) OI_DC_PUT(1) OI_DC_PUT(2) OI_DC_PUT(3) OI_DC_PUT(4) OI_DC_PUT(5) OI_DC_PUT(6) OI_DC_PUT(7)
 }
 
+/* Four output rows x two vectors of outputs for KH x KW kernels with KH = 3 or 5, row stride
+ * SH = 1 or 2 and no row dilation: each input vector is loaded once per column tap and
+ * multiplied into every output row it reaches (up to KH), the column's KH weights held in
+ * registers. Column tap q (input channel q / KW, kernel column q % KW) of output row r reads
+ * row r * SH + ky of pp + coff[q] + oy0 * SH * width + ox. Sum order per output: column taps
+ * in order, kernel rows within each, then the bias. */
+#if defined(__GNUC__) || defined(__clang__)
+#define OI_DC_INLINE static inline __attribute__((always_inline))
+#else
+#define OI_DC_INLINE static inline
+#endif
+/* the row loops unrolled whole, so every weight and accumulator index is a constant */
+#if defined(__GNUC__) && !defined(__clang__)
+#define OI_DC_UNROLL _Pragma("GCC unroll 16")
+#elif defined(__clang__)
+#define OI_DC_UNROLL _Pragma("unroll")
+#else
+#define OI_DC_UNROLL
+#endif
+OI_DC_INLINE void oi_dc_rows4(const int KH, const int SH, const float *restrict pp, int64_t width,
+                              const int64_t *restrict coff, int64_t cols, int64_t KW,
+                              const float *restrict wc, int64_t oy0, int64_t ox, float bias, int has_bias,
+                              float *restrict out, int64_t ow) {
+    oi_vf a00 = oi_vzero(), a01 = oi_vzero(), a10 = oi_vzero(), a11 = oi_vzero();
+    oi_vf a20 = oi_vzero(), a21 = oi_vzero(), a30 = oi_vzero(), a31 = oi_vzero();
+    int64_t q;
+    int i;
+    for (q = 0; q < cols; q++) {
+        const float *base = pp + coff[q] + oy0 * SH * width + ox;
+        const float *wq = wc + (q / KW) * KH * KW + q % KW;
+        oi_vf w[5];
+        OI_DC_UNROLL
+        for (i = 0; i < KH; i++) w[i] = oi_vsplat(wq[i * KW]);
+        OI_DC_UNROLL
+        for (i = 0; i < 3 * SH + KH; i++) {
+            const oi_vf d0 = oi_vload(base + i * width), d1 = oi_vload(base + i * width + OI_VL);
+            if (i < KH) { a00 = OI_VFMA(w[i], d0, a00); a01 = OI_VFMA(w[i], d1, a01); }
+            if (i >= SH && i - SH < KH) { a10 = OI_VFMA(w[i - SH], d0, a10); a11 = OI_VFMA(w[i - SH], d1, a11); }
+            if (i >= 2 * SH && i - 2 * SH < KH) { a20 = OI_VFMA(w[i - 2 * SH], d0, a20); a21 = OI_VFMA(w[i - 2 * SH], d1, a21); }
+            if (i >= 3 * SH && i - 3 * SH < KH) { a30 = OI_VFMA(w[i - 3 * SH], d0, a30); a31 = OI_VFMA(w[i - 3 * SH], d1, a31); }
+        }
+    }
+    if (has_bias) {
+        const oi_vf b = oi_vsplat(bias);
+        a00 = OI_VADD(a00, b); a01 = OI_VADD(a01, b); a10 = OI_VADD(a10, b); a11 = OI_VADD(a11, b);
+        a20 = OI_VADD(a20, b); a21 = OI_VADD(a21, b); a30 = OI_VADD(a30, b); a31 = OI_VADD(a31, b);
+    }
+    out += oy0 * ow + ox;
+    oi_dc_store(out, a00, ow - ox);
+    oi_dc_store(out + OI_VL, a01, ow - ox - OI_VL);
+    oi_dc_store(out + ow, a10, ow - ox);
+    oi_dc_store(out + ow + OI_VL, a11, ow - ox - OI_VL);
+    oi_dc_store(out + 2 * ow, a20, ow - ox);
+    oi_dc_store(out + 2 * ow + OI_VL, a21, ow - ox - OI_VL);
+    oi_dc_store(out + 3 * ow, a30, ow - ox);
+    oi_dc_store(out + 3 * ow + OI_VL, a31, ow - ox - OI_VL);
+}
+#define OI_DC_ROWS4(KH, SH)                                                                              \
+    static OI_VEC_FN void oi_dc_rows4_##KH##_##SH(const float *pp, int64_t width, const int64_t *coff,  \
+                                                   int64_t cols, int64_t KW, const float *wc, int64_t oy0, \
+                                                   int64_t ox, float bias, int has_bias, float *out,       \
+                                                   int64_t ow) {                                           \
+        oi_dc_rows4(KH, SH, pp, width, coff, cols, KW, wc, oy0, ox, bias, has_bias, out, ow);              \
+    }
+OI_DC_ROWS4(3, 1)
+OI_DC_ROWS4(3, 2)
+OI_DC_ROWS4(5, 1)
+OI_DC_ROWS4(5, 2)
+typedef void (*oi_dc_rows4_fn)(const float *, int64_t, const int64_t *, int64_t, int64_t, const float *, int64_t,
+                               int64_t, float, int, float *, int64_t);
+
+/* The row-reuse kernel for this geometry, or NULL (then every row takes oi_dc_group). */
+static oi_dc_rows4_fn oi_dc_rows4_for(const oi_conv_geom *g) {
+    if (g->DH != 1 || g->OW <= OI_VL || g->OH < 4) return NULL;
+    if (g->KH == 3) return g->SH == 1 ? oi_dc_rows4_3_1 : (g->SH == 2 ? oi_dc_rows4_3_2 : NULL);
+    if (g->KH == 5) return g->SH == 1 ? oi_dc_rows4_5_1 : (g->SH == 2 ? oi_dc_rows4_5_2 : NULL);
+    return NULL;
+}
+
 /* One output channel from its group's copies `pp` (row oy, column ox of the output reads
- * pp + oy * SH * width + ox + off[t]): its vectors of outputs, row by row, eight at a time
- * (the last group padded with vectors that store nothing). */
+ * pp + oy * SH * width + ox + off[t]): blocks of four rows on `rows4` when there is one
+ * (column offsets `coff`), the other rows eight vectors of outputs at a time (the last
+ * group padded with vectors that store nothing). */
 static void oi_dc_channel(const oi_conv_geom *g, const float *pp, int64_t width, const int64_t *off,
-                          const float *wc, int64_t taps, float bias, int has_bias, float *out) {
-    int64_t src[8], cnt[8], oy, ox;
+                          const int64_t *coff, oi_dc_rows4_fn rows4, const float *wc, int64_t taps, float bias,
+                          int has_bias, float *out) {
+    int64_t src[8], cnt[8], oy = 0, ox;
     float *dst[8];
     int n = 0;
-    for (oy = 0; oy < g->OH; oy++)
+    if (rows4)
+        for (; oy + 4 <= g->OH; oy += 4)
+            for (ox = 0; ox < g->OW; ox += 2 * OI_VL)
+                rows4(pp, width, coff, taps / g->KH, g->KW, wc, oy, ox, bias, has_bias, out, g->OW);
+    for (; oy < g->OH; oy++)
         for (ox = 0; ox < g->OW; ox += OI_VL) {
             src[n] = oy * g->SH * width + ox;
             dst[n] = out + oy * g->OW + ox;
@@ -176,7 +261,8 @@ static void oi_dwconv_run(void *ctx, int64_t begin, int64_t end, int slot) {
     const int padded = a->pack && a->pack_floats >= oi_dw_scratch_floats(g, a->pad_h, a->pad_w) &&
                        taps <= OI_DW_MAX_TAPS;
     float *pp = padded ? a->pack + (int64_t)slot * a->pack_floats : NULL;
-    int64_t unit, oy, ox, c, t, off[OI_DW_MAX_TAPS], held = -1;
+    int64_t unit, oy, ox, c, t, off[OI_DW_MAX_TAPS], coff[OI_DW_MAX_TAPS], held = -1;
+    const oi_dc_rows4_fn rows4 = padded ? oi_dc_rows4_for(g) : NULL;
     if (padded) {
         memset(pp, 0, sizeof(float) * (size_t)oi_dw_scratch_floats(g, a->pad_h, a->pad_w));
         for (t = 0; t < taps; t++) {
@@ -184,6 +270,8 @@ static void oi_dwconv_run(void *ctx, int64_t begin, int64_t end, int slot) {
             off[t] = (((t / (g->KH * g->KW)) * g->SW + col % g->SW) * rows + (tap / g->KW) * g->DH) * width +
                      col / g->SW;
         }
+        for (t = 0; t < taps / g->KH; t++) /* column tap t: channel t / KW, kernel column t % KW */
+            coff[t] = off[(t / g->KW) * g->KH * g->KW + t % g->KW];
     }
     for (unit = begin; unit < end; unit++) { /* unit = image * M + output channel */
         const int64_t m = unit % a->M, image_group = (unit / a->M) * a->G + m / mg;
@@ -195,7 +283,8 @@ static void oi_dwconv_run(void *ctx, int64_t begin, int64_t end, int slot) {
                     oi_dc_copy(g, a->x + (image_group * g->C + c) * plane_in, pp + c * chan, rows, width);
                 held = image_group;
             }
-            oi_dc_channel(g, pp, width, off, wc, taps, a->bias ? a->bias[m] : 0.0f, a->bias != NULL, out);
+            oi_dc_channel(g, pp, width, off, coff, rows4, wc, taps, a->bias ? a->bias[m] : 0.0f, a->bias != NULL,
+                          out);
         } else { /* depthwise without scratch */
             const float b = a->bias ? a->bias[m] : 0.0f;
             for (oy = 0; oy < g->OH; oy++) {
