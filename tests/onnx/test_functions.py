@@ -116,3 +116,96 @@ def test_scan_of_opset_8_is_refused_naming_the_node() -> None:
     )
     with pytest.raises(OnnxImportError, match=r"scan8.*Scan before opset 9"):
         import_model(model)
+
+
+@pytest.mark.parametrize(
+    ("mode", "padding", "align"),
+    [("linear", "reflection", 0), ("cubic", "border", 1), ("nearest", "zeros", 0)],
+)
+def test_grid_sample_far_outside_the_image(
+    tmp_path: Path, mode: str, padding: str, align: int
+) -> None:
+    node = helper.make_node(
+        "GridSample", ["x", "grid"], ["y"], mode=mode, padding_mode=padding, align_corners=align
+    )
+    model = make_model(
+        [node],
+        [tensor_info("x", FLOAT, [2, 3, 4, 5]), tensor_info("grid", FLOAT, [2, 3, 6, 2])],
+        [tensor_info("y", FLOAT, [2, 3, 3, 6])],
+        opset=22,
+    )
+    rng = np.random.default_rng(1)
+    feed = {
+        "x": rng.standard_normal((2, 3, 4, 5)).astype(np.float32),
+        "grid": rng.uniform(-3.2, 3.2, (2, 3, 6, 2)).astype(np.float32),  # several bounces
+    }
+    got = run_imported(import_model(model), tmp_path, [feed])[0]
+    want = reference(model, feed)  # type: ignore[arg-type]
+    np.testing.assert_allclose(got["y"], want[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("parts", "n", "inverse", "onesided"),
+    [(1, 6, 0, 1), (2, 12, 1, 0), (2, 9, 1, 1), (2, 5, 0, 0)],
+)
+def test_dft_with_a_length(tmp_path: Path, parts: int, n: int, inverse: int, onesided: int) -> None:
+    """dft_length shorter or longer than the signal (truncated / zero-padded), axis 1."""
+    node = helper.make_node("DFT", ["x", "n", "axis"], ["y"], inverse=inverse, onesided=onesided)
+    model = make_model(
+        [node],
+        [tensor_info("x", FLOAT, [2, 8, 3, parts])],
+        [tensor_info("y", FLOAT, [2, None, 3, None])],  # type: ignore[list-item]
+        initializers={"n": np.array(n, np.int64), "axis": np.array(1, np.int64)},
+        opset=20,
+    )
+    feed = {"x": np.random.default_rng(2).standard_normal((2, 8, 3, parts)).astype(np.float32)}
+    got = run_imported(import_model(model), tmp_path, [feed])[0]
+    want = reference(model, feed)  # type: ignore[arg-type]
+    np.testing.assert_allclose(got["y"], want[0], rtol=1e-4, atol=1e-5)
+
+
+def _lstm_model(peepholes: bool = False, **attrs: object) -> object:
+    hidden, inp = 3, 2
+    rng = np.random.default_rng(3)
+    extra = {"P": rng.standard_normal((1, 3 * hidden)).astype(np.float32)} if peepholes else {}
+    node = helper.make_node(
+        "LSTM",
+        ["x", "W", "R", "B", "", "", "", "P"][: 8 if peepholes else 4],
+        ["y", "h"],
+        hidden_size=hidden,
+        **attrs,
+    )
+    return make_model(
+        [node],
+        [tensor_info("x", FLOAT, [4, 1, inp])],
+        [
+            tensor_info("y", FLOAT, [4, 1, 1, hidden]),
+            tensor_info("h", FLOAT, [1, 1, hidden]),  # (the reference computes no c output)
+        ],
+        initializers={
+            "W": rng.standard_normal((1, 4 * hidden, inp)).astype(np.float32),
+            "R": rng.standard_normal((1, 4 * hidden, hidden)).astype(np.float32),
+            "B": rng.standard_normal((1, 8 * hidden)).astype(np.float32),
+            **extra,
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    ("attrs", "cells"), [({}, 4), ({"direction": "reverse"}, 4), ({"peepholes": True}, 0)]
+)
+def test_lstm_steps_are_registry_cells_when_they_fit(
+    tmp_path: Path, attrs: dict[str, object], cells: int
+) -> None:
+    model = _lstm_model(**attrs)
+    result = import_model(model)
+    assert result.report.ops_used["lstm_cell"] == cells  # peepholes: written out
+    feed = {"x": np.random.default_rng(4).standard_normal((4, 1, 2)).astype(np.float32)}
+    got = run_imported(result, tmp_path, [feed])[0]
+    if attrs.get("direction") == "reverse":  # ONNX's reference runs forward only: flip time
+        y, h = reference(_lstm_model(), {"x": feed["x"][::-1].copy()})  # type: ignore[arg-type]
+        want = [y[::-1], h]
+    else:
+        want = reference(model, feed)  # type: ignore[arg-type]
+    np.testing.assert_allclose(got["y"], want[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got["h"], want[1], rtol=1e-5, atol=1e-6)

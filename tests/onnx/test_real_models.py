@@ -64,6 +64,7 @@ def test_streaming_rnn_keeps_state_in_the_runtime(tmp_path: Path, device: str) -
     assert "persistent {" in text and "cache.read h_gru_state >> h_gru;" in text
     assert "cache.write h_gru_out >> h_gru_state;" in text
     assert result.built.inputs == {"x": "x"}  # the states are no longer host inputs
+    assert result.report.ops_used["gru_cell"] == 1 and result.report.ops_used["lstm_cell"] == 1
     frames = ref["frames"]
     outs = run_imported(
         result, tmp_path, [{"x": frames[:, t : t + 1]} for t in range(frames.shape[1])], device

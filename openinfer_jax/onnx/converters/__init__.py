@@ -66,5 +66,7 @@ from openinfer_jax.onnx.converters import (  # noqa: E402, F401
     recurrent,
     reduce,
     resize,
+    sample,
     scan,
+    spectral,
 )

@@ -1,8 +1,11 @@
 """Recurrent ONNX ops (RNN, GRU, LSTM), unrolled over the time axis, one direction at a time.
 
-Each time step is a few lines: the input and recurrent projections (`linear`, with the two
-biases summed at import), gate slices, activations, and the state update. Streaming models
-run one frame per step (sequence length 1) and keep the state in the runtime
+An LSTM or GRU whose cell is the registry's (default activations, no `clip`, no peepholes,
+no `input_forget`) becomes one ``lstm_cell`` / ``gru_cell`` step per time step; the LSTM's
+h and c travel together as its [2, batch, hidden] state. Any other recurrent node is written
+out: per time step the input and recurrent projections (`linear`, with the two biases
+summed at import), gate slices, activations, and the state update. Streaming models run
+one frame per step (sequence length 1) and keep the state in the runtime
 (``--state h_in=h_out``), so a step is one cell.
 """
 
@@ -158,6 +161,66 @@ def _step_lstm(cell: _Cell, x: Tensor, h: Tensor, c: Tensor, t: str) -> tuple[Te
     return ctx.emit("mul", [o, hc], hint=ctx.hint(0, f"{t}h")), c_new
 
 
+def _registry_weights(ctx: NodeContext, d: int) -> list[Tensor] | None:
+    """[W, R, B?] of direction `d` when ``lstm_cell``/``gru_cell`` compute this node's steps."""
+    op = ctx.op_type
+    if op == "RNN" or ctx.attr("clip", None) is not None:
+        return None
+    if op == "LSTM" and (ctx.has(7) or int(ctx.attr("input_forget", 0))):
+        return None
+    acts = ctx.attr("activations", None)
+    count = len(_DEFAULTS[op])
+    if acts and list(acts[d * count : (d + 1) * count]) != _DEFAULTS[op]:
+        return None
+    tag = f"d{d}_" if ctx.attr("direction", "forward") == "bidirectional" else ""
+    weights = [
+        ctx.constant(ctx.const(1, "the input weights W")[d], hint=ctx.hint(0, f"{tag}W")),
+        ctx.constant(ctx.const(2, "the recurrence weights R")[d], hint=ctx.hint(0, f"{tag}R")),
+    ]
+    if ctx.has(3):
+        weights.append(ctx.constant(ctx.const(3, "the biases B")[d], hint=ctx.hint(0, f"{tag}B")))
+    return weights
+
+
+def _cell_steps(
+    ctx: NodeContext, d: int, weights: list[Tensor], steps: list[int], seq: int, batch: int,
+    hidden: int, layout: int,
+) -> tuple[dict[int, Tensor], Tensor, Tensor | None]:  # fmt: skip
+    """Direction `d` as one registry cell per step: (h per step, final h, final c)."""
+    x_all = ctx.value(0)
+    tag = f"d{d}_" if ctx.attr("direction", "forward") == "bidirectional" else ""
+    lbr = bool(int(ctx.attr("linear_before_reset", 0))) or None
+    h = _initial(ctx, 5, d, batch, hidden, layout, "h", tag)
+    state = h
+    if ctx.op_type == "LSTM":
+        c = _initial(ctx, 6, d, batch, hidden, layout, "c", tag)
+        both = [reshape(ctx, v, (1, batch, hidden), hint=ctx.hint(0, f"{tag}{n}0_")) for v, n in
+                ((h, "h"), (c, "c"))]  # fmt: skip
+        state = ctx.emit("concat", both, hint=ctx.hint(0, f"{tag}state0"), axis=0)
+    outs: dict[int, Tensor] = {}
+    for t in steps:
+        step = f"{tag}t{t}_" if seq > 1 else tag
+        x = _frame(ctx, x_all, t, seq, batch, layout, step)
+        if ctx.op_type == "GRU":
+            state = ctx.emit(
+                "gru_cell", [x, *weights[:2], state, *weights[2:]],
+                hint=ctx.hint(0, f"{step}h"), linear_before_reset=lbr,
+            )  # fmt: skip
+            outs[t] = state
+        else:
+            state = ctx.emit(
+                "lstm_cell",
+                [x, *weights[:2], state, *weights[2:]],
+                hint=ctx.hint(0, f"{step}state"),
+            )
+            part = slice_axis(ctx, state, 0, 0, 1, hint=ctx.hint(0, f"{step}h_"))
+            outs[t] = reshape(ctx, part, (batch, hidden), hint=ctx.hint(0, f"{step}h"))
+    if ctx.op_type == "GRU":
+        return outs, state, None
+    last = slice_axis(ctx, state, 0, 1, 2, hint=ctx.hint(0, f"{tag}c_"))
+    return outs, outs[steps[-1]], reshape(ctx, last, (batch, hidden), hint=ctx.hint(0, f"{tag}c"))
+
+
 def _step_rnn(cell: _Cell, x: Tensor, h: Tensor, t: str) -> Tensor:
     ctx = cell.ctx
     gx = ctx.emit("linear", [x, cell.w, cell.bx], hint=ctx.hint(0, f"{t}gx"))
@@ -171,7 +234,8 @@ def _step_rnn(cell: _Cell, x: Tensor, h: Tensor, t: str) -> Tensor:
     "GRU",
     "LSTM",
     attrs=_ATTRS,
-    becomes="linear, slice, sigmoid/tanh, mul, add per time step",
+    becomes="lstm_cell/gru_cell per time step (default activations, no clip or peepholes); "
+    "otherwise linear, slice, sigmoid/tanh, mul, add per time step",
 )
 def _recurrent(ctx: NodeContext) -> None:
     op = ctx.op_type
@@ -191,12 +255,18 @@ def _recurrent(ctx: NodeContext) -> None:
     ys: list[list[Tensor]] = []
     finals: list[tuple[Tensor, Tensor | None]] = []
     for d in dirs:
-        cell = _Cell(ctx, d, hidden)
-        h = _initial(ctx, 5, d, batch, hidden, layout, "h", cell)
-        c = _initial(ctx, 6, d, batch, hidden, layout, "c", cell) if op == "LSTM" else None
         reverse = direction == "reverse" or d == 1
         steps = list(range(seq))[::-1] if reverse else list(range(seq))
-        outs: dict[int, Tensor] = {}
+        weights = _registry_weights(ctx, d)
+        if weights is not None:
+            outs, h_last, c_last = _cell_steps(ctx, d, weights, steps, seq, batch, hidden, layout)
+            ys.append([outs[t] for t in range(seq)])
+            finals.append((h_last, c_last))
+            continue
+        cell = _Cell(ctx, d, hidden)
+        h = _initial(ctx, 5, d, batch, hidden, layout, "h", cell.tag)
+        c = _initial(ctx, 6, d, batch, hidden, layout, "c", cell.tag) if op == "LSTM" else None
+        outs = {}
         for t in steps:
             tag = f"{cell.tag}t{t}_" if seq > 1 else cell.tag
             x = _frame(ctx, x_all, t, seq, batch, layout, tag)
@@ -214,18 +284,18 @@ def _recurrent(ctx: NodeContext) -> None:
 
 
 def _initial(ctx: NodeContext, index: int, d: int, batch: int, hidden: int, layout: int,
-             name: str, cell: _Cell) -> Tensor:  # fmt: skip
+             name: str, tag: str) -> Tensor:  # fmt: skip
     dtype = ctx.dtype(0)
     if not ctx.has(index):
         return ctx.constant(
-            np.zeros((batch, hidden), dtype=dtype.numpy), dtype, ctx.hint(0, f"{cell.tag}{name}0")
+            np.zeros((batch, hidden), dtype=dtype.numpy), dtype, ctx.hint(0, f"{tag}{name}0")
         )
     value = ctx.value(index)
     shape = ctx.shape(index)
     axis = 1 if layout else 0
     if shape[axis] > 1:
-        value = slice_axis(ctx, value, axis, d, d + 1, hint=ctx.hint(0, f"{cell.tag}{name}0_dir"))
-    return reshape(ctx, value, (batch, hidden), hint=ctx.hint(0, f"{cell.tag}{name}0"))
+        value = slice_axis(ctx, value, axis, d, d + 1, hint=ctx.hint(0, f"{tag}{name}0_dir"))
+    return reshape(ctx, value, (batch, hidden), hint=ctx.hint(0, f"{tag}{name}0"))
 
 
 def _frame(

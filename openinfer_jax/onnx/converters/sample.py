@@ -1,0 +1,192 @@
+"""GridSample: sampling an image at run-time coordinates, as gathers of weighted taps.
+
+For every spatial axis the grid's normalized coordinate becomes a pixel coordinate (ONNX's
+`align_corners` convention), is rounded (nearest) or split into an integer base and a
+fraction, and gives 1 (nearest), 2 (linear) or 4 (cubic, Keys' a = -0.75) taps: an index
+and a weight. Out-of-range coordinates follow `padding_mode` (zeros: the tap's weight is
+0; border: clamped; reflection: reflected at the borders). Each combination of taps over
+the axes is one `gather` of the channel rows (data transposed to channels-last), scaled by
+the product of the taps' weights; their sum is transposed back to channels-first.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.onnx.context import NodeContext
+from openinfer_jax.onnx.converters import converter
+from openinfer_jax.onnx.converters.common import scalar
+from openinfer_jax.onnx.converters.elementwise import binary, round_half_even
+from openinfer_jax.onnx.converters.movement import reshape, slice_axis
+from openinfer_jax.onnx.values import Tensor
+
+_MODES = {"bilinear": "linear", "bicubic": "cubic", "linear": "linear", "cubic": "cubic",
+          "nearest": "nearest"}  # fmt: skip
+_CUBIC_A = -0.75
+
+
+class _Ops:
+    """Terse step writing for one GridSample node (every step gets a distinct hint)."""
+
+    def __init__(self, ctx: NodeContext, dtype: DType) -> None:
+        self.ctx = ctx
+        self.dtype = dtype
+        self.count = 0
+
+    def __call__(self, op: str, *inputs: Tensor, **params: object) -> Tensor:
+        self.count += 1
+        hint = self.ctx.hint(0, f"gs{self.count}")
+        if len(inputs) == 2:  # comparisons do not broadcast a scalar: binary() makes it so
+            return binary(self.ctx, op, inputs[0], inputs[1], hint=hint)
+        return self.ctx.emit(op, list(inputs), hint=hint, **params)
+
+    def c(self, value: float) -> Tensor:
+        return scalar(self.ctx, value, self.dtype)
+
+    def axpb(self, x: Tensor, a: float, b: float) -> Tensor:
+        """a * x + b (steps left out where a is 1 or b is 0)."""
+        if a != 1.0:
+            x = self("mul", x, self.c(a))
+        return self("add", x, self.c(b)) if b != 0.0 else x
+
+    def poly(self, x: Tensor, coeffs: tuple[float, ...]) -> Tensor:
+        """coeffs[0] * x^n + ... + coeffs[n] (Horner)."""
+        acc = self.axpb(x, coeffs[0], coeffs[1])
+        for k in coeffs[2:]:
+            acc = self.axpb(self("mul", acc, x), 1.0, k)
+        return acc
+
+    def reflect(self, x: Tensor, lo: float, hi: float) -> Tensor:
+        """`x` reflected at `lo` and `hi` until inside (ONNX's GridSample reflection)."""
+        span = hi - lo
+        if span <= 0:
+            return self("clamp", x, min=lo, max=hi)
+        below = self("sub", self.c(lo), x)  # > 0 below the range
+        above = self("sub", x, self.c(hi))  # > 0 above it
+        out = x
+        for dist, inner, outer, is_out in ((below, lo, hi, "lt"), (above, hi, lo, "gt")):
+            turns = self("floor", self("mul", dist, self.c(1.0 / span)))
+            rest = self("sub", dist, self("mul", turns, self.c(span)))
+            half = self("mul", turns, self.c(0.5))
+            odd = self("ne", half, self("floor", half))
+            sign = 1.0 if inner < outer else -1.0
+            near = self.axpb(rest, sign, inner)  # an even number of bounces
+            far = self.axpb(rest, -sign, outer)
+            folded = self("where", odd, far, near)
+            out = self("where", self(is_out, x, self.c(lo if is_out == "lt" else hi)), folded, out)
+        return out
+
+
+@converter(
+    "GridSample",
+    attrs=("align_corners", "mode", "padding_mode"),
+    becomes="per tap: index and weight arithmetic, gather of channel rows, mul, add",
+)
+def _grid_sample(ctx: NodeContext) -> None:
+    shape, grid_shape = ctx.shape(0), ctx.shape(1)
+    spatial = len(shape) - 2
+    if spatial < 1 or len(grid_shape) != spatial + 2 or grid_shape[-1] != spatial:
+        raise ctx.error(f"X {list(shape)} and grid {list(grid_shape)} do not fit together")
+    mode = _MODES.get(str(ctx.attr("mode", "linear" if ctx.opset >= 20 else "bilinear")))
+    padding = str(ctx.attr("padding_mode", "zeros"))
+    if mode is None or padding not in ("zeros", "border", "reflection"):
+        raise ctx.error(f"mode {ctx.attr('mode')!r} / padding_mode {padding!r} is not supported")
+    align = bool(ctx.attr("align_corners", 0))
+    fdt = ctx.dtype(1)
+    if not fdt.is_float:
+        raise ctx.error(f"the grid is {fdt.short}; a float grid is needed")
+    ops = _Ops(ctx, fdt)
+    n, channels, dims = shape[0], shape[1], shape[2:]
+    out = grid_shape[1:-1]
+    perm = [0, *range(2, 2 + spatial), 1]
+    rows = reshape(
+        ctx,
+        ctx.emit("transpose", [ctx.tensor(0)], hint=ctx.hint(0, "cl"), perm=perm),
+        (n * math.prod(dims), channels),
+        hint=ctx.hint(0, "rows"),
+    )
+    grid = ctx.tensor(1)
+    strides = [math.prod(dims[i + 1 :]) for i in range(spatial)]
+    axes_taps = []
+    for i, size in enumerate(dims):
+        comp = slice_axis(ctx, grid, spatial + 1, spatial - 1 - i, spatial - i, ctx.hint(0, "g"))
+        comp = reshape(ctx, comp, (n, *out), hint=ctx.hint(0, f"g{i}"))
+        lo, hi = (0.0, size - 1.0) if align else (-0.5, size - 0.5)
+        coord = (
+            ops.axpb(comp, (size - 1) / 2.0, (size - 1) / 2.0)
+            if align
+            else ops.axpb(comp, size / 2.0, (size - 1) / 2.0)
+        )
+        if mode == "nearest":
+            coord = round_half_even(ctx, coord, f"gs_round{i}")
+        if padding == "border":
+            outside = ops("or", ops("lt", coord, ops.c(lo)), ops("gt", coord, ops.c(hi)))
+            coord = ops("where", outside, ops("clamp", coord, min=0.0, max=size - 1.0), coord)
+        elif padding == "reflection":
+            coord = ops.reflect(coord, lo, hi)
+        axes_taps.append(_taps(ops, coord, mode, padding, size, lo, hi, strides[i]))
+    base = ctx.constant(
+        (np.arange(n, dtype=np.int64) * math.prod(dims)).reshape((n,) + (1,) * len(out)),
+        DType.I64,
+        ctx.hint(0, "batch_rows"),
+    )
+    total: Tensor | None = None
+    for combo in itertools.product(*axes_taps):
+        index: Tensor = base
+        weight: Tensor | None = None
+        for tap_index, tap_weight in combo:
+            index = binary(ctx, "add", index, tap_index, hint=ctx.hint(0, "idx"))
+            if tap_weight is not None:
+                weight = tap_weight if weight is None else ops("mul", weight, tap_weight)
+        picked = ctx.emit("gather", [rows, index], hint=ctx.hint(0, "tap"))
+        if weight is not None:
+            weight = reshape(ctx, weight, (n, *out, 1), hint=ctx.hint(0, "w"))
+            picked = binary(ctx, "mul", picked, weight, hint=ctx.hint(0, "wtap"))
+        total = picked if total is None else ops("add", total, picked)
+    assert total is not None
+    back = [0, spatial + 1, *range(1, spatial + 1)]
+    ctx.set_output(0, ctx.emit("transpose", [total], perm=back))
+
+
+def _taps(
+    ops: _Ops, coord: Tensor, mode: str, padding: str, size: int, lo: float, hi: float, stride: int
+) -> list[tuple[Tensor, Tensor | None]]:
+    """(row offset as i64, weight or None) of each tap along one axis."""
+    if mode == "nearest":
+        start, weights = coord, [None]
+    else:
+        start = ops("floor", coord)
+        frac = ops("sub", coord, start)
+        if mode == "linear":
+            weights = [ops.axpb(frac, -1.0, 1.0), frac]
+        else:
+            a = _CUBIC_A
+            near = (a + 2, -(a + 3), 0.0, 1.0)
+            far = (a, -5 * a, 8 * a, -4 * a)
+            rest = ops.axpb(frac, -1.0, 1.0)
+            weights = [
+                ops.poly(ops.axpb(frac, 1.0, 1.0), far),
+                ops.poly(frac, near),
+                ops.poly(rest, near),
+                ops.poly(ops.axpb(frac, -1.0, 2.0), far),
+            ]
+    first = 0 if mode == "nearest" else (0 if mode == "linear" else -1)
+    taps: list[tuple[Tensor, Tensor | None]] = []
+    for k, weight in enumerate(weights):
+        at = ops.axpb(start, 1.0, float(first + k))
+        if padding == "zeros":
+            inside = ops("and", ops("ge", at, ops.c(0.0)), ops("le", at, ops.c(size - 1.0)))
+            mask = ops("cast", inside, to=ops.dtype)
+            weight = mask if weight is None else ops("mul", weight, mask)
+        elif padding == "reflection":
+            at = ops.reflect(at, lo, hi)
+        at = ops("clamp", at, min=0.0, max=size - 1.0)
+        index = ops("cast", at, to=DType.I64)
+        if stride != 1:
+            index = ops("mul", index, ops.ctx.constant(np.asarray(stride, np.int64), DType.I64))
+        taps.append((index, weight))
+    return taps
