@@ -19,9 +19,10 @@
  *    sum), so the result does not depend on the blocking or on how the work is split.
  *    M = 1 with B [K, N] takes the same chain without packing (GEMV by rows of B).
  *
- * Threads (oi_parallel.h) split the output columns (or rows when there are few columns);
- * never K. Cache blocking: OI_KC x OI_NC floats of B per thread (the device JSON's
- * preferences can set them); the caller provides OI_GEMM_PACK_FLOATS floats per thread. */
+ * Threads (oi_parallel.h) split the output columns, or the rows when that leaves the busiest
+ * thread fewer outputs (few or narrow columns); never K. Cache blocking: OI_KC x OI_NC
+ * floats of B per thread (the device JSON's preferences can set them); the caller provides
+ * OI_GEMM_PACK_FLOATS floats per thread. */
 #ifndef OI_GEMM_H
 #define OI_GEMM_H
 
@@ -480,8 +481,14 @@ static inline void oi_gemm_f32(const oi_gemm_f32_args *g) {
     } else {
         oi_gemm_task_f32 t;
         const int64_t panels = (g->N + OI_NR - 1) / OI_NR, blocks = (g->M + OI_MR - 1) / OI_MR;
+        const int64_t threads = oi_parallel_threads();
+        /* the split whose busiest thread has the fewest outputs (ranges are near-equal in
+           units, so the first thread gets the most): by columns the last panel may be narrow
+           (49 pixels = 3 panels + 1 column), by rows the last block short */
+        const int64_t by_cols = oi_min64((panels + threads - 1) / threads * OI_NR, g->N) * g->M;
+        const int64_t by_rows = oi_min64((blocks + threads - 1) / threads * OI_MR, g->M) * g->N;
         t.g = g;
-        t.split_rows = panels < 2 * oi_parallel_threads() && blocks > panels;
+        t.split_rows = by_rows < by_cols;
         oi_parallel_work(t.split_rows ? blocks : panels, work, oi_gemm_run_f32, &t);
     }
 }
