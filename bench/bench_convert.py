@@ -1,7 +1,7 @@
 """Benchmark checkpoint conversion: MB/s and peak RSS vs a plain copy of the source.
 
 For each real model (MiniLM safetensors, SmolLM2 Q4_1 GGUF) two jobs run, each in a fresh
-subprocess so that peak RSS (getrusage ru_maxrss) belongs to that job alone:
+subprocess so that peak RSS (VmHWM of /proc/self/status) belongs to that job alone:
 
 * baseline: read the source file in 16 MiB chunks and write the same bytes to a new file,
   then fsync (the converter fsyncs too): the I/O floor any converter pays;
@@ -35,7 +35,13 @@ import json, os, resource, sys, time
 job, src, out = sys.argv[1], sys.argv[2], sys.argv[3]
 if job == "convert":
     from openinfer_jax.converters import convert
-rss_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def peak_rss_kib():  # VmHWM: ru_maxrss keeps the forking parent's peak across exec
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+rss_imports = peak_rss_kib()
 start = time.perf_counter()
 if job == "baseline":
     with open(src, "rb") as fin, open(out, "wb") as fout:
@@ -46,7 +52,7 @@ if job == "baseline":
 else:
     convert(src, out, force=True, **json.loads(sys.argv[4]))
 seconds = time.perf_counter() - start
-print(json.dumps({"seconds": seconds, "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+print(json.dumps({"seconds": seconds, "rss_kib": peak_rss_kib(),
                   "rss_imports_kib": rss_imports, "out_bytes": os.path.getsize(out)}))
 """
 

@@ -7,8 +7,10 @@ Workloads (bench/edge_workloads.py describes the models for both sides):
    converter, so both sides run identical weights. Emitted C (the llama decode step of
    openinfer_jax.models) vs llama.cpp (llama-cpp-python) ms/token at contexts 64/512/2048
    (quick: 16/64; --contexts), and the cost of each extra context token (slope between the
-   first and last context). Also the packaged Q4_1 GGUF as is: our .oinf keeps its blocks
-   packed (quantized C kernels) vs llama.cpp on the same GGUF.
+   first and last context), and each process' peak RSS (VmHWM from /proc/self/status, at the
+   largest context: the C program's K/V cache is sized for it, llama.cpp's n_ctx too). Also
+   the packaged Q4_1 GGUF as is: our .oinf keeps its blocks packed (quantized C kernels) vs
+   llama.cpp on the same GGUF.
 2. A MiniLM encoder (the real all-MiniLM-L6-v2 checkpoint, the bert graph of
    openinfer_jax.models) on 1 x 16 and 8 x 128 tokens vs onnxruntime
    (intra_op_num_threads = 1) on an ONNX export of a torch module holding the same tensors.
@@ -164,7 +166,7 @@ def build_c(model: Path, graph: str, out: Path, threads: int, outputs: list[str]
 
 def run_c(exe: Path, model: Path, inputs: Path, steps: int, input_steps: int,
           windows: list[tuple[int, int]], threads: int) -> list[dict[str, float]]:  # fmt: skip
-    """ms per step (cpu, wall) in each window."""
+    """ms per step (cpu, wall) in each window, with the program's peak RSS (VmHWM)."""
     env = {**os.environ, "OI_THREADS": str(threads)}
     spec = [f"{a}:{b}" for a, b in windows]
     out = _run(
@@ -172,7 +174,9 @@ def run_c(exe: Path, model: Path, inputs: Path, steps: int, input_steps: int,
         env=env,
     )
     rows = [line.split() for line in out.splitlines() if line.startswith("window")]
-    return [{"cpu_ms": float(r[3]), "wall_ms": float(r[4])} for r in rows]
+    peak = [int(line.split()[1]) for line in out.splitlines() if line.startswith("peak_rss_kb")]
+    rss = {"peak_rss_kb": peak[0]} if peak and peak[0] >= 0 else {}
+    return [{"cpu_ms": float(r[3]), "wall_ms": float(r[4]), **rss} for r in rows]
 
 
 def run_sim(
@@ -229,6 +233,8 @@ class Side:
         for best, r in zip(self.best, results):
             best["cpu_ms"] = min(best["cpu_ms"], r["cpu_ms"])
             best["wall_ms"] = min(best["wall_ms"], r["wall_ms"])
+            if "peak_rss_kb" in r:  # the largest seen
+                best["peak_rss_kb"] = max(best.get("peak_rss_kb", 0), r["peak_rss_kb"])
 
 
 def interleave(sides: list[Side], rounds: int) -> None:
@@ -576,6 +582,12 @@ def _decode_rows(block: dict[str, Any], tag: str) -> list[str]:
             sim = block.get(f"smollm2 sim ctx{ctx}") if not tag else None
             if sim:
                 line += f"  sim {sim[0][clock]:8.2f}"
+            rows.append(line)
+        if clock == "cpu_ms" and "peak_rss_kb" in c[-1]:  # at the largest context: the peak
+            line = f"{name} peak RSS (VmHWM) at ctx {contexts[-1]}: C {c[-1]['peak_rss_kb'] / 1024:.0f} MB"
+            if peer and "peak_rss_kb" in peer[-1]:
+                line += f", llama.cpp {peer[-1]['peak_rss_kb'] / 1024:.0f} MB"
+                line += f" (C/llama {_ratio(c[-1]['peak_rss_kb'], peer[-1]['peak_rss_kb'])})"
             rows.append(line)
         span = contexts[-1] - contexts[0]
         if span:

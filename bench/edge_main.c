@@ -6,11 +6,24 @@
  *   ./edge MODEL STEPS INPUT_STEPS IN_DIR START:COUNT...
  *
  * Step s reads IN_DIR/<input>.<s % INPUT_STEPS>.bin; each window prints one line
- * `window START COUNT cpu_ms_per_step wall_ms_per_step`. */
+ * `window START COUNT cpu_ms_per_step wall_ms_per_step`, then `peak_rss_kb N` (VmHWM: the
+ * peak resident memory of this process; ru_maxrss would keep the forking parent's peak across
+ * exec). */
 #define _POSIX_C_SOURCE 199309L
 #define main oi_generated_driver_main
 #include DRIVER
 #undef main
+
+static long peak_rss_kb(void) {
+    char line[256];
+    long kb = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %ld", &kb) == 1) break;
+    fclose(f);
+    return kb;
+}
 
 static double wall_seconds(void) {
     struct timespec ts;
@@ -64,6 +77,7 @@ int main(int argc, char **argv) {
     for (w = 0; w < windows; w++)
         printf("window %ld %ld %.6f %.6f\n", start[w], count[w], 1e3 * cpu[w] / (double)count[w],
                1e3 * wall[w] / (double)count[w]);
+    printf("peak_rss_kb %ld\n", peak_rss_kb());
     oi_free();
     (void)&fetch_all;
     return 0;

@@ -3,7 +3,8 @@ by the project): llama.cpp through llama-cpp-python, onnxruntime, and torch to e
 ONNX models. Each subcommand prints one JSON object on stdout.
 
   quantize SRC DST                       a GGUF converted to F32 (llama_model_quantize)
-  llama GGUF --contexts 64,512 --steps N decode ms/token at each context (one thread)
+  llama GGUF --contexts 64,512 --steps N decode ms/token at each context (one thread), and
+                                         the peak RSS so far (VmHWM)
   export-cnn WEIGHTS.npz OUT.onnx        the CNN of edge_workloads.py
   export-encoder WEIGHTS.npz OUT.onnx --layers L --heads H --eps E --inputs IN.npz
   ort MODEL.onnx IN.npz --reps N --threads T [--out OUT.npy]   mean run time of N runs
@@ -42,6 +43,16 @@ def decode_tokens(count: int) -> list[int]:
     return [100 + (7 * i) % 5000 for i in range(count)]
 
 
+def _peak_rss_kb() -> int:
+    """VmHWM, the peak resident memory of this process (ru_maxrss would report the forking
+    parent's peak, kept across exec); -1 where /proc is missing."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return -1
+
+
 def _llama(args: argparse.Namespace) -> dict:
     import llama_cpp
 
@@ -61,6 +72,7 @@ def _llama(args: argparse.Namespace) -> dict:
         out[str(ctx)] = {
             "cpu_ms": (time.process_time() - c0) * 1e3 / args.steps,
             "wall_ms": (time.perf_counter() - w0) * 1e3 / args.steps,
+            "peak_rss_kb": _peak_rss_kb(),  # so far: the last context's is the process' peak
         }
     return out
 

@@ -311,8 +311,8 @@ def _bind_table(src: SourceInput, tname: str) -> list[str]:
     ]
     if t.autod:
         out.append(f"    TB_{tname}.autod = TA_{tname};")
-    out.append(f"    memset(A + {buf.offset}, 0, {buf.nbytes});")
-    out.append(f"    memset(TN_{tname}, 0, sizeof TN_{tname});")
+    # zero only what was written (the arena starts zero): unwritten pages stay unallocated
+    out.append(f"    oi_table_clear(&TB_{tname}, {buf.nbytes});")
     return out
 
 
@@ -473,8 +473,7 @@ def _oi_reset(src: SourceInput) -> list[str]:
     out += [f'    OI_TRY(oi_init_{vname}(), "reset {vname}");' for vname in undo_vars(an)]
     for tname in sorted(an.tables):
         nbytes = src.mem.buffers[f"table:{tname}"].nbytes
-        out.append(f"    memset(TB_{tname}.data, 0, {nbytes});")
-        out.append(f"    memset(TN_{tname}, 0, sizeof TN_{tname});")
+        out.append(f"    oi_table_clear(&TB_{tname}, {nbytes});")
     return [*out, "    return OI_OK;", "    goto fail;", "fail:", "    return rc;", "}", ""]
 
 

@@ -2,7 +2,8 @@
 behind linear and matmul (GEMV by rows of W, GEMV by rows of B, packed GEMM with edge tiles,
 K and N blocking made small by the device JSON, batched matmul, 1-D operands, a right
 operand broadcast over the batch, bias) and attention (oi_attention.h: the decode path's
-online softmax over several key blocks with grouped-query heads, the tiled path with query
+online softmax over several key blocks with grouped-query heads, keys cut into ranges
+merged at the end, dims off the vector width, the tiled path with query
 blocks, float and bool masks, causal, a row that sees no key), built single-threaded and
 with the thread pool, where 1 and 2 threads must give bit-identical outputs; the device
 JSON's thread and blocking keys are checked."""
@@ -78,10 +79,13 @@ graph {
     q1: f32[1, 6, 1, 16]; k1: f32[1, 2, 150, 16]; v1: f32[1, 2, 150, 16]; mf: f32[150];
     q3: f32[6, 3, 16];
     q: f32[2, 4, 30, 8]; k: f32[2, 2, 40, 8]; v: f32[2, 2, 40, 12]; mb: bool[2, 1, 30, 40];
+    q5: f32[1, 9, 2, 19]; k5: f32[1, 3, 700, 19]; v5: f32[1, 3, 700, 20]; m5: f32[700];
+    q6: f32[1, 6, 1, 64]; k6: f32[1, 2, 520, 64]; v6: f32[1, 2, 520, 64];
   }
   volatile {
     d1: f32[1, 6, 1, 16]; d2: f32[6, 3, 16]; d3: f32[6, 3, 16];
     t1: f32[2, 4, 30, 12]; t2: f32[2, 4, 30, 12]; t3: f32[2, 4, 30, 12];
+    d5: f32[1, 9, 2, 20]; d6: f32[1, 9, 2, 20]; d7: f32[1, 6, 1, 64];
   }
   block entry {
     assign k3: f32[2, 150, 16];
@@ -94,11 +98,14 @@ graph {
     op attention(q, k, v, mb) >> t1;
     op attention(q, k, v, causal=true) >> t2;
     op attention(q, k, v, mb, causal=true) >> t3;
+    op attention(q5, k5, v5, causal=true) >> d5;
+    op attention(q5, k5, v5, m5) >> d6;
+    op attention(q6, k6, v6) >> d7;
     return;
   }
 }
 """
-ATTENTION_OUTPUTS = ["d1", "d2", "d3", "t1", "t2", "t3"]
+ATTENTION_OUTPUTS = ["d1", "d2", "d3", "t1", "t2", "t3", "d5", "d6", "d7"]
 
 
 def _attention_model(tmp: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
@@ -123,6 +130,14 @@ def _attention_model(tmp: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
             "k": f32(2, 2, 40, 8),
             "v": f32(2, 2, 40, 12),
             "mb": hidden,
+            # decode shapes: query heads sharing K/V heads, keys cut into several ranges
+            "q5": f32(1, 9, 2, 19),
+            "k5": f32(1, 3, 700, 19),
+            "v5": f32(1, 3, 700, 20),
+            "m5": np.where(rng.random(700) < 0.3, -1e9, 0.0).astype(np.float32),
+            "q6": f32(1, 6, 1, 64),
+            "k6": f32(1, 2, 520, 64),
+            "v6": f32(1, 2, 520, 64),
         }
         for _ in range(2)
     ]
@@ -354,6 +369,83 @@ def test_attention_reads_and_writes_in_place(tmp_path: Path) -> None:
     assert "_reshape_" not in result["plan"].files["prog.c"]
     # the decode attention reads the K/V cache entries in place
     assert result["plan"].files["prog.c"].count("oi_table_view(") == 2
+
+
+# The K/V entries an attention reads are not contiguous in the table's storage here (two
+# batch rows of a partly filled position axis; one slot of an inner index axis), so
+# oi_table_view copies them into the fallback buffer instead of pointing into the table.
+SCATTERED_VIEWS = """
+graph {
+  dynamic {
+    q: f32[2, 4, 1, 4]; qs: f32[4, 1, 4]; kn: f32[2, 1, 2, 4]; vn: f32[2, 1, 2, 4];
+    sn: f32[1, 2, 4]; sv: f32[1, 2, 4];
+  }
+  constant { one: i32 @init(1); }
+  persistent {
+    step: i32 @init(0);
+    K(b, t): f32[2, 4] @table @fixed(b=2, t=8);
+    V(b, t): f32[2, 4] @table @fixed(b=2, t=8);
+    S(t, u): f32[2, 4] @table @fixed(t=8, u=3);
+  }
+  volatile { o: f32[2, 4, 1, 4]; os: f32[4, 1, 4]; }
+  block entry {
+    assign pos: i32;
+    assign end: i32;
+    assign ks: f32[2, 1, 2, 4];
+    assign vs: f32[2, 1, 2, 4];
+    assign kt: f32[2, 2, 1, 4];
+    assign vt: f32[2, 2, 1, 4];
+    assign ss: f32[1, 2, 4];
+    assign st: f32[2, 1, 4];
+    assign sw: f32[1, 2, 4];
+    assign swt: f32[2, 1, 4];
+    cache.read step >> pos;
+    op add(pos, one) >> end;
+    cache.write kn >> K[0..2, step..end];
+    cache.write vn >> V[0..2, step..end];
+    cache.write sn >> S[step..end, 1];
+    cache.write sv >> S[step..end, 0];
+    cache.read K[0..2, 0..end] >> ks;
+    cache.read V[0..2, 0..end] >> vs;
+    cache.read S[0..end, 1] >> ss;
+    cache.read S[0..end, 0] >> sw;
+    op transpose(ks, perm=[0, 2, 1, 3]) >> kt;
+    op transpose(vs, perm=[0, 2, 1, 3]) >> vt;
+    op transpose(ss, perm=[1, 0, 2]) >> st;
+    op transpose(sw, perm=[1, 0, 2]) >> swt;
+    op attention(q, kt, vt, causal=true) >> o;
+    op attention(qs, st, swt) >> os;
+    cache.increment step;
+    return;
+  }
+}
+"""
+
+
+def test_attention_views_of_scattered_cache_entries_are_copies(tmp_path: Path) -> None:
+    rng = np.random.default_rng(17)
+
+    def f32(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    model = tmp_path / "m.oinf"
+    write_oinf(model, sizevars={}, metadata={}, tensors={})
+    steps = [
+        {
+            "q": f32(2, 4, 1, 4),
+            "qs": f32(4, 1, 4),
+            "kn": f32(2, 1, 2, 4),
+            "vn": f32(2, 1, 2, 4),
+            "sn": f32(1, 2, 4),
+            "sv": f32(1, 2, 4),
+        }
+        for _ in range(4)
+    ]
+    result = parity(tmp_path, model, SCATTERED_VIEWS, steps, outputs=["o", "os"], arch=_arch())
+    assert result["compared"] == 8
+    # the four reads go through oi_table_view (absorbed into the attentions), which copies
+    assert result["plan"].files["prog.c"].count("oi_table_view(") == 4
+    assert "_transpose_" not in result["plan"].files["prog.c"]
 
 
 def _arch(**prefs: Any) -> dict[str, Any]:

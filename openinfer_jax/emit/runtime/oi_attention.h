@@ -8,14 +8,18 @@
  * after the causal diagonal) do not count; a row that sees no key gives zeros.
  *
  *  - Few queries (Sq < OI_ATTN_DECODE_ROWS, a decode step): one pass over the keys per K/V
- *    head with an online softmax: blocks of OI_ATTN_KEYS keys, all the query heads that share
- *    the K/V head at once (K and V are read once per step), the running maximum rescales the
- *    partial sums when it grows.
+ *    head with an online softmax, all the query heads that share the K/V head at once (K and
+ *    V are read once per step): blocks of OI_ATTN_KEYS keys whose scores are vectorized dot
+ *    products (several keys at a time), the running maximum rescaling the partial sums when
+ *    it grows, then p . V with the output rows held in registers. The keys of a head are cut
+ *    into ranges of OI_ATTN_SPLIT (a fixed size: the same cut for any thread count), whose
+ *    partial results are merged in order at the end.
  *  - More queries (prefill, encoders): blocks of OI_ATTN_TILE_ROWS queries; the scores of a
  *    block are a GEMM (q . k^T), then a row softmax, then a GEMM with V, divided by the row
  *    sums.
  *
- * Threads split the K/V heads (decode) or the (head, query block) pairs; never the keys. */
+ * Threads split the (K/V head, key range) units (decode) or the (head, query block) pairs;
+ * results are the same for any thread count. */
 #ifndef OI_ATTENTION_H
 #define OI_ATTENTION_H
 
@@ -23,8 +27,7 @@
 
 #define OI_ATTN_TILE_ROWS (4 * OI_MR) /* queries per block of the tiled path */
 #define OI_ATTN_DECODE_ROWS 8     /* fewer queries: the decode path */
-#define OI_ATTN_KEYS 64
-#define OI_ATTN_MAX_GROUP 64 /* query rows of one decode unit (heads per K/V head x queries) */
+#define OI_ATTN_KEYS 32      /* keys per online-softmax block of the decode path */
 
 typedef struct {
     int64_t Hq, Hk, Sq, Sk, D, Dv;
@@ -100,19 +103,6 @@ static inline float oi_attn_mask(const oi_attention_f32_args *a, float s, int64_
     return a->mask_f ? s + a->mask_f[m] : s;
 }
 
-static OI_VEC_FN float oi_attn_dot(const float *restrict x, const float *restrict y, int64_t n) {
-    oi_vf a = oi_vzero(), b = oi_vzero();
-    float t;
-    int64_t e = 0;
-    for (; e + 2 * OI_VL <= n; e += 2 * OI_VL) {
-        a = OI_VFMA(oi_vload(x + e), oi_vload(y + e), a);
-        b = OI_VFMA(oi_vload(x + e + OI_VL), oi_vload(y + e + OI_VL), b);
-    }
-    t = oi_vsum(OI_VADD(a, b));
-    for (; e < n; e++) t = OI_FMAF(x[e], y[e], t);
-    return t;
-}
-
 /* p[0..n] = exp(s[0..n] - m), 0 where s is -inf (p may be s); returns the sum (lanes, then
  * the tail). */
 static OI_VEC_FN float oi_attn_exp(float *p, const float *s, int64_t n, float m) {
@@ -139,56 +129,225 @@ static OI_VEC_FN float oi_attn_exp(float *p, const float *s, int64_t n, float m)
     return total;
 }
 
-/* y[0..n] = y * c + p * x for the decode path's running output (c rescales, p weighs). */
-static OI_VEC_FN void oi_attn_axpy(float *restrict y, const float *restrict x, float p, int64_t n) {
-    const oi_vf pv = oi_vsplat(p);
-    int64_t e = 0;
-    for (; e + OI_VL <= n; e += OI_VL) oi_vstore(y + e, OI_VFMA(pv, oi_vload(x + e), oi_vload(y + e)));
-    for (; e < n; e++) y[e] = OI_FMAF(p, x[e], y[e]);
+/* t[u] = the sum of the lanes of acc[u], u < 8: with 8-lane GNU vectors a transposing tree
+ * (adjacent lanes, then pairs, then halves: 21 operations for the 8 sums), else oi_vsum. */
+#if defined(OI_GNU_VECTORS) && OI_VL == 8
+#if defined(__clang__)
+#define OI_ATTN_SHUF(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define OI_ATTN_SHUF(a, b, ...) __builtin_shuffle(a, b, (oi_vi){__VA_ARGS__})
+#endif
+#define OI_ATTN_PAIRS(a, b) (OI_ATTN_SHUF(a, b, 0, 8, 2, 10, 4, 12, 6, 14) + OI_ATTN_SHUF(a, b, 1, 9, 3, 11, 5, 13, 7, 15))
+#define OI_ATTN_QUADS(a, b) (OI_ATTN_SHUF(a, b, 0, 1, 8, 9, 4, 5, 12, 13) + OI_ATTN_SHUF(a, b, 2, 3, 10, 11, 6, 7, 14, 15))
+static inline void oi_attn_lane_sums8(const oi_vf *acc, float *t) {
+    const oi_vf lo = OI_ATTN_QUADS(OI_ATTN_PAIRS(acc[0], acc[1]), OI_ATTN_PAIRS(acc[2], acc[3]));
+    const oi_vf hi = OI_ATTN_QUADS(OI_ATTN_PAIRS(acc[4], acc[5]), OI_ATTN_PAIRS(acc[6], acc[7]));
+    oi_vstore(t, OI_ATTN_SHUF(lo, hi, 0, 1, 2, 3, 8, 9, 10, 11) + OI_ATTN_SHUF(lo, hi, 4, 5, 6, 7, 12, 13, 14, 15));
+}
+#else
+static inline void oi_attn_lane_sums8(const oi_vf *acc, float *t) {
+    int u;
+    for (u = 0; u < 8; u++) t[u] = oi_vsum(acc[u]);
+}
+#endif
+
+/* s[j] = q . K_j for nk keys (K_j = K + j * kj), 8 keys at a time (a last partial group
+ * repeats its last key): one vector of partial sums per key over the whole vectors of D
+ * (q read once per vector for the 8 keys), their lanes summed (oi_attn_lane_sums8), then
+ * the tail of D. Every score takes the same operations in the same order. */
+static OI_VEC_FN void oi_attn_scores(const float *restrict q, const float *restrict K, int64_t kj, int64_t D,
+                                     int64_t nk, float *restrict s) {
+    int64_t j, e;
+    int u;
+    for (j = 0; j < nk; j += 8) {
+        const float *k[8];
+        oi_vf acc[8];
+        float t[8];
+        for (u = 0; u < 8; u++) {
+            k[u] = K + oi_min64(j + u, nk - 1) * kj;
+            acc[u] = oi_vzero();
+        }
+        for (e = 0; e + OI_VL <= D; e += OI_VL) {
+            const oi_vf qv = oi_vload(q + e);
+            for (u = 0; u < 8; u++) acc[u] = OI_VFMA(qv, oi_vload(k[u] + e), acc[u]);
+        }
+        oi_attn_lane_sums8(acc, t);
+        for (; e < D; e++)
+            for (u = 0; u < 8; u++) t[u] = OI_FMAF(q[e], k[u][e], t[u]);
+        for (u = 0; u < 8 && j + u < nk; u++) s[j + u] = t[u];
+    }
 }
 
-/* Decode: K/V heads [begin, end), each with all the query rows that read it. */
+/* The largest of s[0..n] (a NaN wins). */
+static inline float oi_attn_max(const float *s, int64_t n) {
+    float top = -INFINITY;
+    int64_t j = 0;
+    if (n >= OI_VL) {
+        float lane[OI_VL];
+        oi_vf m = oi_vload(s);
+        int u;
+        for (j = OI_VL; j + OI_VL <= n; j += OI_VL) m = oi_vmax(oi_vload(s + j), m);
+        oi_vstore(lane, m);
+        for (u = 0; u < OI_VL; u++)
+            if (lane[u] > top || lane[u] != lane[u]) top = lane[u];
+    }
+    for (; j < n; j++)
+        if (s[j] > top || s[j] != s[j]) top = s[j];
+    return top;
+}
+
+/* out[e] += sum_j p[j] * V_j[e] for e in [e0, n), nk keys (V_j = V + j * vj): eight, four,
+ * then one vector of out held in registers across the keys. Each element of out is one
+ * fused multiply-add chain over j in order, however it is blocked (oi_attn_pv3 too). */
+static OI_VEC_FN void oi_attn_pv(float *restrict out, const float *restrict p, const float *restrict V, int64_t vj,
+                                 int64_t nk, int64_t e0, int64_t n) {
+    int64_t e = e0, j;
+    int u;
+    for (; e + 8 * OI_VL <= n; e += 8 * OI_VL) {
+        oi_vf acc[8];
+        for (u = 0; u < 8; u++) acc[u] = oi_vload(out + e + u * OI_VL);
+        for (j = 0; j < nk; j++) {
+            const oi_vf pj = oi_vsplat(p[j]);
+            const float *v = V + j * vj + e;
+            for (u = 0; u < 8; u++) acc[u] = OI_VFMA(pj, oi_vload(v + u * OI_VL), acc[u]);
+        }
+        for (u = 0; u < 8; u++) oi_vstore(out + e + u * OI_VL, acc[u]);
+    }
+    for (; e + OI_VL <= n; e += OI_VL) {
+        oi_vf acc = oi_vload(out + e);
+        for (j = 0; j < nk; j++) acc = OI_VFMA(oi_vsplat(p[j]), oi_vload(V + j * vj + e), acc);
+        oi_vstore(out + e, acc);
+    }
+    for (; e < n; e++) {
+        float acc = out[e];
+        for (j = 0; j < nk; j++) acc = OI_FMAF(p[j], V[j * vj + e], acc);
+        out[e] = acc;
+    }
+}
+
+/* oi_attn_pv for three rows at once (out rows `ldo` apart, p rows OI_ATTN_KEYS apart): each
+ * V vector loaded once for the three; four vectors of each row in registers. */
+static OI_VEC_FN void oi_attn_pv3(float *restrict out, int64_t ldo, const float *restrict p, const float *restrict V,
+                                  int64_t vj, int64_t nk, int64_t n) {
+    int64_t e = 0, j;
+    int u, r;
+    for (; e + 4 * OI_VL <= n; e += 4 * OI_VL) {
+        oi_vf acc[3][4];
+        for (r = 0; r < 3; r++)
+            for (u = 0; u < 4; u++) acc[r][u] = oi_vload(out + r * ldo + e + u * OI_VL);
+        for (j = 0; j < nk; j++) {
+            const oi_vf p0 = oi_vsplat(p[j]), p1 = oi_vsplat(p[OI_ATTN_KEYS + j]), p2 = oi_vsplat(p[2 * OI_ATTN_KEYS + j]);
+            const float *v = V + j * vj + e;
+            for (u = 0; u < 4; u++) {
+                const oi_vf x = oi_vload(v + u * OI_VL);
+                acc[0][u] = OI_VFMA(p0, x, acc[0][u]);
+                acc[1][u] = OI_VFMA(p1, x, acc[1][u]);
+                acc[2][u] = OI_VFMA(p2, x, acc[2][u]);
+            }
+        }
+        for (r = 0; r < 3; r++)
+            for (u = 0; u < 4; u++) oi_vstore(out + r * ldo + e + u * OI_VL, acc[r][u]);
+    }
+    for (r = 0; r < 3; r++) oi_attn_pv(out + r * ldo, p + r * OI_ATTN_KEYS, V, vj, nk, e, n);
+}
+
+/* The decode path's units: ranges of OI_ATTN_SPLIT keys, each with every K/V head and all
+ * the query rows that read it (K and V are read once per step, in storage order when the
+ * heads of a position are adjacent, as in a cache of [positions, heads, dim] entries). A
+ * unit leaves, per query row, its running maximum m, sum l and unnormalized output (see
+ * oi_attn_partial). */
+#define OI_ATTN_SPLIT 256
+#define OI_ATTN_MAX_GROUP 32 /* query rows of one K/V head taken together in a key block */
+
+typedef struct {
+    const oi_attention_f32_args *a;
+    int64_t splits; /* key ranges */
+    float *part;    /* per unit: Hq * Sq rows x (2 + Dv) floats */
+} oi_attn_decode_ctx;
+
+static inline float *oi_attn_partial(const oi_attn_decode_ctx *c, int64_t unit) {
+    const oi_attention_f32_args *a = c->a;
+    return c->part + unit * a->Hq * a->Sq * (2 + a->Dv);
+}
+
+/* Keys [b, b + nk) of K/V head hk for its query rows [r0, r1) (row r: head r / Sq, query
+ * r % Sq): scores, the online softmax update of m, l and acc, then p . V. */
+static void oi_attn_decode_block(const oi_attention_f32_args *a, int64_t hk, int64_t r0, int64_t r1, int64_t b,
+                                 int64_t nk, float *m, float *l, float *acc) {
+    float p[OI_ATTN_MAX_GROUP * OI_ATTN_KEYS];
+    const float *V = a->v + hk * a->v_h + b * a->v_j;
+    int64_t r, j, e;
+    for (r = r0; r < r1; r++) {
+        const int64_t h = r / a->Sq, i = r % a->Sq;
+        float *s = p + (r - r0) * OI_ATTN_KEYS, top;
+        oi_attn_scores(a->q + h * a->q_h + i * a->q_i, a->k + hk * a->k_h + b * a->k_j, a->k_j, a->D, nk, s);
+        if (!a->mask_f && !a->mask_b && (!a->causal || b + nk - 1 <= i + (a->Sk - a->Sq)))
+            for (j = 0; j < nk; j++) s[j] *= a->scale; /* every key of the block seen */
+        else
+            for (j = 0; j < nk; j++) s[j] = oi_attn_mask(a, s[j], h, i, b + j);
+        top = oi_attn_max(s, nk);
+        if (top == -INFINITY) { /* every key of the block hidden: nothing to add */
+            for (j = 0; j < nk; j++) s[j] = 0.0f;
+            continue;
+        }
+        if (top > m[r] || top != top) { /* rescale what was summed so far */
+            const float scale = m[r] == -INFINITY ? 0.0f : expf(m[r] - top);
+            for (e = 0; e < a->Dv; e++) acc[r * a->Dv + e] *= scale;
+            l[r] *= scale;
+            m[r] = top;
+        }
+        l[r] += oi_attn_exp(s, s, nk, m[r]);
+    }
+    for (r = r0; r + 3 <= r1; r += 3)
+        oi_attn_pv3(acc + r * a->Dv, a->Dv, p + (r - r0) * OI_ATTN_KEYS, V, a->v_j, nk, a->Dv);
+    for (; r < r1; r++) oi_attn_pv(acc + r * a->Dv, p + (r - r0) * OI_ATTN_KEYS, V, a->v_j, nk, 0, a->Dv);
+}
+
 static void oi_attn_decode_run(void *ctx, int64_t begin, int64_t end, int slot) {
-    const oi_attention_f32_args *a = (const oi_attention_f32_args *)ctx;
-    const int64_t group = a->Hq / a->Hk, rows = group * a->Sq;
-    float *acc = a->scratch + (int64_t)slot * OI_ATTN_SCRATCH_FLOATS(a->Sk);
-    float s[OI_ATTN_KEYS], p[OI_ATTN_KEYS], m[OI_ATTN_MAX_GROUP], l[OI_ATTN_MAX_GROUP];
-    int64_t hk, r, j0, j, e;
-    for (hk = begin; hk < end; hk++) {
-        const float *K = a->k + hk * a->k_h, *V = a->v + hk * a->v_h;
+    const oi_attn_decode_ctx *c = (const oi_attn_decode_ctx *)ctx;
+    const oi_attention_f32_args *a = c->a;
+    const int64_t per_head = (a->Hq / a->Hk) * a->Sq, rows = a->Hq * a->Sq;
+    int64_t unit, r, b, e, hk;
+    (void)slot;
+    for (unit = begin; unit < end; unit++) {
+        const int64_t j0 = unit * OI_ATTN_SPLIT, j1 = oi_min64(a->Sk, j0 + OI_ATTN_SPLIT);
+        float *m = oi_attn_partial(c, unit), *l = m + rows, *acc = l + rows;
         for (r = 0; r < rows; r++) {
             m[r] = -INFINITY;
             l[r] = 0.0f;
-            for (e = 0; e < a->Dv; e++) acc[r * a->Dv + e] = 0.0f;
         }
-        for (j0 = 0; j0 < a->Sk; j0 += OI_ATTN_KEYS) {
-            const int64_t nk = oi_min64(OI_ATTN_KEYS, a->Sk - j0);
-            for (r = 0; r < rows; r++) {
-                const int64_t h = hk * group + r / a->Sq, i = r % a->Sq;
-                const float *qr = a->q + h * a->q_h + i * a->q_i;
-                float *out = acc + r * a->Dv, top = -INFINITY;
-                for (j = 0; j < nk; j++) {
-                    s[j] = oi_attn_mask(a, oi_attn_dot(qr, K + (j0 + j) * a->k_j, a->D), h, i, j0 + j);
-                    if (s[j] > top || s[j] != s[j]) top = s[j];
-                }
-                if (top == -INFINITY) continue; /* every key of the block hidden */
-                if (top > m[r] || top != top) {  /* rescale what was summed so far */
-                    const float c = m[r] == -INFINITY ? 0.0f : expf(m[r] - top);
-                    for (e = 0; e < a->Dv; e++) out[e] *= c;
-                    l[r] *= c;
-                    m[r] = top;
-                }
-                l[r] += oi_attn_exp(p, s, nk, m[r]);
-                for (j = 0; j < nk; j++)
-                    if (p[j] != 0.0f) oi_attn_axpy(out, V + (j0 + j) * a->v_j, p[j], a->Dv);
-            }
+        for (e = 0; e < rows * a->Dv; e++) acc[e] = 0.0f;
+        for (b = j0; b < j1; b += OI_ATTN_KEYS)
+            for (hk = 0; hk < a->Hk; hk++)
+                for (r = hk * per_head; r < (hk + 1) * per_head; r += OI_ATTN_MAX_GROUP)
+                    oi_attn_decode_block(a, hk, r, oi_min64(r + OI_ATTN_MAX_GROUP, (hk + 1) * per_head), b,
+                                         oi_min64(OI_ATTN_KEYS, j1 - b), m, l, acc);
+    }
+}
+
+/* The outputs from the units' partial results: per row, the key ranges in order, each
+ * weighed by exp(its maximum - the overall maximum); zeros for a row that sees no key. */
+static void oi_attn_decode_merge(const oi_attn_decode_ctx *c) {
+    const oi_attention_f32_args *a = c->a;
+    const int64_t rows = a->Hq * a->Sq;
+    int64_t r, sp, e;
+    for (r = 0; r < rows; r++) {
+        float *o = a->o + (r / a->Sq) * a->o_h + (r % a->Sq) * a->o_i, top = -INFINITY, total = 0.0f, inv;
+        for (sp = 0; sp < c->splits; sp++) {
+            const float mr = oi_attn_partial(c, sp)[r];
+            if (mr > top || mr != mr) top = mr;
         }
-        for (r = 0; r < rows; r++) {
-            const int64_t h = hk * group + r / a->Sq, i = r % a->Sq;
-            float *o = a->o + h * a->o_h + i * a->o_i;
-            const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-            for (e = 0; e < a->Dv; e++) o[e] = l[r] > 0.0f ? acc[r * a->Dv + e] * inv : 0.0f;
+        for (e = 0; e < a->Dv; e++) o[e] = 0.0f;
+        if (top == -INFINITY) continue;
+        for (sp = 0; sp < c->splits; sp++) {
+            const float *part = oi_attn_partial(c, sp);
+            const float w = part[r] == -INFINITY ? 0.0f : expf(part[r] - top);
+            const float *acc = part + 2 * rows + r * a->Dv;
+            total += part[rows + r] * w;
+            for (e = 0; e < a->Dv; e++) o[e] = OI_FMAF(acc[e], w, o[e]);
         }
+        inv = total > 0.0f ? 1.0f / total : 0.0f;
+        for (e = 0; e < a->Dv; e++) o[e] = total > 0.0f ? o[e] * inv : 0.0f;
     }
 }
 
@@ -245,16 +404,32 @@ static void oi_attn_tiled_run(void *ctx, int64_t begin, int64_t end, int slot) {
     }
 }
 
+/* The decode path's key ranges: OI_ATTN_SPLIT keys each when their partial
+ * results fit in the scratch (one thread's share), else the whole range; 0 when even that
+ * does not fit (the tiled path then). Depends on the shapes alone, never on the threads. */
+static inline int64_t oi_attn_decode_splits(const oi_attention_f32_args *a) {
+    const int64_t per = a->Hq * a->Sq * (2 + a->Dv);
+    const int64_t split = a->Sk > OI_ATTN_SPLIT ? (a->Sk + OI_ATTN_SPLIT - 1) / OI_ATTN_SPLIT : 1;
+    if (a->Sq >= OI_ATTN_DECODE_ROWS) return 0;
+    if (per * split <= OI_ATTN_SCRATCH_FLOATS(a->Sk)) return split;
+    return per <= OI_ATTN_SCRATCH_FLOATS(a->Sk) ? 1 : 0;
+}
+
 /* Attention for one batch entry (see the top of this file), split over the threads. */
 static inline void oi_attention_f32(const oi_attention_f32_args *a) {
     const double work = (double)a->Hq * (double)a->Sq * (double)a->Sk * (double)(a->D + a->Dv);
+    oi_attn_decode_ctx c;
     if (a->Hq <= 0 || a->Sq <= 0) return;
-    if (a->Sq < OI_ATTN_DECODE_ROWS && (a->Hq / a->Hk) * a->Sq <= OI_ATTN_MAX_GROUP &&
-        (a->Hq / a->Hk) * a->Sq * a->Dv <= OI_ATTN_SCRATCH_FLOATS(a->Sk))
-        oi_parallel_work(a->Hk, work, oi_attn_decode_run, (void *)a);
-    else
+    c.a = a;
+    c.splits = oi_attn_decode_splits(a);
+    c.part = a->scratch;
+    if (c.splits > 0) {
+        oi_parallel_work(c.splits, work, oi_attn_decode_run, (void *)&c);
+        oi_attn_decode_merge(&c);
+    } else {
         oi_parallel_work(a->Hq * ((a->Sq + OI_ATTN_TILE_ROWS - 1) / OI_ATTN_TILE_ROWS), work,
                          oi_attn_tiled_run, (void *)a);
+    }
 }
 
 #endif /* OI_ATTENTION_H */

@@ -539,6 +539,42 @@ static int auto_reset(oi_table *t, const oi_sel *sel, int nsel) {
     return OI_OK;
 }
 
+/* Zero the entries of a plain table inside the box of `counts` (every entry that can hold
+   data: storage beyond the counts is always zero), those not in the box of `kept` (NULL:
+   none), one memset per run of the last table axis; nothing else of the storage is touched,
+   so pages never written stay unallocated. Not journaled. */
+static void table_zero_box(oi_table *t, const int64_t *counts, const int64_t *kept) {
+    int64_t entry = 1, idx[OI_MAX_DIMS], rows = 1, r;
+    const int last = t->n_idx - 1;
+    size_t chunk;
+    int a;
+    for (a = 0; a < t->entry_nd; a++) entry *= t->entry[a];
+    chunk = (size_t)entry * t->elem;
+    if (t->n_idx == 0) return;
+    for (a = 0; a < last; a++) { rows *= counts[a]; idx[a] = 0; }
+    if (counts[last] <= 0) return;
+    for (r = 0; r < rows; r++) {
+        int64_t off = 0, from = 0;
+        int inside = kept != NULL;
+        for (a = 0; a < last; a++) {
+            off = off * t->caps[a] + idx[a];
+            if (kept && idx[a] >= kept[a]) inside = 0;
+        }
+        if (inside) from = kept[last] < counts[last] ? kept[last] : counts[last];
+        off = off * t->caps[last] + from;
+        if (from < counts[last])
+            memset((unsigned char *)t->data + (size_t)off * chunk, 0, (size_t)(counts[last] - from) * chunk);
+        for (a = last - 1; a >= 0; a--) { if (++idx[a] < counts[a]) break; idx[a] = 0; }
+    }
+}
+
+void oi_table_clear(oi_table *t, size_t nbytes) {
+    int a;
+    if (t->autod) memset(t->data, 0, nbytes);
+    else table_zero_box(t, t->counts, NULL);
+    for (a = 0; a < t->n_idx; a++) t->counts[a] = 0;
+}
+
 void oi_table_begin(oi_table *t) {
     int a;
     for (a = 0; a < t->n_idx; a++) t->saved[a] = t->counts[a];
@@ -566,20 +602,10 @@ int oi_journal_rollback(oi_journal *j, oi_table *const *tables, int n_tables) {
     }
     for (i = 0; i < n_tables; i++) {
         oi_table *t = tables[i];
-        int64_t entry = 1, total = 1, e, idx[OI_MAX_DIMS];
         int a;
-        size_t chunk;
-        if (t->autod) { /* every overwritten row was journaled: the replay restored it all */
-            for (a = 0; a < t->n_idx; a++) t->counts[a] = t->saved[a];
-            continue;
-        }
-        for (a = 0; a < t->entry_nd; a++) entry *= t->entry[a];
-        chunk = (size_t)entry * t->elem;
-        for (a = 0; a < t->n_idx; a++) { total *= t->caps[a]; idx[a] = 0; }
-        for (e = 0; e < total; e++) {
-            if (!existed(t, idx)) memset((unsigned char *)t->data + (size_t)e * chunk, 0, chunk);
-            for (a = t->n_idx - 1; a >= 0; a--) { if (++idx[a] < t->caps[a]) break; idx[a] = 0; }
-        }
+        if (!t->autod) /* zero the entries appended during the step (the only ones outside saved) */
+            table_zero_box(t, t->counts, t->saved);
+        /* (@auto_dim tables: every overwritten row was journaled: the replay restored it all) */
         for (a = 0; a < t->n_idx; a++) t->counts[a] = t->saved[a];
     }
     j->used = 0;
@@ -683,7 +709,7 @@ int oi_table_write(oi_table *t, const oi_sel *sel, int nsel, const oi_tensor *sr
 }
 
 int oi_table_load(oi_table *t, const void *data, const int64_t *counts) {
-    int64_t entry = 1, total = 1, slots = 1, k, idx[OI_MAX_DIMS];
+    int64_t entry = 1, total = 1, k, idx[OI_MAX_DIMS];
     size_t row;
     int a;
     if (t->autod) {
@@ -701,12 +727,11 @@ int oi_table_load(oi_table *t, const void *data, const int64_t *counts) {
             return OI_ERR_CACHE_FULL;
         }
         total *= counts[a];
-        slots *= t->caps[a];
         idx[a] = 0;
     }
     for (a = 0; a < t->entry_nd; a++) entry *= t->entry[a];
     row = (size_t)entry * t->elem;
-    memset(t->data, 0, (size_t)slots * row);
+    table_zero_box(t, t->counts, NULL);
     for (k = 0; k < total; k++) {
         int64_t slot = 0;
         for (a = 0; a < t->n_idx; a++) slot = slot * t->caps[a] + idx[a];

@@ -150,6 +150,11 @@ typedef struct {
    entries appended during the step (storage beyond the counts is always zero), restore the
    counts. Returns 0 when the journal overflowed (the state could not be fully restored). */
 void oi_table_begin(oi_table *t);
+/* Empty a table (oi_init, oi_reset): zero the entries its counts cover (only those can hold
+   data; the rest of its storage, never written, is not touched: its pages stay unallocated
+   in a fresh arena), then the counts. `nbytes`: its storage, zeroed whole for @auto_dim
+   tables. */
+void oi_table_clear(oi_table *t, size_t nbytes);
 int oi_journal_rollback(oi_journal *j, oi_table *const *tables, int n_tables);
 
 /* One index of a cache access: a scalar (kind 0) or a slice with optional bounds (kind 1). */

@@ -255,8 +255,7 @@ static void oi_bind(void) {
     TB_A.elem = 4;
     TB_A.data = A + 0;
     TB_A.name = "A";
-    memset(A + 0, 0, 320);
-    memset(TN_A, 0, sizeof TN_A);
+    oi_table_clear(&TB_A, 320);
 }
 
 int oi_init(const char *oinf_path) {
@@ -419,8 +418,7 @@ int oi_reset(void) {
     int rc = OI_OK;
     if (!oi_ready) { oi_set_error("oi_reset before oi_init"); return OI_ERR_STATE; }
     OI_TRY(oi_init_count(), "reset count");
-    memset(TB_A.data, 0, 320);
-    memset(TN_A, 0, sizeof TN_A);
+    oi_table_clear(&TB_A, 320);
     return OI_OK;
     goto fail;
 fail:
