@@ -62,6 +62,7 @@ from openinfer_jax.onnx.converters import (  # noqa: E402, F401
     movement,
     nn,
     numeric,
+    placement,
     quant,
     recurrent,
     reduce,
