@@ -9,6 +9,7 @@ in 3 rounds of 12 steps, and keeps the lower quartile of each round's best. Usag
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 import time
@@ -43,7 +44,9 @@ def _cpu_ms(fn: Callable[[], Any], steps: int) -> float:
 
 def main(argv: list[str]) -> int:
     """Print simulator vs jax.jit CPU ms per decode step at each context."""
-    contexts = [int(c) for c in argv] or [128, 1024]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("contexts", nargs="*", type=int, default=[128, 1024], help="contexts")
+    contexts = parser.parse_args(argv).contexts
     cfg = Config(layers=12, d=768, heads=12)
     steps, rounds = 12, 3
     with tempfile.TemporaryDirectory() as tmp:
