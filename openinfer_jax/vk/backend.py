@@ -47,6 +47,9 @@ __all__ = ["DeviceTensor", "VulkanBackend", "vulkan_available"]
 _SERIALS = itertools.count()
 _MAX_BATCH = 256  # dispatches per submission before the batch is flushed
 _POOL_BYTES = 256 << 20  # free buffers kept for reuse (OPENINFER_VK_POOL_MB overrides)
+# Pipelines kept (OPENINFER_VK_PIPELINES overrides): a repeating step needs two per dispatch
+# (its results alternate between two buffers); one holds about 1.5-2.5 MB on lavapipe.
+_PIPELINES = 256
 _PLAN_CACHE = 4096  # op plans and selections kept (cleared when full)
 _FEATURE_NAMES = {"shader_int64": "shaderInt64", "shader_float64": "shaderFloat64"}
 _INSTALL_KP = (
@@ -132,6 +135,20 @@ class _Pipeline:
     sequences: dict[bytes, Any] = field(default_factory=dict)
 
 
+def _env_int(name: str, default: int) -> int:
+    """A non-negative integer setting from the environment.
+
+    Raises:
+        BackendError: the variable is set but is not a non-negative integer.
+    """
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    if not text.isdigit():
+        raise BackendError(f"{name}={text!r}: expected a non-negative integer")
+    return int(text)
+
+
 def _frozen(value: Any) -> Any:
     """A hashable stand-in for a param value (type-tagged: 1, 1.0 and True differ)."""
     if isinstance(value, Mapping):
@@ -209,9 +226,8 @@ class VulkanBackend:
         #: Dispatches recorded and queue submissions made (a batch is one submission).
         self.dispatch_count = 0
         self.submit_count = 0
-        self._pipelines = PipelineCache()
-        pool_mb = os.environ.get("OPENINFER_VK_POOL_MB")
-        limit = int(pool_mb) << 20 if pool_mb and pool_mb.isdigit() else _POOL_BYTES
+        self._pipelines = PipelineCache(_env_int("OPENINFER_VK_PIPELINES", _PIPELINES))
+        limit = _env_int("OPENINFER_VK_POOL_MB", _POOL_BYTES >> 20) << 20
         self._pool = BufferPool(limit, self._pipelines.forget_buffer)
         self._spirv: dict[str, tuple[bytes, bytes]] = {}  # source -> (SPIR-V, digest)
         self._site = 0  # allocations since `begin_step`: the pool's site of the next one

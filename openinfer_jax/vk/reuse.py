@@ -31,7 +31,7 @@ __all__ = ["BufferPool", "PipelineCache"]
 class PipelineCache:
     """Algorithms by key (kernel digest, buffer ids, grid, push words), at most `capacity`."""
 
-    def __init__(self, capacity: int = 512) -> None:
+    def __init__(self, capacity: int = 256) -> None:
         self.capacity = capacity
         self._entries: OrderedDict[Hashable, Any] = OrderedDict()
         self._by_buffer: dict[int, set[Hashable]] = {}
