@@ -98,23 +98,24 @@ def test_scan_is_unrolled(tmp_path: Path) -> None:
     np.testing.assert_allclose(got["ys"], np.stack(ys, axis=1), rtol=1e-6)
 
 
-def test_scan_of_opset_8_is_refused_naming_the_node() -> None:
+def test_scan_of_opset_8_with_short_sequences_is_refused_naming_the_node() -> None:
     body = helper.make_graph(
         [helper.make_node("Add", ["s_in", "x_t"], ["s_out"])],
         "body",
-        [tensor_info("s_in", FLOAT, [1, 2]), tensor_info("x_t", FLOAT, [1, 2])],
-        [tensor_info("s_out", FLOAT, [1, 2])],
+        [tensor_info("s_in", FLOAT, [2]), tensor_info("x_t", FLOAT, [2])],
+        [tensor_info("s_out", FLOAT, [2])],
     )
     node = helper.make_node(
-        "Scan", ["", "s0", "x"], ["s_final"], name="scan8", body=body, num_scan_inputs=1
+        "Scan", ["lens", "s0", "x"], ["s_final"], name="scan8", body=body, num_scan_inputs=1
     )
     model = make_model(
         [node],
         [tensor_info("s0", FLOAT, [1, 2]), tensor_info("x", FLOAT, [1, 3, 2])],
         [tensor_info("s_final", FLOAT, [1, 2])],
+        initializers={"lens": np.array([2], np.int32)},
         opset=8,
     )
-    with pytest.raises(OnnxImportError, match=r"scan8.*Scan before opset 9"):
+    with pytest.raises(OnnxImportError, match=r"scan8.*sequence_lens shorter"):
         import_model(model)
 
 

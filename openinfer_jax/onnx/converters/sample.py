@@ -190,3 +190,99 @@ def _taps(
             index = ops("mul", index, ops.ctx.constant(np.asarray(stride, np.int64), DType.I64))
         taps.append((index, weight))
     return taps
+
+
+def _roi_axis(ops: _Ops, v: Tensor, size: int) -> list[tuple[Tensor, Tensor]]:
+    """RoiAlign's two taps along one axis: (index as i64, weight), ONNX's edge rules."""
+    ctx = ops.ctx
+    valid = ops("cast", ops("and", ops("ge", v, ops.c(-1.0)), ops("le", v, ops.c(float(size)))),
+                to=ops.dtype)  # fmt: skip
+    v = ops("clamp", v, min=0.0)
+    low = ops("floor", v)
+    edge = ops("ge", low, ops.c(size - 1.0))
+    last = ops.c(size - 1.0)
+    high = ops("where", edge, last, ops.axpb(low, 1.0, 1.0))
+    low = ops("where", edge, last, low)
+    v = ops("where", edge, low, v)
+    frac = ops("sub", v, low)
+    taps = []
+    for at, weight in ((low, ops.axpb(frac, -1.0, 1.0)), (high, frac)):
+        index = ctx.emit("cast", [at], hint=ctx.hint(0, "roi_i"), to=DType.I64)
+        taps.append((index, ops("mul", weight, valid)))
+    return taps
+
+
+@converter(
+    "RoiAlign",
+    attrs=("coordinate_transformation_mode", "mode", "output_height", "output_width",
+           "sampling_ratio", "spatial_scale"),
+    becomes="sample coordinates from the boxes, 4 gathers of channel rows, mul, add, "
+    "mean_axis/max_axis over each bin's samples",
+)  # fmt: skip
+def _roi_align(ctx: NodeContext) -> None:
+    shape, rois_shape = ctx.shape(0), ctx.shape(1)
+    if len(shape) != 4 or len(rois_shape) != 2 or rois_shape[1] != 4:
+        raise ctx.error(
+            f"X {list(shape)} / rois {list(rois_shape)}: [N, C, H, W] / [R, 4] expected"
+        )
+    ratio = int(ctx.attr("sampling_ratio", 0))
+    if ratio <= 0:
+        raise ctx.error(
+            "sampling_ratio=0 (adaptive) takes a number of samples that depends on the boxes; "
+            "program shapes are static: give sampling_ratio > 0"
+        )
+    mode = str(ctx.attr("mode", "avg"))
+    half = str(ctx.attr("coordinate_transformation_mode", "half_pixel")) == "half_pixel"
+    oh, ow = int(ctx.attr("output_height", 1)), int(ctx.attr("output_width", 1))
+    scale = float(ctx.attr("spatial_scale", 1.0))
+    n, channels, height, width = shape
+    count = rois_shape[0]
+    ops = _Ops(ctx, ctx.dtype(1))
+    rows = reshape(
+        ctx,
+        ctx.emit("transpose", [ctx.tensor(0)], hint=ctx.hint(0, "cl"), perm=[0, 2, 3, 1]),
+        (n * height * width, channels),
+        hint=ctx.hint(0, "rows"),
+    )
+    rois = ctx.tensor(1)
+    axes = []
+    for k, (size, out, stride) in enumerate(((height, oh, width), (width, ow, 1))):
+        # column 1/3 are y start/end, 0/2 x start/end
+        start = ops.axpb(slice_axis(ctx, rois, 1, 1 - k, 2 - k, ctx.hint(0, "r0")), scale,
+                         -0.5 if half else 0.0)  # fmt: skip
+        end = ops.axpb(slice_axis(ctx, rois, 1, 3 - k, 4 - k, ctx.hint(0, "r1")), scale,
+                       -0.5 if half else 0.0)  # fmt: skip
+        extent = ops("sub", end, start)
+        if not half:
+            extent = ops("clamp", extent, min=1.0)
+        cells = np.repeat(np.arange(out), ratio) + np.tile((np.arange(ratio) + 0.5) / ratio, out)
+        at = ctx.constant(
+            (cells / out)[None, :].astype(ops.dtype.numpy), ops.dtype, ctx.hint(0, "cells")
+        )
+        pos = binary(ctx, "add", start, binary(ctx, "mul", extent, at), hint=ctx.hint(0, "pos"))
+        taps = _roi_axis(ops, pos, size)  # [R, out * ratio] each
+        shaped = (count, out * ratio, 1) if k == 0 else (count, 1, out * ratio)
+        axes.append([
+            (ops("mul", reshape(ctx, i, shaped), ctx.constant(np.asarray(stride, np.int64), DType.I64)),
+             reshape(ctx, w, shaped))
+            for i, w in taps
+        ])  # fmt: skip
+    batch = ctx.emit("cast", [ctx.tensor(2)], hint=ctx.hint(0, "b64"), to=DType.I64)
+    batch = ops("mul", reshape(ctx, batch, (count, 1, 1)),
+                ctx.constant(np.asarray(height * width, np.int64), DType.I64))  # fmt: skip
+    total: Tensor | None = None
+    for (yi, yw), (xi, xw) in itertools.product(*axes):
+        index = binary(ctx, "add", binary(ctx, "add", batch, yi), xi, hint=ctx.hint(0, "idx"))
+        weight = binary(ctx, "mul", yw, xw, hint=ctx.hint(0, "w"))  # [R, oh*r, ow*r]
+        picked = ctx.emit("gather", [rows, index], hint=ctx.hint(0, "tap"))  # [R, ., ., C]
+        weight = reshape(ctx, weight, (count, oh * ratio, ow * ratio, 1))
+        value = binary(ctx, "mul", picked, weight, hint=ctx.hint(0, "wtap"))
+        if total is None:
+            total = value
+        else:
+            total = ops("add" if mode == "avg" else "max", total, value)
+    assert total is not None
+    bins = reshape(ctx, total, (count, oh, ratio, ow, ratio, channels), hint=ctx.hint(0, "bins"))
+    pooled = ctx.emit("mean_axis" if mode == "avg" else "max_axis", [bins],
+                      hint=ctx.hint(0, "pooled"), axes=[2, 4])  # fmt: skip
+    ctx.set_output(0, ctx.emit("transpose", [pooled], perm=[0, 3, 1, 2]))

@@ -4,10 +4,12 @@ Each iteration binds the body's state inputs to the current states and its scan 
 one slice of each scanned input, imports the body's nodes (as `If` inlines a branch), and
 takes the new states and this iteration's scan outputs from the body's outputs. The scan
 outputs are stacked along their axis at the end. Opset 8's batched form (a leading
-`sequence_lens` input) is not supported.
+`sequence_lens` input, axis 0 a batch) is unrolled per batch item, then per step.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -56,46 +58,23 @@ def _stack(ctx: NodeContext, parts: list[Value], axis: int, hint: str) -> Value:
     becomes="the body's nodes once per sequence step (unrolled), then concat of the scan outputs",
 )
 def _scan(ctx: NodeContext) -> None:
-    if ctx.opset < 9:
-        raise ctx.error(
-            "Scan before opset 9 (with sequence_lens and a batch axis) is not supported"
-        )
     body = ctx.attr("body")
     m = int(ctx.attr("num_scan_inputs"))
+    if ctx.opset < 9:
+        _scan8(ctx, body, m)
+        return
     inputs = [ctx.value(i) for i in range(ctx.input_count)]
     n = len(inputs) - m
-    scanned = inputs[n:]
-    in_axes = list(ctx.attr("scan_input_axes", [0] * m))
-    in_dirs = list(ctx.attr("scan_input_directions", [0] * m))
     k = len(body.output) - n
+    ranks = [len(ctx.shape(n + j)) for j in range(m)]
+    in_axes = [
+        norm_axis(ctx, int(a), r)
+        for a, r in zip(ctx.attr("scan_input_axes", [0] * m), ranks, strict=True)
+    ]
+    in_dirs = list(ctx.attr("scan_input_directions", [0] * m))
     out_axes = list(ctx.attr("scan_output_axes", [0] * k))
     out_dirs = list(ctx.attr("scan_output_directions", [0] * k))
-    ranks = [len(ctx.shape(n + j)) for j in range(m)]
-    in_axes = [norm_axis(ctx, int(a), r) for a, r in zip(in_axes, ranks, strict=True)]
-    lengths = {ctx.shape(n + j)[a] for j, a in enumerate(in_axes)}
-    if len(lengths) != 1:
-        raise ctx.error(f"the scan inputs have different sequence lengths {sorted(lengths)}")
-    steps = lengths.pop()
-    if steps > _MAX_STEPS:
-        raise ctx.error(f"a scan of {steps} steps is too long to unroll (at most {_MAX_STEPS})")
-    if steps == 0:
-        raise ctx.error("a scan over an empty sequence is not supported")
-    importer = ctx.importer
-    states: list[Value] = inputs[:n]
-    collected: list[list[Value]] = [[] for _ in range(k)]
-    for t in range(steps):
-        importer.initializers(body)
-        for i, info in enumerate(body.input[:n]):
-            importer.bind(info.name, states[i])
-        for j, info in enumerate(body.input[n:]):
-            pos = steps - 1 - t if in_dirs[j] else t
-            hint = ctx.hint(0, f"{info.name}_t{pos}")
-            importer.bind(info.name, _step_slice(ctx, scanned[j], in_axes[j], pos, hint))
-        importer.nodes(body.node)
-        results = [importer.values[o.name] for o in body.output]
-        states = results[:n]
-        for j in range(k):
-            collected[j].append(results[n + j])
+    states, collected = _unroll(ctx, body, inputs[:n], inputs[n:], in_axes, in_dirs, "")
     for i in range(n):
         ctx.set_output(i, states[i])
     for j in range(k):
@@ -103,3 +82,66 @@ def _scan(ctx: NodeContext) -> None:
         rank = len(parts[0].array.shape if isinstance(parts[0], Const) else parts[0].shape)
         axis = norm_axis(ctx, int(out_axes[j]), rank + 1)
         ctx.set_output(n + j, _stack(ctx, parts, axis, ctx.hint(n + j)))
+
+
+def _scan8(ctx: NodeContext, body: Any, m: int) -> None:
+    """Opset 8's Scan: axis 0 of every input is a batch, scanned over axis 1, one batch
+    item at a time (`sequence_lens`, if given, must be the full length)."""
+    inputs = [ctx.value(i) for i in range(1, ctx.input_count)]
+    n = len(inputs) - m
+    k = len(body.output) - n
+    dirs = list(ctx.attr("directions", [0] * m))
+    batch = ctx.shape(1)[0]
+    if ctx.has(0):
+        lens = np.asarray(ctx.const(0, "sequence_lens"))
+        if not np.all(lens == ctx.shape(1 + n)[1]):
+            raise ctx.error("sequence_lens shorter than the sequence are not supported")
+    finals: list[list[Value]] = [[] for _ in range(n)]
+    outputs: list[list[Value]] = [[] for _ in range(k)]
+    for b in range(batch):
+        items = [_step_slice(ctx, v, 0, b, ctx.hint(0, f"b{b}_{i}")) for i, v in enumerate(inputs)]
+        states, collected = _unroll(ctx, body, items[:n], items[n:], [0] * m, dirs, f"b{b}_")
+        for i in range(n):
+            finals[i].append(states[i])
+        for j in range(k):
+            outputs[j].append(_stack(ctx, collected[j], 0, ctx.hint(n + j, f"b{b}")))
+    for i in range(n):
+        ctx.set_output(i, _stack(ctx, finals[i], 0, ctx.hint(i)))
+    for j in range(k):
+        ctx.set_output(n + j, _stack(ctx, outputs[j], 0, ctx.hint(n + j)))
+
+
+def _unroll(
+    ctx: NodeContext, body: Any, states: list[Value], scanned: list[Value], in_axes: list[int],
+    in_dirs: list[int], tag: str,
+) -> tuple[list[Value], list[list[Value]]]:  # fmt: skip
+    """The body once per step: (final states, each scan output's per-step values)."""
+    lengths = {_shape(v)[a] for v, a in zip(scanned, in_axes, strict=True)}
+    if len(lengths) != 1:
+        raise ctx.error(f"the scan inputs have different sequence lengths {sorted(lengths)}")
+    steps = lengths.pop()
+    if steps > _MAX_STEPS:
+        raise ctx.error(f"a scan of {steps} steps is too long to unroll (at most {_MAX_STEPS})")
+    if steps == 0:
+        raise ctx.error("a scan over an empty sequence is not supported")
+    n = len(states)
+    importer = ctx.importer
+    collected: list[list[Value]] = [[] for _ in range(len(body.output) - n)]
+    for t in range(steps):
+        importer.initializers(body)
+        for i, info in enumerate(body.input[:n]):
+            importer.bind(info.name, states[i])
+        for j, info in enumerate(body.input[n:]):
+            pos = steps - 1 - t if in_dirs[j] else t
+            hint = ctx.hint(0, f"{tag}{info.name}_t{pos}")
+            importer.bind(info.name, _step_slice(ctx, scanned[j], in_axes[j], pos, hint))
+        importer.nodes(body.node)
+        results = [importer.values[o.name] for o in body.output]
+        states = results[:n]
+        for j, part in enumerate(results[n:]):
+            collected[j].append(part)
+    return states, collected
+
+
+def _shape(value: Value) -> tuple[int, ...]:
+    return tuple(value.array.shape) if isinstance(value, Const) else value.shape
