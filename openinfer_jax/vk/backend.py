@@ -116,6 +116,13 @@ class DeviceTensor:
         """The same buffer seen as another dtype/shape of the same words."""
         return DeviceTensor(dtype, shape, self.handle, self.words, buffer=self.buffer, base=self)
 
+    # A copy is a view: two owners would give the one buffer back to the pool twice.
+    def __copy__(self) -> DeviceTensor:
+        return self.view(self.dtype, self.shape)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> DeviceTensor:
+        return self.view(self.dtype, self.shape)
+
     @property
     def numel(self) -> int:
         """Number of elements."""

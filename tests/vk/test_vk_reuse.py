@@ -4,6 +4,7 @@ persistent variable, an input of a later op of the same step)."""
 
 from __future__ import annotations
 
+import copy
 import gc
 from pathlib import Path
 
@@ -58,6 +59,16 @@ def test_live_tensors_views_and_pending_inputs_are_never_reused(own: VulkanBacke
         own.zero_fill(t)
     np.testing.assert_array_equal(own.download(a), x)
     np.testing.assert_array_equal(own.download(out), -(x + 100))
+
+
+def test_a_copy_keeps_its_buffer_from_the_pool(own: VulkanBackend) -> None:
+    t = _f32(own, np.arange(16, dtype=np.float32))
+    twin = copy.deepcopy(copy.copy(t))
+    buffer = t.buffer
+    del t
+    gc.collect()
+    assert own.empty(DType.F32, (16,)).buffer != buffer  # the copy still holds it
+    np.testing.assert_array_equal(own.download(twin), np.arange(16, dtype=np.float32))
 
 
 def test_a_repeated_step_reuses_its_buffers_and_pipelines(own: VulkanBackend) -> None:
