@@ -106,11 +106,10 @@ static void oi_dc_copy(const oi_conv_geom *g, const float *restrict plane, float
 static inline void oi_dc_store(float *p, oi_vf v, int64_t n) {
     if (n >= OI_VL) {
         oi_vstore(p, v);
-    } else if (n > 0) { /* lane by lane: a memcpy of a variable size is a library call */
+    } else if (n > 0) {
         float lane[OI_VL];
-        int64_t u;
         oi_vstore(lane, v);
-        for (u = 0; u < n; u++) p[u] = lane[u];
+        oi_copy_short(p, lane, n);
     }
 }
 
@@ -194,42 +193,95 @@ OI_DC_INLINE void oi_dc_rows4(const int KH, const int SH, const float *restrict 
     oi_dc_store(out + 3 * ow, a30, ow - ox);
     oi_dc_store(out + 3 * ow + OI_VL, a31, ow - ox - OI_VL);
 }
-#define OI_DC_ROWS4(KH, SH)                                                                              \
-    static OI_VEC_FN void oi_dc_rows4_##KH##_##SH(const float *pp, int64_t width, const int64_t *coff,  \
-                                                   int64_t cols, int64_t KW, const float *wc, int64_t oy0, \
-                                                   int64_t ox, float bias, int has_bias, float *out,       \
-                                                   int64_t ow) {                                           \
-        oi_dc_rows4(KH, SH, pp, width, coff, cols, KW, wc, oy0, ox, bias, has_bias, out, ow);              \
+/* The same for rows of at most one vector (OW <= OI_VL, a 7 x 7 image; row stride 1): up to
+ * eight rows (`nrows`) of one vector each, at column 0. */
+#define OI_DC_R8(r)                                                                    \
+    if ((r) < nrows && i >= (r) * SH && i - (r) * SH < KH) acc##r = OI_VFMA(w[i - (r) * SH], d, acc##r);
+#define OI_DC_P8(r)                                                                    \
+    if ((r) < nrows) oi_dc_store(out + (oy0 + (r)) * ow, has_bias ? OI_VADD(acc##r, oi_vsplat(bias)) : acc##r, ow);
+OI_DC_INLINE void oi_dc_rows8(const int KH, const int SH, const float *restrict pp, int64_t width,
+                              const int64_t *restrict coff, int64_t cols, int64_t KW,
+                              const float *restrict wc, int64_t oy0, int64_t nrows, float bias, int has_bias,
+                              float *restrict out, int64_t ow) {
+    oi_vf acc0 = oi_vzero(), acc1 = oi_vzero(), acc2 = oi_vzero(), acc3 = oi_vzero();
+    oi_vf acc4 = oi_vzero(), acc5 = oi_vzero(), acc6 = oi_vzero(), acc7 = oi_vzero();
+    const int64_t need = (nrows - 1) * SH + KH; /* input rows the nrows output rows read */
+    int64_t q;
+    int i;
+    for (q = 0; q < cols; q++) {
+        const float *base = pp + coff[q] + oy0 * SH * width;
+        const float *wq = wc + (q / KW) * KH * KW + q % KW;
+        oi_vf w[5];
+        OI_DC_UNROLL
+        for (i = 0; i < KH; i++) w[i] = oi_vsplat(wq[i * KW]);
+        OI_DC_UNROLL
+        for (i = 0; i < 7 * SH + KH; i++) {
+            oi_vf d;
+            if (i >= need) break;
+            d = oi_vload(base + i * width);
+            OI_DC_R8(0) OI_DC_R8(1) OI_DC_R8(2) OI_DC_R8(3) OI_DC_R8(4) OI_DC_R8(5) OI_DC_R8(6) OI_DC_R8(7)
+        }
+    }
+    OI_DC_P8(0) OI_DC_P8(1) OI_DC_P8(2) OI_DC_P8(3) OI_DC_P8(4) OI_DC_P8(5) OI_DC_P8(6) OI_DC_P8(7)
+}
+
+/* Blocks of rows for one output channel: four rows x two vectors starting at column ox, or
+ * (rows of at most one vector) up to eight rows of one vector, `ox` ignored. */
+typedef void (*oi_dc_rows_fn)(const float *, int64_t, const int64_t *, int64_t, int64_t, const float *, int64_t,
+                              int64_t, int64_t, float, int, float *, int64_t);
+#define OI_DC_ROWS4(KH, SH)                                                                                   \
+    static OI_VEC_FN void oi_dc_rows4_##KH##_##SH(const float *pp, int64_t width, const int64_t *coff,       \
+                                                   int64_t cols, int64_t KW, const float *wc, int64_t oy0,      \
+                                                   int64_t oh, int64_t ox, float bias, int has_bias, float *out, \
+                                                   int64_t ow) {                                                \
+        (void)oh;                                                                                               \
+        oi_dc_rows4(KH, SH, pp, width, coff, cols, KW, wc, oy0, ox, bias, has_bias, out, ow);                   \
+    }
+#define OI_DC_ROWS8(KH, SH)                                                                                   \
+    static OI_VEC_FN void oi_dc_rows8_##KH##_##SH(const float *pp, int64_t width, const int64_t *coff,       \
+                                                   int64_t cols, int64_t KW, const float *wc, int64_t oy0,      \
+                                                   int64_t oh, int64_t ox, float bias, int has_bias, float *out, \
+                                                   int64_t ow) {                                                \
+        (void)ox;                                                                                               \
+        oi_dc_rows8(KH, SH, pp, width, coff, cols, KW, wc, oy0, oi_min64(8, oh - oy0), bias, has_bias, out, ow); \
     }
 OI_DC_ROWS4(3, 1)
 OI_DC_ROWS4(3, 2)
 OI_DC_ROWS4(5, 1)
 OI_DC_ROWS4(5, 2)
-typedef void (*oi_dc_rows4_fn)(const float *, int64_t, const int64_t *, int64_t, int64_t, const float *, int64_t,
-                               int64_t, float, int, float *, int64_t);
+OI_DC_ROWS8(3, 1)
+OI_DC_ROWS8(5, 1)
 
-/* The row-reuse kernel for this geometry, or NULL (then every row takes oi_dc_group). */
-static oi_dc_rows4_fn oi_dc_rows4_for(const oi_conv_geom *g) {
-    if (g->DH != 1 || g->OW <= OI_VL || g->OH < 4) return NULL;
-    if (g->KH == 3) return g->SH == 1 ? oi_dc_rows4_3_1 : (g->SH == 2 ? oi_dc_rows4_3_2 : NULL);
-    if (g->KH == 5) return g->SH == 1 ? oi_dc_rows4_5_1 : (g->SH == 2 ? oi_dc_rows4_5_2 : NULL);
+/* The row-block kernel for this geometry, or NULL (then every row takes oi_dc_group). */
+static oi_dc_rows_fn oi_dc_rows_for(const oi_conv_geom *g) {
+    const int narrow = g->OW <= OI_VL;
+    /* (narrow rows with row stride 2: nineteen input rows per block, not unrolled; slower) */
+    if (g->DH != 1 || (!narrow && g->OH < 4) || (narrow && g->SH != 1)) return NULL;
+    if (g->KH == 3 && g->SH == 1) return narrow ? oi_dc_rows8_3_1 : oi_dc_rows4_3_1;
+    if (g->KH == 3 && g->SH == 2) return oi_dc_rows4_3_2;
+    if (g->KH == 5 && g->SH == 1) return narrow ? oi_dc_rows8_5_1 : oi_dc_rows4_5_1;
+    if (g->KH == 5 && g->SH == 2) return oi_dc_rows4_5_2;
     return NULL;
 }
 
 /* One output channel from its group's copies `pp` (row oy, column ox of the output reads
- * pp + oy * SH * width + ox + off[t]): blocks of four rows on `rows4` when there is one
- * (column offsets `coff`), the other rows eight vectors of outputs at a time (the last
- * group padded with vectors that store nothing). */
+ * pp + oy * SH * width + ox + off[t]): blocks of rows on `rows` when there is one (column
+ * offsets `coff`), the other rows eight vectors of outputs at a time (the last group padded
+ * with vectors that store nothing). */
 static void oi_dc_channel(const oi_conv_geom *g, const float *pp, int64_t width, const int64_t *off,
-                          const int64_t *coff, oi_dc_rows4_fn rows4, const float *wc, int64_t taps, float bias,
+                          const int64_t *coff, oi_dc_rows_fn rows, const float *wc, int64_t taps, float bias,
                           int has_bias, float *out) {
     int64_t src[8], cnt[8], oy = 0, ox;
     float *dst[8];
     int n = 0;
-    if (rows4)
+    if (rows && g->OW <= OI_VL) {
+        for (; oy < g->OH; oy += 8) rows(pp, width, coff, taps / g->KH, g->KW, wc, oy, g->OH, 0, bias, has_bias, out, g->OW);
+        return;
+    }
+    if (rows)
         for (; oy + 4 <= g->OH; oy += 4)
             for (ox = 0; ox < g->OW; ox += 2 * OI_VL)
-                rows4(pp, width, coff, taps / g->KH, g->KW, wc, oy, ox, bias, has_bias, out, g->OW);
+                rows(pp, width, coff, taps / g->KH, g->KW, wc, oy, g->OH, ox, bias, has_bias, out, g->OW);
     for (; oy < g->OH; oy++)
         for (ox = 0; ox < g->OW; ox += OI_VL) {
             src[n] = oy * g->SH * width + ox;
@@ -262,7 +314,7 @@ static void oi_dwconv_run(void *ctx, int64_t begin, int64_t end, int slot) {
                        taps <= OI_DW_MAX_TAPS;
     float *pp = padded ? a->pack + (int64_t)slot * a->pack_floats : NULL;
     int64_t unit, oy, ox, c, t, off[OI_DW_MAX_TAPS], coff[OI_DW_MAX_TAPS], held = -1;
-    const oi_dc_rows4_fn rows4 = padded ? oi_dc_rows4_for(g) : NULL;
+    const oi_dc_rows_fn blocks = padded ? oi_dc_rows_for(g) : NULL;
     if (padded) {
         memset(pp, 0, sizeof(float) * (size_t)oi_dw_scratch_floats(g, a->pad_h, a->pad_w));
         for (t = 0; t < taps; t++) {
@@ -283,7 +335,7 @@ static void oi_dwconv_run(void *ctx, int64_t begin, int64_t end, int slot) {
                     oi_dc_copy(g, a->x + (image_group * g->C + c) * plane_in, pp + c * chan, rows, width);
                 held = image_group;
             }
-            oi_dc_channel(g, pp, width, off, coff, rows4, wc, taps, a->bias ? a->bias[m] : 0.0f, a->bias != NULL,
+            oi_dc_channel(g, pp, width, off, coff, blocks, wc, taps, a->bias ? a->bias[m] : 0.0f, a->bias != NULL,
                           out);
         } else { /* depthwise without scratch */
             const float b = a->bias ? a->bias[m] : 0.0f;

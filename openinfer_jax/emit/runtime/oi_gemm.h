@@ -343,8 +343,7 @@ static void oi_gemm_edge_f32(int64_t kc, const float *a, int64_t lda, const floa
     if (bias)
         for (jj = 0; jj < OI_NR; jj++) pad[jj] = jj < nr ? bias[jj] : 0.0f;
     oi_gemm_micro_f32(kc, a, lda, bp, tile, OI_NR, load, bias ? pad : NULL, rbias ? rpad : NULL);
-    for (r = 0; r < mr; r++)
-        for (jj = 0; jj < nr; jj++) c[r * ldc + jj] = tile[r * OI_NR + jj];
+    for (r = 0; r < mr; r++) oi_copy_short(c + r * ldc, tile + r * OI_NR, nr);
 }
 
 /* The same for a panel of at most OI_VL columns (the last panel of a narrow C, such as the
@@ -388,8 +387,7 @@ static void oi_gemm_edge_half_f32(int64_t kc, const float *a, int64_t lda, const
     if (bias)
         for (jj = 0; jj < OI_VL; jj++) pad[jj] = jj < nr ? bias[jj] : 0.0f;
     oi_gemm_micro_half_f32(kc, a, lda, bp, tile, OI_VL, load, bias ? pad : NULL, rbias ? rpad : NULL);
-    for (r = 0; r < mr; r++)
-        for (jj = 0; jj < nr; jj++) c[r * ldc + jj] = tile[r * OI_VL + jj];
+    for (r = 0; r < mr; r++) oi_copy_short(c + r * ldc, tile + r * OI_VL, nr);
 }
 
 /* C[i0 .. i1, j0 .. j1] of the product; `pack` is this thread's scratch. */

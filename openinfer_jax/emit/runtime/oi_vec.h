@@ -161,6 +161,17 @@ static inline oi_vf oi_vexp(oi_vf x) {
 }
 #endif
 
+/* Copy n < 64 floats with fixed-size moves: GCC turns a plain loop into a memcpy library
+ * call, costly for the few floats at the edge of a tile. */
+static inline void oi_copy_short(float *p, const float *s, int64_t n) {
+    if (n & 32) { memcpy(p, s, 128); p += 32; s += 32; }
+    if (n & 16) { memcpy(p, s, 64); p += 16; s += 16; }
+    if (n & 8) { memcpy(p, s, 32); p += 8; s += 8; }
+    if (n & 4) { memcpy(p, s, 16); p += 4; s += 4; }
+    if (n & 2) { memcpy(p, s, 8); p += 2; s += 2; }
+    if (n & 1) *p = *s;
+}
+
 /* Sum of the lanes, pairwise (lane u + lane u + OI_VL/2, ...): a fixed order. */
 static inline float oi_vsum(oi_vf v) {
     float t[OI_VL];
