@@ -110,13 +110,17 @@ static OI_VEC_FN float oi_attn_exp(float *p, const float *s, int64_t n, float m)
     float total, x;
     int64_t j = 0;
     for (; j + OI_VL <= n; j += OI_VL) {
-        float lane[OI_VL];
-        int u;
-        oi_vf e = oi_vexp(OI_VADD(oi_vload(s + j), oi_vsplat(-m)));
-        oi_vstore(lane, e);
-        for (u = 0; u < OI_VL; u++)
-            if (s[j + u] == -INFINITY) lane[u] = 0.0f;
-        e = oi_vload(lane);
+        const oi_vf x = oi_vload(s + j);
+        oi_vf e = oi_vexp(OI_VADD(x, oi_vsplat(-m)));
+#if defined(OI_GNU_VECTORS)
+        e = oi_vselect(x == -INFINITY, oi_vzero(), e);
+#else
+        {
+            int u;
+            for (u = 0; u < OI_VL; u++)
+                if (x.v[u] == -INFINITY) e.v[u] = 0.0f;
+        }
+#endif
         oi_vstore(p + j, e);
         acc = OI_VADD(acc, e);
     }
@@ -163,18 +167,25 @@ static OI_VEC_FN void oi_attn_scores(const float *restrict q, const float *restr
         const float *k[8];
         oi_vf acc[8];
         float t[8];
-        for (u = 0; u < 8; u++) {
-            k[u] = K + oi_min64(j + u, nk - 1) * kj;
-            acc[u] = oi_vzero();
+        k[0] = K + j * kj;
+        for (u = 1; u < 8; u++) k[u] = j + u < nk ? k[u - 1] + kj : k[u - 1];
+        for (u = 0; u < 8; u++) acc[u] = oi_vzero();
+        for (e = 0; e + 2 * OI_VL <= D; e += 2 * OI_VL) { /* two vectors per pass: less loop work */
+            const oi_vf q0 = oi_vload(q + e), q1 = oi_vload(q + e + OI_VL);
+            for (u = 0; u < 8; u++) acc[u] = OI_VFMA(q0, oi_vload(k[u] + e), acc[u]);
+            for (u = 0; u < 8; u++) acc[u] = OI_VFMA(q1, oi_vload(k[u] + e + OI_VL), acc[u]);
         }
-        for (e = 0; e + OI_VL <= D; e += OI_VL) {
+        for (; e + OI_VL <= D; e += OI_VL) {
             const oi_vf qv = oi_vload(q + e);
             for (u = 0; u < 8; u++) acc[u] = OI_VFMA(qv, oi_vload(k[u] + e), acc[u]);
         }
         oi_attn_lane_sums8(acc, t);
         for (; e < D; e++)
             for (u = 0; u < 8; u++) t[u] = OI_FMAF(q[e], k[u][e], t[u]);
-        for (u = 0; u < 8 && j + u < nk; u++) s[j + u] = t[u];
+        if (j + 8 <= nk)
+            memcpy(s + j, t, sizeof t);
+        else
+            for (u = 0; j + u < nk; u++) s[j + u] = t[u];
     }
 }
 
@@ -275,14 +286,14 @@ static inline float *oi_attn_partial(const oi_attn_decode_ctx *c, int64_t unit) 
 static void oi_attn_decode_block(const oi_attention_f32_args *a, int64_t hk, int64_t r0, int64_t r1, int64_t b,
                                  int64_t nk, float *m, float *l, float *acc) {
     float p[OI_ATTN_MAX_GROUP * OI_ATTN_KEYS];
-    const float *V = a->v + hk * a->v_h + b * a->v_j;
+    const float *V = a->v + hk * a->v_h + b * a->v_j, scale = a->scale;
     int64_t r, j, e;
     for (r = r0; r < r1; r++) {
         const int64_t h = r / a->Sq, i = r % a->Sq;
         float *s = p + (r - r0) * OI_ATTN_KEYS, top;
         oi_attn_scores(a->q + h * a->q_h + i * a->q_i, a->k + hk * a->k_h + b * a->k_j, a->k_j, a->D, nk, s);
         if (!a->mask_f && !a->mask_b && (!a->causal || b + nk - 1 <= i + (a->Sk - a->Sq)))
-            for (j = 0; j < nk; j++) s[j] *= a->scale; /* every key of the block seen */
+            for (j = 0; j < nk; j++) s[j] *= scale; /* every key of the block seen */
         else
             for (j = 0; j < nk; j++) s[j] = oi_attn_mask(a, s[j], h, i, b + j);
         top = oi_attn_max(s, nk);
@@ -291,9 +302,9 @@ static void oi_attn_decode_block(const oi_attention_f32_args *a, int64_t hk, int
             continue;
         }
         if (top > m[r] || top != top) { /* rescale what was summed so far */
-            const float scale = m[r] == -INFINITY ? 0.0f : expf(m[r] - top);
-            for (e = 0; e < a->Dv; e++) acc[r * a->Dv + e] *= scale;
-            l[r] *= scale;
+            const float c = m[r] == -INFINITY ? 0.0f : expf(m[r] - top);
+            for (e = 0; e < a->Dv; e++) acc[r * a->Dv + e] *= c;
+            l[r] *= c;
             m[r] = top;
         }
         l[r] += oi_attn_exp(s, s, nk, m[r]);
