@@ -286,3 +286,84 @@ def _roi_align(ctx: NodeContext) -> None:
     pooled = ctx.emit("mean_axis" if mode == "avg" else "max_axis", [bins],
                       hint=ctx.hint(0, "pooled"), axes=[2, 4])  # fmt: skip
     ctx.set_output(0, ctx.emit("transpose", [pooled], perm=[0, 3, 1, 2]))
+
+
+@converter(
+    "DeformConv",
+    attrs=("dilations", "group", "kernel_shape", "offset_group", "pads", "strides"),
+    becomes="bilinear taps at the offset positions (GridSample's), gathers of channel rows, "
+    "mask, linear with the kernel",
+)
+def _deform_conv(ctx: NodeContext) -> None:
+    shape, w_shape, off_shape = ctx.shape(0), ctx.shape(1), ctx.shape(2)
+    if len(shape) != 4:
+        raise ctx.error(f"X {list(shape)}: only 2-d deformable convolution is supported")
+    if int(ctx.attr("group", 1)) != 1:
+        raise ctx.error("group > 1 is not supported (offset_group is)")
+    n, channels, height, width = shape
+    out_c, _, kh, kw = w_shape
+    kernel = (kh, kw)
+    groups = int(ctx.attr("offset_group", 1))
+    dil = list(ctx.attr("dilations", [1, 1]))
+    strides = list(ctx.attr("strides", [1, 1]))
+    pads = list(ctx.attr("pads", [0, 0, 0, 0]))
+    oh, ow = off_shape[2:]
+    taps_k = kh * kw
+    if channels % groups or off_shape[1] != groups * taps_k * 2:
+        raise ctx.error(
+            f"offset {list(off_shape)} does not fit offset_group {groups}, kernel {kernel}"
+        )
+    ops = _Ops(ctx, ctx.dtype(0))
+    rows = reshape(
+        ctx,
+        ctx.emit("transpose", [ctx.tensor(0)], hint=ctx.hint(0, "cl"), perm=[0, 2, 3, 1]),
+        (n * height * width, channels),
+        hint=ctx.hint(0, "rows"),
+    )
+    grid = (n, groups, taps_k, oh, ow)
+    offsets = reshape(ctx, ctx.value(2), (n, groups, taps_k, 2, oh, ow), hint=ctx.hint(0, "off"))
+    axes = []
+    for a, (size, stride) in enumerate(((height, width), (width, 1))):
+        out = (oh, ow)[a]
+        pos = np.arange(out) * strides[a] - pads[a]  # the window's first row/column
+        tap = np.arange(kernel[a]) * dil[a]
+        base = tap[:, None] + pos[None, :]  # [k_a, out_a]
+        if a == 0:
+            base = np.repeat(base[:, None, :, None], kw, axis=1).reshape(taps_k, oh, 1)
+        else:
+            base = np.tile(base[None, :, None, :], (kh, 1, 1, 1)).reshape(taps_k, 1, ow)
+        part = reshape(ctx, slice_axis(ctx, offsets, 3, a, a + 1, ctx.hint(0, "o")), grid)
+        at = ctx.constant(base[None, None].astype(ops.dtype.numpy), ops.dtype, ctx.hint(0, "base"))
+        coord = binary(ctx, "add", part, at, hint=ctx.hint(0, f"at{a}"))
+        axes.append(_taps(ops, coord, "linear", "zeros", size, 0.0, size - 1.0, stride))
+    base_rows = ctx.constant(
+        (np.arange(n, dtype=np.int64) * height * width).reshape(n, 1, 1, 1, 1),
+        DType.I64,
+        ctx.hint(0, "batch_rows"),
+    )
+    total: Tensor | None = None
+    for (yi, yw), (xi, xw) in itertools.product(*axes):
+        index = binary(ctx, "add", binary(ctx, "add", base_rows, yi), xi, hint=ctx.hint(0, "i"))
+        picked = ctx.emit("gather", [rows, index], hint=ctx.hint(0, "tap"))  # [*grid, C]
+        assert yw is not None and xw is not None
+        weight = reshape(ctx, ops("mul", yw, xw), (*grid, 1), hint=ctx.hint(0, "w"))
+        value = binary(ctx, "mul", picked, weight, hint=ctx.hint(0, "wtap"))
+        total = value if total is None else ops("add", total, value)
+    assert total is not None
+    if ctx.has(4):  # the modulation mask, one value per (group, tap, position)
+        mask = reshape(ctx, ctx.value(4), (*grid, 1), hint=ctx.hint(0, "mask"))
+        total = binary(ctx, "mul", total, mask, hint=ctx.hint(0, "masked"))
+    # each channel takes the samples of its offset group
+    own = np.zeros((1, groups, 1, 1, 1, channels), dtype=ops.dtype.numpy)
+    for g in range(groups):
+        own[0, g, ..., g * (channels // groups) : (g + 1) * (channels // groups)] = 1
+    if groups > 1:
+        total = binary(ctx, "mul", total, ctx.constant(own, ops.dtype, ctx.hint(0, "own")))
+    cols = ctx.emit("sum_axis", [total], hint=ctx.hint(0, "cols"), axes=[1])  # [N, K, oh, ow, C]
+    cols = ctx.emit("transpose", [cols], hint=ctx.hint(0, "cols_t"), perm=[0, 2, 3, 1, 4])
+    cols = reshape(ctx, cols, (n, oh, ow, taps_k * channels), hint=ctx.hint(0, "cols_r"))
+    weights = ctx.emit("transpose", [ctx.tensor(1)], hint=ctx.hint(0, "w_t"), perm=[0, 2, 3, 1])
+    weights = reshape(ctx, weights, (out_c, taps_k * channels), hint=ctx.hint(0, "w_r"))
+    inputs = [cols, weights] + ([ctx.tensor(3)] if ctx.has(3) else [])
+    conv = ctx.emit("linear", inputs, hint=ctx.hint(0, "conv"))  # [N, oh, ow, oC]
+    ctx.set_output(0, ctx.emit("transpose", [conv], perm=[0, 3, 1, 2]))
