@@ -282,5 +282,7 @@ _PRIMITIVES: dict[str, Render] = {
     "tanh": _call("tanh"),
     "erf": _erf,
     "erfc": _erfc,
+    "pow": _call("pow"),
+    **{name: _call(name) for name in ex.TRIG},
 }
 assert set(_PRIMITIVES) == set(ex.PRIMITIVES), "every primitive needs a C spelling"

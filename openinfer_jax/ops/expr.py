@@ -50,6 +50,7 @@ __all__ = [
     "OUT",
     "PRED",
     "PRIMITIVES",
+    "TRIG",
     "U32",
     "WIDTH",
     "Apply",
@@ -395,6 +396,26 @@ def _np_round(xp: Any, x: Any) -> Any:
     return xp.where(x == 0, x, xp.copysign(floor + (magnitude - floor >= 0.5), x))
 
 
+#: The trigonometric and hyperbolic primitives (C, GLSL and NumPy spell them alike); angles in
+#: radians, the inverse functions give NaN outside their domain.
+TRIG = {
+    "sin": "sine", "cos": "cosine", "tan": "tangent",
+    "asin": "arc sine, in [-pi/2, pi/2]", "acos": "arc cosine, in [0, pi]",
+    "atan": "arc tangent, in [-pi/2, pi/2]",
+    "sinh": "hyperbolic sine", "cosh": "hyperbolic cosine",
+    "asinh": "inverse hyperbolic sine", "acosh": "inverse hyperbolic cosine (a >= 1)",
+    "atanh": "inverse hyperbolic tangent (|a| <= 1)",
+}  # fmt: skip
+_NUMPY_NAMES = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh",
+                "acosh": "arccosh", "atanh": "arctanh"}  # fmt: skip
+
+
+def _numeric_fn(name: str) -> Callable[[Any, Any], Any]:
+    """The array function of trigonometric primitive `name` in NumPy or jax.numpy."""
+    attr = _NUMPY_NAMES.get(name, name)
+    return lambda xp, a: getattr(xp, attr)(a)
+
+
 def _erf(xp: Any, x: Any) -> Any:
     if xp.__name__ == "numpy":
         return xp.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x
@@ -491,10 +512,14 @@ PRIMITIVES: dict[str, Primitive] = {
     "erf": Primitive(1, REAL, "the error function", numeric=_erf),
     "erfc": Primitive(1, REAL, "1 - erf(a); backends may compute it as 1 - erf(a) and lose "
                       "the far tail (C does, like XLA's f32 erf)", numeric=_erfc),
+    "pow": Primitive(2, REAL, "a raised to b (C pow: a negative a with an integral b keeps "
+                     "the sign of a^b, with a fractional b gives NaN; pow(a, 0) = 1)",
+                     numeric=lambda xp, a, b: xp.power(a, b)),
+    **{name: Primitive(1, REAL, what, numeric=_numeric_fn(name)) for name, what in TRIG.items()},
 }  # fmt: skip
 
 #: Primitives that are transcendental functions: a backend may lack them in f64 (GLSL).
-TRANSCENDENTAL = frozenset({"exp", "expm1", "log", "log1p", "tanh", "erf", "erfc"})
+TRANSCENDENTAL = frozenset({"exp", "expm1", "log", "log1p", "tanh", "erf", "erfc", "pow", *TRIG})
 
 floor = _unary("floor")
 ceil = _unary("ceil")
@@ -508,6 +533,15 @@ sqrt = _unary("sqrt")
 tanh = _unary("tanh")
 erf = _unary("erf")
 erfc = _unary("erfc")
+sin, cos, tan = _unary("sin"), _unary("cos"), _unary("tan")
+asin, acos, atan = _unary("asin"), _unary("acos"), _unary("atan")
+sinh, cosh = _unary("sinh"), _unary("cosh")
+asinh, acosh, atanh = _unary("asinh"), _unary("acosh"), _unary("atanh")
+
+
+def power(a: Any, b: Any) -> Apply:
+    """``a ** b`` (see the ``pow`` primitive)."""
+    return Apply("pow", (_wrap(a), _wrap(b)))
 isnan = _unary("isnan")
 isinf = _unary("isinf")
 isfinite = _unary("isfinite")

@@ -15,6 +15,11 @@ ONNX defines the op; f8/bf16/f16 compute in f32 and round once; NaN inputs give 
 * ``prelu(x, slope)`` = ``x < 0 ? slope * x : x``; ``slope`` broadcasts to x's shape (ONNX
   PRelu: one-directional, so the output has x's shape; e.g. slope [C, 1, 1] for x [N, C, H, W]).
 * ``softsign(x)`` = ``x / (1 + |x|)`` (so +-inf gives NaN, as the formula does in ONNX).
+* ``sin cos tan asin acos atan sinh cosh asinh acosh atanh`` (x): the functions of ONNX's
+  trigonometric and hyperbolic ops, radians; outside an inverse function's domain, NaN.
+* ``erf(x)``: the error function (ONNX Erf).
+* ``pow(x, y)`` = ``x^y``, broadcast (ONNX Pow with a float base): a negative x with an
+  integral y keeps the sign of the power, with a fractional y gives NaN; ``pow(x, 0)`` = 1.
 * ``hypot(a, b)`` = ``sqrt(a^2 + b^2)`` without overflow or underflow (the larger magnitude
   times ``sqrt(1 + r^2)``, r the ratio); +inf if either is infinite, even with a NaN (C99).
 """
@@ -104,4 +109,14 @@ elementwise(
     expr=select(ex.isinf(Input(0)) | ex.isinf(Input(1)), math.inf,
                 select(_big.eq(0), 0, _big * ex.sqrt(1 + _ratio * _ratio))),
     doc="sqrt(a^2 + b^2) without overflow or underflow; inf if either is infinite",
+)  # fmt: skip
+
+for _name, _what in ex.TRIG.items():
+    elementwise(_name, "math", "x", FLOAT, expr=ex.Apply(_name, (x,)), doc=_what)
+elementwise("erf", "math", "x", FLOAT, expr=ex.erf(x), doc="the error function (ONNX Erf)")
+elementwise(
+    "pow", "math", "x y", FLOAT,
+    broadcast=True,
+    expr=ex.power(Input(0), Input(1)),
+    doc="x^y, broadcast (ONNX Pow); negative x: NaN unless y is integral",
 )  # fmt: skip

@@ -204,8 +204,8 @@ def _select(p: _Printer, fam: str, ct: str, a: list[str], bare: list[str]) -> st
 
 
 def _erf(p: _Printer, fam: str, ct: str, a: list[str], bare: list[str]) -> str:
-    p.need("erfc_approx", ct)
-    return f"1.0 - erfc_approx({bare[0]})"
+    p.need("erf_acc", ct)
+    return f"erf_acc({bare[0]})"
 
 
 def _popcount(p: _Printer, fam: str, ct: str, a: list[str], bare: list[str]) -> str:
@@ -255,10 +255,21 @@ _PRIMITIVES: dict[str, Render] = {
     "tanh": _builtin("tanh"),
     "erf": _erf,
     "erfc": _helper("erfc_approx"),
+    "pow": _helper("t_pow"),
+    **{name: _builtin(name) for name in ex.TRIG},
+    # The drivers' formulas lose relative accuracy near 0 (and asinh overflows for huge x).
+    "sinh": _helper("sinh_small"),
+    "asinh": _helper("asinh_acc"),
+    "atanh": _helper("atanh_acc"),
 }
 assert set(_PRIMITIVES) == set(ex.PRIMITIVES), "every primitive needs a GLSL spelling"
 
-_DEPENDS = {"t_floor_div": ("t_div", "t_rem")}
+_DEPENDS = {
+    "t_floor_div": ("t_div", "t_rem"),
+    "erf_acc": ("erfc_approx",),
+    "asinh_acc": ("log1p_small",),
+    "atanh_acc": ("log1p_small",),
+}
 
 
 def helper_source(name: str, ct: str) -> str:
@@ -311,6 +322,17 @@ _HELPERS = {
         "    return (x >= 0.0) ? r : 2.0 - r;\n}\n"
     ),
     # Half away from zero, keeping the sign of zero (the registry's `round`).
+    # GLSL's pow is undefined for a < 0 (and for a = 0, b <= 0): C's pow semantics by hand.
+    "t_pow": (
+        "CT t_pow(CT a, CT b) {\n"
+        "    if (b == CT(0)) return CT(1);\n"
+        "    if (isnan(a) || isnan(b)) return a + b;\n"
+        "    if (a == CT(0)) return (b < CT(0)) ? CT(1) / a : CT(0);\n"
+        "    CT m = pow(abs(a), b);\n"
+        "    if (a > CT(0)) return m;\n"
+        "    if (floor(b) != b) return CT(0) / CT(0);\n"
+        "    return (mod(b, CT(2)) == CT(1)) ? -m : m;\n}\n"
+    ),
     "round_away": (
         "CT round_away(CT x) {\n"
         "    if (x == CT(0) || isnan(x) || isinf(x)) return x;\n"
@@ -325,6 +347,36 @@ _HELPERS = {
         "    if (abs(x) < 0.0625) return x * (1.0 + x * (0.5 + x * (1.0 / 6.0 + x * (1.0 / 24.0"
         " + x * (1.0 / 120.0 + x * (1.0 / 720.0))))));\n"
         "    return exp(x) - 1.0;\n}\n"
+    ),
+    # Below |x| = 0.25 the Taylor series (next term under 2e-8 relative): 1 - erfc cancels.
+    "erf_acc": (
+        "float erf_acc(float x) {\n"
+        "    if (abs(x) < 0.25) { float z = x * x;\n"
+        "        return 1.1283791671 * x * (1.0 - z * (1.0 / 3.0 - z * (0.1 - z * (1.0 / 42.0"
+        " - z * (1.0 / 216.0 - z / 1320.0))))); }\n"
+        "    return 1.0 - erfc_approx(x);\n}\n"
+    ),
+    "sinh_small": (
+        "float sinh_small(float x) {\n"
+        "    if (abs(x) < 0.0625) { float z = x * x;\n"
+        "        return x * (1.0 + z * (1.0 / 6.0 + z * (1.0 / 120.0 + z / 5040.0))); }\n"
+        "    return sinh(x);\n}\n"
+    ),
+    "asinh_acc": (
+        "float asinh_acc(float x) {\n"
+        "    float a = abs(x);\n"
+        "    if (isnan(x) || isinf(x) || a == 0.0) return x;\n"
+        "    float r = (a > 1e18) ? log(a) + 0.69314718 "
+        ": log1p_small(a + a * a / (1.0 + sqrt(1.0 + a * a)));\n"
+        "    return (x < 0.0) ? -r : r;\n}\n"
+    ),
+    "atanh_acc": (
+        "float atanh_acc(float x) {\n"
+        "    float a = abs(x);\n"
+        "    if (isnan(x) || a > 1.0) return (x - x) / (x - x);\n"
+        "    if (a == 0.0) return x;\n"
+        "    float r = 0.5 * log1p_small(2.0 * a / (1.0 - a));\n"
+        "    return (x < 0.0) ? -r : r;\n}\n"
     ),
     "log1p_small": (
         "float log1p_small(float x) {\n"

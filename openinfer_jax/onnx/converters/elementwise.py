@@ -44,6 +44,9 @@ _UNARY = {
     "Abs": "abs", "Neg": "neg", "Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Tanh": "tanh",
     "Sigmoid": "sigmoid", "Ceil": "ceil", "Floor": "floor", "Reciprocal": "recip",
     "Relu": "relu", "Not": "not", "BitwiseNot": "not", "IsNaN": "is_nan",
+    "Sin": "sin", "Cos": "cos", "Tan": "tan", "Asin": "asin", "Acos": "acos", "Atan": "atan",
+    "Sinh": "sinh", "Cosh": "cosh", "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh",
+    "Erf": "erf",
 }  # fmt: skip
 
 
@@ -56,6 +59,17 @@ def _unary(ctx: NodeContext) -> None:
 def _leaky_relu(ctx: NodeContext) -> None:
     alpha = float(ctx.attr("alpha", 0.01))
     ctx.set_output(0, ctx.emit("relu", [ctx.value(0)], negative_slope=alpha))
+
+
+@converter("Swish", attrs=("alpha",), becomes="silu (alpha = 1), else mul, sigmoid, mul")
+def _swish(ctx: NodeContext) -> None:
+    x, alpha = ctx.value(0), float(ctx.attr("alpha", 1.0))
+    if alpha == 1.0:
+        ctx.set_output(0, ctx.emit("silu", [x]))
+        return
+    scaled = ctx.emit("mul", [x, scalar(ctx, alpha, ctx.dtype(0))], hint=ctx.hint(0, "scaled"))
+    gate = ctx.emit("sigmoid", [scaled], hint=ctx.hint(0, "gate"))
+    ctx.set_output(0, ctx.emit("mul", [x, gate]))
 
 
 @converter("Gelu", attrs=("approximate",), becomes="gelu")
@@ -183,17 +197,36 @@ def _variadic(ctx: NodeContext) -> None:
     ctx.set_output(0, out)
 
 
-@converter("Pow", becomes="mul, sqrt, recip for constant exponents 2, 3, 0.5, -1, -0.5, 1")
+@converter(
+    "Pow",
+    becomes="mul, sqrt, rsqrt, recip for one constant exponent 2, 3, 0.5, -0.5, -1, 1; else pow "
+    "(broadcast; an integer base computes in f64 and truncates back, as ONNX's reference)",
+)
 def _pow(ctx: NodeContext) -> None:
     x = ctx.value(0)
-    if not ctx.is_const(1):
-        raise ctx.error("Pow with an exponent computed at run time is not supported")
-    exponent = ctx.const(1, "the exponent")
-    values = np.unique(np.asarray(exponent, dtype=np.float64))
-    if values.size != 1 or _broadcast_grows(ctx):
-        raise ctx.error("Pow is supported with one constant exponent for every element")
-    e = float(values[0])
-    ctx.set_output(0, _power(ctx, x, e))
+    if ctx.is_const(1) and ctx.dtype(0).is_float and not _broadcast_grows(ctx):
+        values = np.unique(np.asarray(ctx.const(1, "the exponent"), dtype=np.float64))
+        if values.size == 1 and float(values[0]) in _SHORT_POWERS:
+            ctx.set_output(0, _power(ctx, x, float(values[0])))
+            return
+    ctx.set_output(0, _general_power(ctx, x, ctx.value(1)))
+
+
+def _general_power(ctx: NodeContext, x: Value, y: Value) -> Tensor:
+    """x^y with the pow op, in x's dtype (f64 for an integer x, cast back with truncation)."""
+    out = ctx.dtype(0)
+    work = out if out.is_float else DType.F64
+    if ctx.dtype(0) is not work:
+        x = ctx.emit("cast", [x], hint=ctx.hint(0, "base"), to=work)
+    if ctx.dtype(1) is not work:
+        y = ctx.emit("cast", [y], hint=ctx.hint(0, "exponent"), to=work)
+    if work is out:
+        return ctx.emit("pow", [x, y])
+    power = ctx.emit("pow", [x, y], hint=ctx.hint(0, "power"))
+    return ctx.emit("cast", [power], to=out)
+
+
+_SHORT_POWERS = (1.0, 2.0, 3.0, 0.5, -0.5, -1.0)
 
 
 def _broadcast_grows(ctx: NodeContext) -> bool:
@@ -213,9 +246,8 @@ def _power(ctx: NodeContext, x: Value, e: float) -> Tensor:
         return ctx.emit("sqrt", [x])
     if e == -0.5:
         return ctx.emit("rsqrt", [x])
-    if e == -1.0:
-        return ctx.emit("recip", [x])
-    raise ctx.error(f"Pow with exponent {e!r} is not supported (2, 3, 0.5, -0.5, -1, 1 are)")
+    assert e == -1.0, e
+    return ctx.emit("recip", [x])
 
 
 @converter("Round", becomes="round half to even: round, with ties corrected")
