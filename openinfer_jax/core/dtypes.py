@@ -2,8 +2,10 @@
 
 Every dtype has a code (docs/oinf.md, table of value types), a short name used in the
 DSL (``f32``, ``i4``), and a NumPy type. Byte-sized types map to a NumPy dtype directly
-(bf16 and f8 through ml_dtypes). Packed types (i4/u4/i2/u2/i1/u1/t2/t1) are stored
-LSB-first, several elements per byte; in memory they unpack to int8 or uint8 arrays.
+(bf16 and the 8-bit floats through ml_dtypes). Packed types (i4/u4/i2/u2/i1/u1/t2/t1) are
+stored LSB-first, several elements per byte; in memory they unpack to int8 or uint8 arrays.
+The 4-bit float f4e2m1 is stored one element per byte (its code in the low nibble), as
+ml_dtypes holds it in memory.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from openinfer_jax.core.errors import OinfFormatError
 
 __all__ = [
     "FLOAT_DTYPES",
+    "NARROW_FLOATS",
     "PACKED_DTYPES",
     "SIGNED_DTYPES",
     "UNSIGNED_DTYPES",
@@ -58,6 +61,12 @@ class DType(enum.Enum):
     U1 = 23
     T2 = 24
     T1 = 25
+    # The narrow floats of ONNX / OCP (ml_dtypes names): storage types, which `cast` converts.
+    F8E4M3FN = 26
+    F8E4M3FNUZ = 27
+    F8E5M2FNUZ = 28
+    F8E8M0 = 29
+    F4E2M1 = 30
 
     # ---- names -------------------------------------------------------------------
     @property
@@ -81,7 +90,7 @@ class DType(enum.Enum):
 
     @property
     def is_float(self) -> bool:
-        """True for f8, bf16, f16, f32, f64."""
+        """True for f8 (every 8-bit variant), f4e2m1, bf16, f16, f32, f64."""
         return self in FLOAT_DTYPES
 
     @property
@@ -142,7 +151,11 @@ class DType(enum.Enum):
         return (0, (1 << b) - 1)
 
 
-FLOAT_DTYPES = frozenset({DType.F8, DType.BF16, DType.F16, DType.F32, DType.F64})
+#: Floats narrower than 16 bits besides f8 (e5m2): only `cast` reads and writes them.
+NARROW_FLOATS = frozenset(
+    {DType.F8E4M3FN, DType.F8E4M3FNUZ, DType.F8E5M2FNUZ, DType.F8E8M0, DType.F4E2M1}
+)
+FLOAT_DTYPES = frozenset({DType.F8, DType.BF16, DType.F16, DType.F32, DType.F64}) | NARROW_FLOATS
 SIGNED_DTYPES = frozenset({DType.I8, DType.I16, DType.I32, DType.I64})
 UNSIGNED_DTYPES = frozenset({DType.U8, DType.U16, DType.U32, DType.U64})
 PACKED_DTYPES = frozenset(
@@ -156,6 +169,8 @@ _BITS: dict[DType, int] = {
     DType.BOOL: 8, DType.BITSET: 1, DType.STRING: 8, DType.NDARRAY: 8,
     DType.I4: 4, DType.U4: 4, DType.I2: 2, DType.U2: 2, DType.T2: 2,
     DType.I1: 1, DType.U1: 1, DType.T1: 1,
+    DType.F8E4M3FN: 8, DType.F8E4M3FNUZ: 8, DType.F8E5M2FNUZ: 8, DType.F8E8M0: 8,
+    DType.F4E2M1: 8,  # one element per byte on disk too
 }  # fmt: skip
 
 _NUMPY: dict[DType, np.dtype[Any]] = {
@@ -167,12 +182,24 @@ _NUMPY: dict[DType, np.dtype[Any]] = {
     DType.I4: np.dtype(np.int8), DType.I2: np.dtype(np.int8), DType.I1: np.dtype(np.int8),
     DType.T2: np.dtype(np.int8), DType.T1: np.dtype(np.int8),
     DType.U4: np.dtype(np.uint8), DType.U2: np.dtype(np.uint8), DType.U1: np.dtype(np.uint8),
+    DType.F8E4M3FN: np.dtype(ml_dtypes.float8_e4m3fn),
+    DType.F8E4M3FNUZ: np.dtype(ml_dtypes.float8_e4m3fnuz),
+    DType.F8E5M2FNUZ: np.dtype(ml_dtypes.float8_e5m2fnuz),
+    DType.F8E8M0: np.dtype(ml_dtypes.float8_e8m0fnu),
+    DType.F4E2M1: np.dtype(ml_dtypes.float4_e2m1fn),
 }  # fmt: skip
 
 _ALIASES = {
     "f8e5m2": DType.F8,
     "float8e5m2": DType.F8,
     "float8_e5m2": DType.F8,
+    "float8_e4m3fn": DType.F8E4M3FN,
+    "float8_e4m3fnuz": DType.F8E4M3FNUZ,
+    "float8_e5m2fnuz": DType.F8E5M2FNUZ,
+    "float8_e8m0fnu": DType.F8E8M0,
+    "f8e8m0fnu": DType.F8E8M0,
+    "float4_e2m1fn": DType.F4E2M1,
+    "f4e2m1fn": DType.F4E2M1,
     "float16": DType.F16,
     "half": DType.F16,
     "float32": DType.F32,
@@ -214,6 +241,7 @@ _FROM_NUMPY = {
     np.dtype(np.float16): DType.F16, np.dtype(np.float32): DType.F32,
     np.dtype(np.float64): DType.F64, np.dtype(np.bool_): DType.BOOL,
     np.dtype(ml_dtypes.bfloat16): DType.BF16, np.dtype(ml_dtypes.float8_e5m2): DType.F8,
+    **{_NUMPY[d]: d for d in NARROW_FLOATS},
 }  # fmt: skip
 
 

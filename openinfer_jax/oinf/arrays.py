@@ -93,8 +93,8 @@ def to_storage(values: Any, dtype: DType | None, what: str) -> tuple[np.ndarray,
 
 
 def _is_ml_float(dt: np.dtype[Any]) -> bool:
-    # bfloat16/float8 from ml_dtypes report kind 'V'; identify them by name.
-    return dt.name in ("bfloat16", "float8_e5m2")
+    # bfloat16/float8/float4 from ml_dtypes report kind 'V'; identify them by name.
+    return dt.name == "bfloat16" or dt.name.startswith(("float8_", "float4_"))
 
 
 def to_disk(arr: np.ndarray, dtype: DType) -> np.ndarray:

@@ -10,11 +10,15 @@ from openinfer_jax.core.dtypes import DType, dtype_from_numpy
 
 __all__ = ["array_dtype", "from_tensor_proto", "to_memory"]
 
-_NARROW_INTS = {"int4": (DType.I4, np.int8), "uint4": (DType.U4, np.uint8)}
+_NARROW_INTS = {
+    "int4": (DType.I4, np.int8), "uint4": (DType.U4, np.uint8),
+    "int2": (DType.I2, np.int8), "uint2": (DType.U2, np.uint8),
+}  # fmt: skip
 
 
 def array_dtype(array: np.ndarray) -> DType | None:
-    """The DType of an array (ml_dtypes int4/uint4 count as i4/u4), None if it has none."""
+    """The DType of an array (ml_dtypes int4/uint4/int2/uint2 count as i4/u4/i2/u2), None if
+    it has none."""
     name = array.dtype.name
     if name in _NARROW_INTS:
         return _NARROW_INTS[name][0]
@@ -25,7 +29,8 @@ def array_dtype(array: np.ndarray) -> DType | None:
 
 
 def to_memory(array: np.ndarray) -> np.ndarray:
-    """`array` in the simulator's representation (int4/uint4 unpacked into int8/uint8)."""
+    """`array` in the simulator's representation (int4/uint4/int2/uint2 unpacked into
+    int8/uint8)."""
     name = array.dtype.name
     if name in _NARROW_INTS:
         return np.asarray(array).astype(_NARROW_INTS[name][1])

@@ -6,8 +6,8 @@ from openinfer_jax.core.dtypes import DType
 
 __all__ = ["DTYPE_TO_ONNX", "ONNX_TO_DTYPE", "onnx_type_name"]
 
-# TensorProto.DataType codes (onnx.proto3). Types without a DType here (string, complex, the
-# e4m3 and e2m1 float8/float4 variants, e8m0, int2/uint2) are reported as unsupported.
+# TensorProto.DataType codes (onnx.proto3). Types without a DType here (string, complex) are
+# reported as unsupported.
 ONNX_TO_DTYPE: dict[int, DType] = {
     1: DType.F32,
     2: DType.U8,
@@ -22,9 +22,16 @@ ONNX_TO_DTYPE: dict[int, DType] = {
     12: DType.U32,
     13: DType.U64,
     16: DType.BF16,
+    17: DType.F8E4M3FN,
+    18: DType.F8E4M3FNUZ,
     19: DType.F8,  # FLOAT8E5M2: the package's f8 is e5m2
+    20: DType.F8E5M2FNUZ,
     21: DType.U4,
     22: DType.I4,
+    23: DType.F4E2M1,
+    24: DType.F8E8M0,
+    25: DType.U2,
+    26: DType.I2,
 }
 
 DTYPE_TO_ONNX: dict[DType, int] = {v: k for k, v in ONNX_TO_DTYPE.items()}

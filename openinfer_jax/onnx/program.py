@@ -126,7 +126,7 @@ class Program:
 
 def _init_exact(array: np.ndarray, dtype: DType) -> bool:
     """True if a 0-d value prints as an @init literal that reads back as the same value."""
-    if dtype.is_packed or dtype is DType.F8:
+    if dtype.is_packed or (dtype.is_float and dtype.bits < 16):
         return False
     value = array.item()
     if dtype.is_float:

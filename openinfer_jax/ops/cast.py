@@ -1,9 +1,18 @@
-"""The cast op: convert to the dtype named by ``to``.
+"""The cast op: convert to the dtype named by ``to`` (and bitcast: keep the bits).
 
 Semantics (docs/ops.md, "cast"); this is looser than the original, which allowed int→int only
 when widening with the same signedness — every pair below is well defined, so all are allowed:
 
 * float → float: round to nearest even (overflow gives ±inf, as IEEE).
+* anything → a narrow float (f8e4m3fn, f8e4m3fnuz, f8e5m2fnuz, f4e2m1; ONNX's Cast):
+  ``saturate=true`` (default) first clamps to the type's finite range (±inf → ±max, NaN
+  stays NaN; f4e2m1 has no NaN and gives -0 for it, as ml_dtypes), ``saturate=false``
+  converts directly (out of range → NaN; f4e2m1 saturates anyway). Rounding: nearest even.
+* anything → f8e8m0 (a power of two, 2^-127..2^127, and NaN; ONNX's Cast): the float's
+  exponent, rounded by ``rounding_mode``: ``ceil`` up when any mantissa bit is set,
+  ``trunc``/``floor`` down, ``nearest`` half up on the mantissa; ``saturate=true`` keeps
+  2^127 from rounding past the top into NaN. The sign is ignored (ONNX leaves negative
+  inputs unspecified); inf and NaN give NaN.
 * float → integer: round with ``rounding_mode`` (trunc default, floor, ceil, nearest = ties to
   even), NaN → 0. ``saturate=true`` (default) clamps to the target range (±inf → max/min);
   ``saturate=false`` wraps the rounded value modulo 2**bits (±inf → 0).
@@ -16,13 +25,15 @@ when widening with the same signedness — every pair below is well defined, so 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 
-from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.dtypes import NARROW_FLOATS, DType
 from openinfer_jax.ops import jax_numeric, numpy_numeric
 from openinfer_jax.ops.elementwise import input_specs, params_of
 from openinfer_jax.ops.registry import (
@@ -35,6 +46,7 @@ from openinfer_jax.ops.registry import (
     TERNARY,
     UNSIGNED,
     Call,
+    OpCheckError,
     OpDef,
     OutputRule,
     ParamKind,
@@ -45,8 +57,10 @@ from openinfer_jax.ops.registry import (
 
 __all__ = ["ROUNDING_MODES"]
 
-SOURCES = FLOAT | SIGNED | UNSIGNED | PACKED_SIGNED | PACKED_UNSIGNED | BOOL | TERNARY
-TARGETS = FLOAT | SIGNED | UNSIGNED | PACKED_SIGNED | PACKED_UNSIGNED | BOOL
+SOURCES = (
+    FLOAT | NARROW_FLOATS | SIGNED | UNSIGNED | PACKED_SIGNED | PACKED_UNSIGNED | BOOL | TERNARY
+)
+TARGETS = FLOAT | NARROW_FLOATS | SIGNED | UNSIGNED | PACKED_SIGNED | PACKED_UNSIGNED | BOOL
 ROUNDING_MODES = ("trunc", "floor", "ceil", "nearest")
 
 _JAX_ROUND = {"trunc": jnp.trunc, "floor": jnp.floor, "ceil": jnp.ceil, "nearest": jnp.round}
@@ -99,9 +113,51 @@ def _jax_int_to_int(call: Call, x: Any, src: DType, dst: DType) -> Any:
     return values.astype(dst.numpy)
 
 
+def _narrow_max(dst: DType) -> float:
+    return float(ml_dtypes.finfo(dst.numpy).max)  # type: ignore[no-untyped-call]
+
+
+def _e8m0_exponent(xp: Any, bits: Any, call: Call) -> Any:
+    """The f8e8m0 byte of float32 bit patterns `bits` (uint32), as uint32 (see the module doc)."""
+    exponent = (bits >> 23) & 0xFF
+    mode = call["rounding_mode"]
+    if mode == "ceil":
+        up = (bits & 0x7FFFFF) != 0
+    elif mode == "nearest":
+        guard = (bits & 0x400000) != 0
+        up = guard & (((bits & 0x3FFFFF) != 0) | (exponent > 0))
+    else:
+        up = xp.zeros(bits.shape, bool)
+    up = up & (exponent != 0xFF)
+    if call["saturate"]:
+        up = up & (exponent != 0xFE)
+    return exponent + up.astype(xp.uint32)
+
+
+def _jax_to_narrow(call: Call, x: Any, src: DType, dst: DType) -> Any:
+    if dst is DType.F8E8M0:
+        bits = jax.lax.bitcast_convert_type(x.astype(jnp.float32), jnp.uint32)
+        code = _e8m0_exponent(jnp, bits, call).astype(jnp.uint8)
+        return jax.lax.bitcast_convert_type(code, dst.numpy)
+    if call["saturate"] and src is not DType.BOOL:
+        limit = _narrow_max(dst)
+        if src.is_float:
+            x = jnp.clip(x, -limit, limit)
+        else:
+            low, high = src.value_range()
+            x = jnp.clip(x, max(low, -int(limit)), min(high, int(limit)))
+    return x.astype(dst.numpy)
+
+
 def _jax_cast(call: Call, x: Any) -> Any:
     src, dst = call.in_dtypes[0], call.out_dtype
     x = jnp.asarray(x)
+    if src.is_float and src.bits < 16:
+        # Exact in f32; XLA's direct conversions between 8-bit floats give NaN, and a clamp
+        # in the 8-bit type would round its bound.
+        x = x.astype(jnp.float32)
+    if dst in NARROW_FLOATS:
+        return _jax_to_narrow(call, jax_numeric.widen(x, src) if src.is_packed else x, src, dst)
     if dst is DType.BOOL:
         return x != 0
     if src is DType.BOOL and dst.is_float:
@@ -131,8 +187,30 @@ def _py_to_int(call: Call, value: Any, src: DType, dst: DType) -> int:
     return numpy_numeric.wrap_int(exact, dst)
 
 
+def _ref_to_narrow(call: Call, x: np.ndarray, src: DType, dst: DType) -> np.ndarray:
+    if dst is DType.F8E8M0:
+        bits = np.asarray(x, np.float32).view(np.uint32)
+        code: np.ndarray = _e8m0_exponent(np, bits, call).astype(np.uint8)
+        return code.view(dst.numpy)
+    values = np.asarray(x)
+    if call["saturate"] and src is not DType.BOOL:
+        limit = _narrow_max(dst)
+        if src.is_float:
+            values = np.clip(values, -limit, limit)  # NaN passes through
+        elif src.is_unsigned_int:  # through uint64: u64 values beyond int64 stay positive
+            values = np.minimum(values.astype(np.uint64), np.uint64(int(limit)))
+        else:
+            values = np.clip(values.astype(np.int64), -int(limit), int(limit))
+    with np.errstate(all="ignore"):
+        return values.astype(dst.numpy)
+
+
 def _ref_cast(call: Call, x: np.ndarray) -> np.ndarray:
     src, dst = call.in_dtypes[0], call.out_dtype
+    if src.is_float and src.bits < 16:  # exact; ml_dtypes has no e8m0 -> e5m2 cast
+        x = np.asarray(x).astype(np.float32)
+    if dst in NARROW_FLOATS:
+        return _ref_to_narrow(call, x, src, dst)
     if dst is DType.BOOL:
         return np.array([float(v) != 0 for v in x.reshape(-1).tolist()], bool).reshape(x.shape)
     if dst.is_float:
@@ -153,12 +231,69 @@ register(
             ParamSpec("to", ParamKind.DTYPE, REQUIRED, allowed=tuple(TARGETS), doc="target dtype"),
             ParamSpec(
                 "rounding_mode", ParamKind.STRING, "trunc", allowed=ROUNDING_MODES,
-                doc="float → integer rounding (nearest: ties to even)",
+                doc="float → integer rounding (nearest: ties to even); float → f8e8m0 too",
             ),
-            ParamSpec("saturate", ParamKind.BOOL, True, doc="clamp out-of-range values (else wrap)"),
+            ParamSpec("saturate", ParamKind.BOOL, True,
+                      doc="clamp out-of-range values (else wrap; narrow floats: NaN)"),
         ),
         output=OutputRule("attr", attr="to"),
         traits=Traits(elementwise=True, alias_safe=True, reads_neighbours=False),
         doc="convert to dtype `to` (rounding, saturation: see docs)",
+    )
+)  # fmt: skip
+
+
+# ---- bitcast -------------------------------------------------------------------------------------
+# Byte-sized types only: a packed element has no bytes of its own.
+_BITCAST = FLOAT | NARROW_FLOATS | SIGNED | UNSIGNED | BOOL
+
+
+def _bitcast_check(
+    in_dtypes: Sequence[DType], shapes: Sequence[tuple[int, ...]], params: Mapping[str, Any]
+) -> None:
+    src, dst = in_dtypes[0], params.get("to")
+    if isinstance(dst, DType) and dst.bits != src.bits:
+        raise OpCheckError(
+            f"bitcast: {src.short} is {src.bits} bits and {dst.short} {dst.bits}; bitcast keeps "
+            f"the bits, so pick a {src.bits}-bit target (or use cast to convert the value)"
+        )
+
+
+def _jax_bitcast(call: Call, x: Any) -> Any:
+    src, dst = call.in_dtypes[0], call.out_dtype
+    x = jnp.asarray(x)
+    if src is DType.BOOL:
+        x = x.astype(jnp.uint8)
+    if dst is DType.BOOL:  # a byte other than 0 or 1 reads as true, as in C
+        return jax.lax.bitcast_convert_type(x, jnp.uint8) != 0
+    return jax.lax.bitcast_convert_type(x, dst.numpy)
+
+
+def _ref_bitcast(call: Call, x: np.ndarray) -> np.ndarray:
+    src, dst = call.in_dtypes[0], call.out_dtype
+    # np.array, not ascontiguousarray: that one makes a 0-d array 1-d.
+    raw = np.array(x, dtype=np.uint8 if src is DType.BOOL else None, order="C")
+    if dst is DType.BOOL:
+        flags: np.ndarray = raw.view(np.uint8) != 0
+        return flags
+    out: np.ndarray = raw.view(dst.numpy)
+    return out
+
+
+register(
+    OpDef(
+        name="bitcast",
+        category="casting",
+        inputs=input_specs("x", _BITCAST),
+        jax_impl=_jax_bitcast,
+        ref_impl=_ref_bitcast,
+        params=params_of(
+            ParamSpec("to", ParamKind.DTYPE, REQUIRED, allowed=tuple(_BITCAST),
+                      doc="target dtype, as wide as x's"),
+        ),
+        output=OutputRule("attr", attr="to"),
+        check=_bitcast_check,
+        traits=Traits(elementwise=True, alias_safe=True, reads_neighbours=False),
+        doc="reinterpret each element's bits as dtype `to` of the same width (ONNX BitCast)",
     )
 )  # fmt: skip

@@ -26,8 +26,8 @@ def exact(x: np.ndarray) -> np.ndarray:
 
 
 def floats(x: np.ndarray, dtype: DType) -> np.ndarray:
-    """Float array in the type the reference computes in (f32 for f8/bf16/f16)."""
-    if dtype in (DType.F8, DType.BF16, DType.F16):
+    """Float array in the type the reference computes in (f32 for floats narrower than f32)."""
+    if dtype.is_float and dtype not in (DType.F32, DType.F64):
         return np.asarray(x).astype(np.float32)
     return np.asarray(x).astype(dtype.numpy)
 

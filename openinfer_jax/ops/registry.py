@@ -141,6 +141,7 @@ _DTYPE_ORDER: tuple[DType, ...] = (
     DType.U8, DType.U16, DType.U32, DType.U64,
     DType.I4, DType.I2, DType.I1, DType.U4, DType.U2, DType.U1, DType.T2, DType.T1,
     DType.BOOL,
+    DType.F8E4M3FN, DType.F8E4M3FNUZ, DType.F8E5M2FNUZ, DType.F8E8M0, DType.F4E2M1,
 )  # fmt: skip
 _ORDER_INDEX = {d: i for i, d in enumerate(_DTYPE_ORDER)}
 
@@ -153,11 +154,11 @@ def format_dtypes(dtypes: Iterable[DType]) -> str:
 def compute_dtype(dtype: DType) -> DType:
     """The type an elementwise kernel computes in for `dtype`.
 
-    f8/bf16/f16 compute in f32 (like the original's CPU backend) and round to the storage
-    type; packed integer types compute in i32 and wrap to their bit width; all others compute
-    in themselves.
+    Floats narrower than f32 (f8 variants, f4e2m1, bf16, f16) compute in f32 (like the
+    original's CPU backend) and round to the storage type; packed integer types compute in i32
+    and wrap to their bit width; all others compute in themselves.
     """
-    if dtype in (DType.F8, DType.BF16, DType.F16):
+    if dtype.is_float and dtype not in (DType.F32, DType.F64):
         return DType.F32
     if dtype.is_packed:
         return DType.I32
@@ -455,7 +456,7 @@ def acc_accepts(in_dtype: DType, acc_dtype: DType) -> bool:
 
 
 def _float_rank(dtype: DType) -> int:
-    return {DType.F8: 0, DType.BF16: 1, DType.F16: 1, DType.F32: 2, DType.F64: 3}[dtype]
+    return {DType.BF16: 1, DType.F16: 1, DType.F32: 2, DType.F64: 3}.get(dtype, 0)
 
 
 # ---- traits --------------------------------------------------------------------------------------------

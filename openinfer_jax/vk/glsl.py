@@ -65,7 +65,8 @@ def glsl_type(dtype: DType) -> GlslType:
     """The GLSL view of `dtype`.
 
     Raises:
-        BackendError: for dtypes that cannot be tensors (bitset, string, ndarray).
+        BackendError: for dtypes that cannot be tensors (bitset, string, ndarray) and the
+            narrow floats (f8e4m3fn, f8e4m3fnuz, f8e5m2fnuz, f8e8m0, f4e2m1).
     """
     if dtype in (DType.F8, DType.BF16, DType.F16, DType.F32):
         return GlslType(dtype, "float", "float", None)
@@ -81,6 +82,11 @@ def glsl_type(dtype: DType) -> GlslType:
         return GlslType(dtype, "int", "int", None)
     if dtype.is_unsigned_int:
         return GlslType(dtype, "uint", "uint", None)
+    if dtype.is_float:  # the narrow floats: no GLSL conversions for them yet
+        raise BackendError(
+            f"{dtype.short} has no Vulkan kernels (narrow float types run on the CPU or the "
+            "simulator's numpy device; cast to f16/f32 for Vulkan)"
+        )
     raise BackendError(f"{dtype.short} cannot be a device tensor (it is a metadata-only type)")
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.dtypes import NARROW_FLOATS, DType
 from openinfer_jax.core.errors import OpenInferError
 from openinfer_jax.vk import kernels, nn_kernels
 from openinfer_jax.vk.nn_kernels import Binding, Dispatch, NnPlan
@@ -69,6 +69,9 @@ def select(
             return f"param {name} is a variable"
     resolved = opdef.resolve_params(params)
     out = opdef.output_dtype(list(in_dtypes), resolved)
+    narrow = [d for d in (*in_dtypes, out) if d in NARROW_FLOATS]
+    if narrow:
+        return f"no Vulkan kernel for {narrow[0].short} (narrow floats run on the CPU)"
     needs = opdef.capabilities(list(in_dtypes), resolved)
     if "float64_math" in needs:
         return (

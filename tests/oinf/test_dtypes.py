@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -27,8 +29,29 @@ REFERENCE_CODES = {
 BITS = {"i4": 4, "u4": 4, "i2": 2, "u2": 2, "t2": 2, "i1": 1, "u1": 1, "t1": 1}
 
 
+# This package's extension (docs/oinf.md §3, §8 (h)): the narrow floats of ONNX and OCP.
+EXTENSION_CODES = {"f8e4m3fn": 26, "f8e4m3fnuz": 27, "f8e5m2fnuz": 28, "f8e8m0": 29, "f4e2m1": 30}
+
+
 def test_codes_match_reference() -> None:
-    assert {d.short: d.code for d in DType} == REFERENCE_CODES
+    assert {d.short: d.code for d in DType} == {**REFERENCE_CODES, **EXTENSION_CODES}
+
+
+@pytest.mark.parametrize("name", sorted(EXTENSION_CODES))
+def test_narrow_floats_round_trip_through_a_file(name: str, tmp_path: Path) -> None:
+    """Every byte pattern of a narrow float (f4e2m1: every 4-bit code, one per byte) is
+    written and read back bit for bit."""
+    from openinfer_jax.oinf import ModelLoader, write_oinf
+
+    dtype = dtype_from_name(name)
+    assert dtype.is_float and dtype.bits == 8 and not dtype.is_packed
+    codes = np.arange(16 if dtype is DType.F4E2M1 else 256, dtype=np.uint8)
+    values = codes.view(dtype.numpy)
+    assert dtype_from_numpy(values.dtype) is dtype
+    write_oinf(tmp_path / "m.oinf", tensors={"t": values})
+    with ModelLoader.open(tmp_path / "m.oinf") as model:
+        back = np.array(model.tensor("t"))
+    assert back.dtype == dtype.numpy and np.array_equal(back.view(np.uint8), codes)
 
 
 @pytest.mark.parametrize("name,bits", sorted(BITS.items()))

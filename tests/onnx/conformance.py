@@ -206,7 +206,7 @@ def compare(name: str, got: np.ndarray, want: np.ndarray) -> str | None:
         return f"{name}: shape {got.shape} != expected {want.shape}"
     if got.dtype != want.dtype:
         return f"{name}: dtype {got.dtype} != expected {want.dtype}"
-    if got.dtype.kind in "fc" or got.dtype.name in ("bfloat16", "float8_e5m2"):
+    if got.dtype.kind in "fc" or got.dtype.name.startswith(("bfloat16", "float8", "float4")):
         g, w = got.astype(np.float64), want.astype(np.float64)
         atol = ATOL.get(got.dtype, 1e-2)
         rtol = RTOL if got.dtype.itemsize >= 4 else 1e-2

@@ -24,7 +24,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.dtypes import NARROW_FLOATS, DType
 from openinfer_jax.ops import registry
 from openinfer_jax.ops.registry import acc_accepts, compute_dtype
 
@@ -38,7 +38,15 @@ CORE_OPS = (
     "min", "max", "sign",
 )  # fmt: skip
 
-REDUCTIONS = {"argmax_axis", "argmin_axis", "max_axis", "min_axis", "sum_axis", "prod_axis", "mean_axis"}
+REDUCTIONS = {
+    "argmax_axis",
+    "argmin_axis",
+    "max_axis",
+    "min_axis",
+    "sum_axis",
+    "prod_axis",
+    "mean_axis",
+}
 ACCUMULATING = {"sum_axis", "mean_axis", "prod_axis", "matmul"}
 
 
@@ -80,9 +88,26 @@ def edge_values(dtype: DType) -> list[Any]:
         return sorted(v for v in picks if low <= v <= high)
     info = ml_dtypes.finfo(dtype.numpy)
     big = float(info.max)
+    # f8e8m0's smallest value, 2^-127, is an f32 subnormal, which XLA flushes (module doc).
+    tiny = max(float(info.smallest_normal), 2.0**-126)
     return [
-        math.nan, math.inf, -math.inf, -0.0, 0.0, 1.0, -1.0, 0.5, -2.5, 1.5, 3.0, -7.0,
-        big, -big, float(info.smallest_normal), 1e3, -0.3,
+        math.nan,
+        math.inf,
+        -math.inf,
+        -0.0,
+        0.0,
+        1.0,
+        -1.0,
+        0.5,
+        -2.5,
+        1.5,
+        3.0,
+        -7.0,
+        big,
+        -big,
+        tiny,
+        1e3,
+        -0.3,
     ]
 
 
@@ -111,7 +136,11 @@ def edge_inputs(case: Case) -> list[np.ndarray]:
         return [as_array(_tiled(edges[0], math.prod(shape_a)), case.dtypes[0], shape_a),
                 as_array(_tiled(edges[1][5:] + edges[1][:5], math.prod(shape_b)), case.dtypes[1], shape_b)]  # fmt: skip
     if case.op in REDUCTIONS:
-        return [as_array(_tiled(edges[0][3:] + edges[0][:3], 4 * EDGE_LEN), case.dtypes[0], (EDGE_LEN, 4))]
+        return [
+            as_array(
+                _tiled(edges[0][3:] + edges[0][:3], 4 * EDGE_LEN), case.dtypes[0], (EDGE_LEN, 4)
+            )
+        ]
     if len(edges) == 1:
         return [as_array(edges[0], case.dtypes[0], (EDGE_LEN,))]
     if case.variant == "broadcast":
@@ -120,7 +149,10 @@ def edge_inputs(case: Case) -> list[np.ndarray]:
     size = EDGE_LEN
     left = [v for v in edges[0] for _ in range(size)]
     right = edges[1] * size
-    out = [as_array(left, case.dtypes[0], (size * size,)), as_array(right, case.dtypes[1], (size * size,))]
+    out = [
+        as_array(left, case.dtypes[0], (size * size,)),
+        as_array(right, case.dtypes[1], (size * size,)),
+    ]
     if len(edges) == 3:
         third = _tiled(edges[2], size * size)
         out.append(as_array(third[3:] + third[:3], case.dtypes[2], (size * size,)))
@@ -160,13 +192,31 @@ def _param_variants(op: str, dtype: DType) -> list[dict[str, Any]]:
 _CAST_FULL_TARGETS = (DType.I8, DType.U64, DType.I64, DType.I4, DType.U4)
 
 
+# A narrow float (f8e4m3fn...) is cast to and from these only (and the other narrow floats).
+_NARROW_PARTNERS = (DType.F32, DType.F16, DType.F8, DType.I8, DType.U64, DType.I4, DType.BOOL)
+
+
 def _cast_variants(src: DType) -> Iterator[dict[str, Any]]:
     targets = registry.get("cast").params["to"].allowed  # type: ignore[union-attr]
     for dst in sorted(targets, key=lambda d: d.value):
-        if src.is_float and dst.is_int:
+        narrow = (src in NARROW_FLOATS, dst in NARROW_FLOATS)
+        if any(narrow) and not all(narrow) and (dst if narrow[0] else src) not in _NARROW_PARTNERS:
+            continue
+        if dst is DType.F8E8M0:
+            for mode, saturate in (
+                ("ceil", True),
+                ("ceil", False),
+                ("trunc", True),
+                ("nearest", True),
+            ):
+                yield {"to": dst, "rounding_mode": mode, "saturate": saturate}
+        elif dst in NARROW_FLOATS:
+            yield {"to": dst, "saturate": True}
+            yield {"to": dst, "saturate": False}
+        elif src.is_float and dst.is_int:
             modes = ("trunc", "floor", "ceil", "nearest")
             combos = [(m, s) for m in modes for s in (True, False)]
-            if dst not in _CAST_FULL_TARGETS:
+            if dst not in _CAST_FULL_TARGETS or src in NARROW_FLOATS:
                 combos = [("trunc", True), ("nearest", False)]
             for mode, saturate in combos:
                 yield {"to": dst, "rounding_mode": mode, "saturate": saturate}
@@ -199,7 +249,9 @@ def build_cases() -> list[Case]:
             dtypes = (dtype,) * arity
             # Layouts: "plain" (equal shapes) and "broadcast"; `edge_inputs` builds the arrays.
             layouts = ["plain", "broadcast"] if op.broadcast else ["plain"]
-            variants = list(_cast_variants(dtype)) if name == "cast" else _param_variants(name, dtype)
+            variants = (
+                list(_cast_variants(dtype)) if name == "cast" else _param_variants(name, dtype)
+            )
             for layout in layouts:
                 for params in variants:
                     cases.append(Case(name, dtypes, params, layout))
@@ -217,6 +269,7 @@ def build_cases() -> list[Case]:
 _EPS = {
     DType.F64: 2.0**-52, DType.F32: 2.0**-23, DType.F16: 2.0**-10,
     DType.BF16: 2.0**-7, DType.F8: 2.0**-2,
+    **{d: float(ml_dtypes.finfo(d.numpy).eps) for d in NARROW_FLOATS},
 }  # fmt: skip
 _RTOL = {DType.F64: 1e-12, DType.F32: 1e-5}
 
@@ -278,7 +331,9 @@ def _accumulation_slack(case: Case, inputs: list[np.ndarray], out_dtype: DType) 
             op = registry.get(case.op)
             assert op is not None
             params = op.resolve_params(case.params)
-            terms = np.abs(op.reference(*inputs, dtypes=case.dtypes, **case.params).astype(np.float64))
+            terms = np.abs(
+                op.reference(*inputs, dtypes=case.dtypes, **case.params).astype(np.float64)
+            )
             n = inputs[0].size
             del params
         else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.dtypes import NARROW_FLOATS, DType
 from openinfer_jax.onnx.context import NodeContext
 from openinfer_jax.onnx.converters import converter
 from openinfer_jax.onnx.converters.common import broadcast_all, scalar
@@ -157,26 +157,33 @@ def _cast_to(ctx: NodeContext, x: Value, code: int) -> None:
     if target is None:
         raise ctx.error(f"cast to {onnx_type_name(code)} is not supported (no package dtype)")
     round_mode = ctx.attr("round_mode", "up")
-    if round_mode != "up":
-        raise ctx.error(f"round_mode={round_mode!r} is not supported (only 'up')")
+    if round_mode not in _E8M0_ROUNDING:
+        raise ctx.error(f"round_mode={round_mode!r} is not supported (up, down, nearest are)")
     if x.dtype is target:
         ctx.set_output(0, x)
         return
-    if target in (DType.I4, DType.U4):
-        # ONNX wraps into the 4-bit range (8 -> -8 for int4).
+    if target.is_packed:
+        # ONNX wraps into the 4-bit and 2-bit ranges (8 -> -8 for int4).
         ctx.set_output(0, ctx.emit("cast", [x], to=target, saturate=False))
         return
-    if (
-        target is DType.F8
-        and x.dtype is not None
-        and x.dtype.is_float
-        and int(ctx.attr("saturate", 1))
-    ):
+    saturate = bool(int(ctx.attr("saturate", 1)))
+    if target is DType.F8 and x.dtype is not None and x.dtype.is_float and saturate:
         # saturate=1 (the default): values beyond the float8 range, infinities included,
-        # become its largest value.
+        # become its largest value (the cast op keeps IEEE overflow for f8 e5m2).
         limit = 57344.0  # the largest finite float8 e5m2
         x = ctx.emit("clamp", [x], hint=ctx.hint(0, "saturated"), min=-limit, max=limit)
+    if target in NARROW_FLOATS:
+        # The cast op has ONNX's saturate semantics for these (and its e8m0 rounding).
+        rounding = _E8M0_ROUNDING[round_mode]
+        ctx.set_output(
+            0, ctx.emit("cast", [x], to=target, saturate=saturate, rounding_mode=rounding)
+        )
+        return
     ctx.set_output(0, ctx.emit("cast", [x], to=target))
+
+
+# ONNX round_mode (for casts to float8 e8m0) as the cast op's rounding_mode.
+_E8M0_ROUNDING = {"up": "ceil", "down": "trunc", "nearest": "nearest"}
 
 
 _VARIADIC = {"Max": "max", "Min": "min", "Sum": "add", "Mean": "add"}
@@ -268,3 +275,16 @@ def round_half_even(ctx: NodeContext, x: Value, tag: str, last: bool = False) ->
     diff = ctx.emit("abs", [diff], hint=ctx.hint(0, f"{tag}_adiff"))
     tie = binary(ctx, "eq", diff, half, hint=ctx.hint(0, f"{tag}_tie"))
     return ctx.emit("where", [tie, even, r], hint=None if last else ctx.hint(0, tag))
+
+
+@converter("BitCast", attrs=("to",), becomes="bitcast")
+def _bitcast(ctx: NodeContext) -> None:
+    code = int(ctx.attr("to"))
+    target = ONNX_TO_DTYPE.get(code)
+    if target is None:
+        raise ctx.error(f"bitcast to {onnx_type_name(code)} is not supported (no package dtype)")
+    x = ctx.value(0)
+    if ctx.dtype(0) is target:
+        ctx.set_output(0, x)
+        return
+    ctx.set_output(0, ctx.emit("bitcast", [x], to=target))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from openinfer_jax.core.dtypes import DType
+from openinfer_jax.core.dtypes import NARROW_FLOATS, DType
 from openinfer_jax.onnx.context import NodeContext
 from openinfer_jax.onnx.converters import converter
 from openinfer_jax.onnx.converters.common import norm_axis, scalar
@@ -92,9 +92,13 @@ def quantize(ctx: NodeContext, x: Value, scale: Value, zero: Value | None, axis:
         s = ctx.emit("cast", [s], hint=ctx.hint(0, f"{tag}_scale_cast"), to=xdtype)
     q = binary(ctx, "div", x, s, hint=ctx.hint(0, f"{tag}_scaled"))
     if target.is_float:
+        saturate = bool(int(ctx.attr("saturate", 1)))
+        if target in NARROW_FLOATS:  # the cast op saturates these as ONNX does
+            return ctx.emit("cast", [q], hint=None if last else ctx.hint(0, tag), to=target,
+                            saturate=saturate)  # fmt: skip
         if target is not DType.F8:
             return ctx.emit("cast", [q], hint=None if last else ctx.hint(0, tag), to=target)
-        if int(ctx.attr("saturate", 1)):
+        if saturate:
             q = ctx.emit(
                 "clamp", [q], hint=ctx.hint(0, f"{tag}_saturated"), min=-57344.0, max=57344.0
             )
