@@ -368,10 +368,11 @@ class Importer:
         return False
 
     def _training_dropout(self, ctx: NodeContext) -> bool:
-        if ctx.has(2):
-            mode = ctx.const(2, "training_mode")
-            return bool(np.asarray(mode).item())
-        return False
+        """True for a Dropout that drops (training mode with a ratio that may be above 0)."""
+        if not ctx.has(2) or not bool(np.asarray(ctx.const(2, "training_mode")).item()):
+            return False
+        # ratio 0 keeps everything, in training mode too (an absent ratio means 0.5)
+        return not ctx.has(1) or float(np.asarray(ctx.const(1, "the ratio")).item()) != 0.0
 
     def _fold(self, ctx: NodeContext) -> bool:
         """Evaluate a node whose inputs are all known at import, or a shape query."""

@@ -35,6 +35,12 @@ _REASONS: dict[str, str] = {
     "Loop": "a data-dependent loop (ONNX Loop): write the loop in the DSL instead",
     "NonMaxSuppression": "the number of boxes it selects depends on the data, and program "
     "shapes are static (with every input known at import it is folded)",
+    "Unique": "the number of distinct values depends on the data, and program shapes are "
+    "static (with its input known at import it is folded)",
+    "NonZero": "the number of non-zero elements depends on the data, and program shapes are "
+    "static (with its input known at import it is folded)",
+    "Dropout": "training-mode Dropout (training_mode true, ratio above 0) draws random numbers: "
+    "a program step must be deterministic (export in inference mode)",
 }
 
 

@@ -289,3 +289,39 @@ def _select(ctx: NodeContext, x: Value, hit: Tensor, axis: int, r: int) -> Tenso
     masked = ctx.emit("where", [hit, x, zero], hint=ctx.hint(0, f"masked{r}"))
     # The sum of the one kept element and zeros is that element (an infinity stays one).
     return ctx.emit("sum_axis", [masked], hint=ctx.hint(0, f"v{r}"), axes=[axis], keepdims=True)
+
+
+@converter(
+    "ReverseSequence",
+    attrs=("batch_axis", "time_axis"),
+    becomes="gather on the flattened data at positions reversed below each sequence length",
+)
+def _reverse_sequence(ctx: NodeContext) -> None:
+    shape = ctx.shape(0)
+    rank = len(shape)
+    batch_axis = norm_axis(ctx, int(ctx.attr("batch_axis", 1)), rank)
+    time_axis = norm_axis(ctx, int(ctx.attr("time_axis", 0)), rank)
+    strides = _strides(shape)
+    grid = np.indices(shape, dtype=np.int64)
+    base = sum(grid[d] * strides[d] for d in range(rank) if d != time_axis)
+    # lens along the batch axis, broadcast over the rest: time t < len reads len - 1 - t
+    per_batch = [1] * rank
+    per_batch[batch_axis] = shape[batch_axis]
+    lens = ctx.value(1)
+    if ctx.dtype(1) is not DType.I64:
+        lens = ctx.emit("cast", [lens], hint=ctx.hint(0, "lens_i64"), to=DType.I64)
+    lens = reshape(ctx, lens, tuple(per_batch), hint=ctx.hint(0, "lens"))
+    time = ctx.constant(grid[time_axis], DType.I64, ctx.hint(0, "time"))
+    last = binary(ctx, "sub", lens, ctx.constant(np.asarray(1, np.int64), DType.I64, "one"),
+                  hint=ctx.hint(0, "last"))  # fmt: skip
+    reversed_t = binary(ctx, "sub", last, time, hint=ctx.hint(0, "reversed"))
+    inside = binary(ctx, "lt", time, lens, hint=ctx.hint(0, "inside"))
+    t = ctx.emit("where", [inside, reversed_t, time], hint=ctx.hint(0, "t"))
+    offset = binary(ctx, "mul", t, ctx.constant(np.asarray(strides[time_axis], np.int64),
+                                                DType.I64, ctx.hint(0, "stride")),
+                    hint=ctx.hint(0, "offset"))  # fmt: skip
+    position = binary(ctx, "add", offset, ctx.constant(np.asarray(base, np.int64), DType.I64,
+                                                       ctx.hint(0, "base")),
+                      hint=ctx.hint(0, "position"))  # fmt: skip
+    flat = reshape(ctx, ctx.value(0), (math.prod(shape),), hint=ctx.hint(0, "flat"))
+    ctx.set_output(0, ctx.emit("gather", [flat, position]))

@@ -400,3 +400,41 @@ def _bitshift(ctx: NodeContext) -> None:
         return
     # Shifting right by >= the width gives 0: the divisor 0 gives div_by_zero_mask 0.
     ctx.set_output(0, binary(ctx, "floor_div", x, power))
+
+
+@converter("Det", becomes="slice, mul, sub, add: cofactor expansion for matrices up to 3x3")
+def _det(ctx: NodeContext) -> None:
+    shape = ctx.shape(0)
+    n = shape[-1]
+    if len(shape) < 2 or shape[-2] != n or not 1 <= n <= 3:
+        raise ctx.error(
+            f"Det of shape {shape} is not supported (square matrices of size 1 to 3 are: "
+            "larger ones need a pivoting factorization)"
+        )
+    x, rank, batch = ctx.value(0), len(shape), tuple(shape[:-2])
+    from openinfer_jax.onnx.converters.movement import slice_axis
+
+    def entry(i: int, j: int) -> Tensor:
+        row = slice_axis(ctx, x, rank - 2, i, i + 1, hint=ctx.hint(0, f"r{i}"))
+        cell = slice_axis(ctx, row, rank - 1, j, j + 1, hint=ctx.hint(0, f"e{i}{j}"))
+        return reshape(ctx, cell, batch, hint=ctx.hint(0, f"a{i}{j}"))
+
+    def minor(rows: tuple[int, ...], cols: tuple[int, ...], last: bool) -> Tensor:
+        """The determinant of the submatrix (cofactor expansion along its first row)."""
+        tag = "".join(map(str, rows)) + "_" + "".join(map(str, cols))
+        if len(rows) == 1:
+            return entry(rows[0], cols[0])
+        total: Tensor | None = None
+        for k, col in enumerate(cols):
+            rest = minor(rows[1:], cols[:k] + cols[k + 1 :], last=False)
+            term = ctx.emit("mul", [entry(rows[0], col), rest], hint=ctx.hint(0, f"t{tag}{k}"))
+            if total is None:
+                total = term
+                continue
+            op = "sub" if k % 2 else "add"
+            final = last and k == len(cols) - 1
+            total = ctx.emit(op, [total, term], hint=None if final else ctx.hint(0, f"s{tag}{k}"))
+        assert total is not None
+        return total
+
+    ctx.set_output(0, minor(tuple(range(n)), tuple(range(n)), last=True))

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.onnx.context import NodeContext
 from openinfer_jax.onnx.converters import converter
@@ -48,6 +52,11 @@ def _reduction(ctx: NodeContext) -> None:
     if axes == []:  # noop_with_empty_axes: the input (transformed for the composite forms)
         ctx.set_output(0, _noop(ctx, x))
         return
+    shape = ctx.shape(0)
+    every = list(range(len(shape))) if axes is None else axes
+    if op_type in _EMPTY_IDENTITY and any(shape[a] == 0 for a in every):
+        ctx.set_output(0, _empty_reduction(ctx, shape, every))
+        return
     if op_type in _DIRECT:
         if ctx.dtype(0) is DType.BOOL and op_type in ("ReduceMax", "ReduceMin"):
             # any / all: reduce 0/1 bytes
@@ -78,6 +87,28 @@ def _reduction(ctx: NodeContext) -> None:
         if not int(ctx.attr("keepdims", 1)):
             peak = reshape(ctx, peak, logs.shape, hint=ctx.hint(0, "max_r"))
         ctx.set_output(0, ctx.emit("add", [logs, peak]))
+
+
+# Reductions with no identity element the backends' max/min could start from: over an
+# empty axis ONNX gives the identity of the whole reduction (max: -inf, min: +inf,
+# logsumexp: log 0 = -inf; integers: the type's lowest / highest value).
+_EMPTY_IDENTITY = {"ReduceMax": -1, "ReduceMin": 1, "ReduceLogSumExp": -1}
+
+
+def _empty_reduction(ctx: NodeContext, shape: tuple[int, ...], axes: list[int]) -> Tensor:
+    """The result of reducing an empty axis: a constant of the output's shape."""
+    dtype = ctx.dtype(0)
+    keep = bool(int(ctx.attr("keepdims", 1)))
+    out = tuple(1 if i in axes else d for i, d in enumerate(shape) if keep or i not in axes)
+    sign = _EMPTY_IDENTITY[ctx.op_type]
+    if dtype.is_float:
+        value: float | int = sign * math.inf
+    elif dtype is DType.BOOL:
+        value = 0 if sign < 0 else 1
+    else:
+        low, high = dtype.value_range()
+        value = low if sign < 0 else high
+    return ctx.constant(np.full(out, value, dtype=dtype.numpy), dtype, ctx.hint(0, "empty"))
 
 
 def _noop(ctx: NodeContext, x: Value) -> Value:
