@@ -268,37 +268,44 @@ static oi_dc_rows_fn oi_dc_rows_for(const oi_conv_geom *g) {
  * pp + oy * SH * width + ox + off[t]): blocks of rows on `rows` when there is one (column
  * offsets `coff`), the other rows eight vectors of outputs at a time (the last group padded
  * with vectors that store nothing). */
-static void oi_dc_channel(const oi_conv_geom *g, const float *pp, int64_t width, const int64_t *off,
+static void oi_dc_channel(const oi_conv_f32_args *a, const float *pp, int64_t width, const int64_t *off,
                           const int64_t *coff, oi_dc_rows_fn rows, const float *wc, int64_t taps, float bias,
                           int has_bias, float *out) {
-    int64_t src[8], cnt[8], oy = 0, ox;
+    const oi_conv_geom *g = &a->geom;
+    int64_t src[8], cnt[8], oy = 0, ox, step = g->OW <= OI_VL ? 8 : 4;
     float *dst[8];
     int n = 0;
-    if (rows && g->OW <= OI_VL) {
-        for (; oy < g->OH; oy += 8) rows(pp, width, coff, taps / g->KH, g->KW, wc, oy, g->OH, 0, bias, has_bias, out, g->OW);
-        return;
-    }
+    /* the fused epilogue on each block of rows as soon as it is final (still in cache) */
     if (rows)
-        for (; oy + 4 <= g->OH; oy += 4)
+        for (; oy + (step == 8 ? 1 : 4) <= g->OH; oy += step) {
+            const int64_t r = oi_min64(step, g->OH - oy);
             for (ox = 0; ox < g->OW; ox += 2 * OI_VL)
                 rows(pp, width, coff, taps / g->KH, g->KW, wc, oy, g->OH, ox, bias, has_bias, out, g->OW);
-    for (; oy < g->OH; oy++)
-        for (ox = 0; ox < g->OW; ox += OI_VL) {
-            src[n] = oy * g->SH * width + ox;
-            dst[n] = out + oy * g->OW + ox;
-            cnt[n] = oi_min64(OI_VL, g->OW - ox);
-            if (++n == 8) {
-                oi_dc_group(pp, src, off, wc, taps, bias, has_bias, dst, cnt);
-                n = 0;
-            }
+            if (a->epilogue) a->epilogue(a->epilogue_ctx, out, g->OW, oy, r, 0, g->OW);
         }
-    if (n == 0) return;
-    for (; n < 8; n++) {
-        src[n] = src[n - 1];
-        dst[n] = dst[n - 1];
-        cnt[n] = 0;
+    if (oy >= g->OH) return;
+    {
+        const int64_t first = oy;
+        for (; oy < g->OH; oy++)
+            for (ox = 0; ox < g->OW; ox += OI_VL) {
+                src[n] = oy * g->SH * width + ox;
+                dst[n] = out + oy * g->OW + ox;
+                cnt[n] = oi_min64(OI_VL, g->OW - ox);
+                if (++n == 8) {
+                    oi_dc_group(pp, src, off, wc, taps, bias, has_bias, dst, cnt);
+                    n = 0;
+                }
+            }
+        if (n > 0) {
+            for (; n < 8; n++) {
+                src[n] = src[n - 1];
+                dst[n] = dst[n - 1];
+                cnt[n] = 0;
+            }
+            oi_dc_group(pp, src, off, wc, taps, bias, has_bias, dst, cnt);
+        }
+        if (a->epilogue) a->epilogue(a->epilogue_ctx, out, g->OW, first, g->OH - first, 0, g->OW);
     }
-    oi_dc_group(pp, src, off, wc, taps, bias, has_bias, dst, cnt);
 }
 
 /* Direct convolution (depthwise, or few taps per output: C * KH * KW <= OI_DW_MAX_TAPS):
@@ -335,8 +342,9 @@ static void oi_dwconv_run(void *ctx, int64_t begin, int64_t end, int slot) {
                     oi_dc_copy(g, a->x + (image_group * g->C + c) * plane_in, pp + c * chan, rows, width);
                 held = image_group;
             }
-            oi_dc_channel(g, pp, width, off, coff, blocks, wc, taps, a->bias ? a->bias[m] : 0.0f, a->bias != NULL,
+            oi_dc_channel(a, pp, width, off, coff, blocks, wc, taps, a->bias ? a->bias[m] : 0.0f, a->bias != NULL,
                           out);
+            continue;
         } else { /* depthwise without scratch */
             const float b = a->bias ? a->bias[m] : 0.0f;
             for (oy = 0; oy < g->OH; oy++) {

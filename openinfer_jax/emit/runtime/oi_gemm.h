@@ -267,11 +267,14 @@ static void oi_gemm_pack_b_f32(const oi_gemm_f32_args *g, int64_t pc, int64_t kc
                 const float *src = g->b + (j + jj) * g->ldb + pc;
                 for (k = 0; k < kc; k++) dst[k * OI_NR + jj] = src[k];
             }
-        } else {
+        } else if (nr == OI_NR) { /* two vector moves a row (a loop would be a memcpy call) */
             for (k = 0; k < kc; k++) {
                 const float *src = g->b + (pc + k) * g->ldb + j;
-                for (jj = 0; jj < nr; jj++) dst[k * OI_NR + jj] = src[jj];
+                oi_vstore(dst + k * OI_NR, oi_vload(src));
+                oi_vstore(dst + k * OI_NR + OI_VL, oi_vload(src + OI_VL));
             }
+        } else {
+            for (k = 0; k < kc; k++) oi_copy_short(dst + k * OI_NR, g->b + (pc + k) * g->ldb + j, nr);
         }
         for (jj = nr; jj < OI_NR; jj++)
             for (k = 0; k < kc; k++) dst[k * OI_NR + jj] = 0.0f;
