@@ -18,12 +18,18 @@ __all__ = ["function_body"]
 
 
 def function_body(
-    node: Any, opset: int, input_types: Sequence[Any | None], prefix: str
+    node: Any,
+    opset: int,
+    input_types: Sequence[Any | None],
+    prefix: str,
+    default_opset: int | None = None,
 ) -> tuple[list[Any], int] | None:
     """The nodes of `node`'s function body, renamed into the graph, and the body's opset.
 
-    `input_types` holds one ``onnx.TypeProto`` per input slot (None for an absent one).
-    Returns None when the op has no function body in its schema for `opset`.
+    `opset` is the version of the node's domain the model imports; `input_types` holds one
+    ``onnx.TypeProto`` per input slot (None for an absent one). The body's default-domain
+    opset is the one its function declares, else `default_opset` (the model's), else
+    `opset`. Returns None when the op has no function body in its schema for `opset`.
     """
     import onnx
     import onnx.defs
@@ -36,7 +42,8 @@ def function_body(
     if function is None:
         return None
     body_opset = next(
-        (int(o.version) for o in function.opset_import if o.domain in ("", "ai.onnx")), opset
+        (int(o.version) for o in function.opset_import if o.domain in ("", "ai.onnx")),
+        default_opset if default_opset is not None else opset,
     )
     attrs = {a.name: a for a in node.attribute}
     for name, spec in schema.attributes.items():

@@ -283,12 +283,6 @@ class Importer:
     def _node(self, node: Any, index: int) -> None:
         name = node.name or f"{node.op_type}_{index}"
         op_type = node.op_type
-        if node.domain not in _DEFAULT_DOMAINS:
-            raise OnnxImportError(
-                f"op domain {node.domain!r} is not supported (only the default ONNX domain)",
-                node=name,
-                op=op_type,
-            )
         for inp in node.input:
             if inp and inp not in self.values:
                 raise OnnxImportError(
@@ -297,6 +291,18 @@ class Importer:
                     node=name,
                     op=op_type,
                 )
+        if node.domain not in _DEFAULT_DOMAINS:
+            # An op of another ONNX domain (ai.onnx.preview) imports when ONNX defines it as
+            # a function of default-domain ops.
+            other = NodeContext(self, node, name, self.opsets.get(node.domain, 1))
+            if node.domain.startswith("ai.onnx.") and self._inline_function(other):
+                return
+            raise OnnxImportError(
+                f"op domain {node.domain!r} is not supported (only the default ONNX domain, "
+                "and ONNX's function ops of other ai.onnx domains)",
+                node=name,
+                op=op_type,
+            )
         if "" not in self.opsets:
             raise OnnxImportError(
                 "the model imports no version of the default ONNX opset", node=name, op=op_type
@@ -325,16 +331,19 @@ class Importer:
         from openinfer_jax.onnx.functions import function_body
 
         types = [self._type_proto(v) for v in ctx.values()]
-        body = function_body(ctx.node, ctx.opset, types, f"{ctx.name}/")
+        outer = self.opsets.get("")
+        body = function_body(ctx.node, ctx.opset, types, f"{ctx.name}/", outer)
         if body is None:
             return False
         nodes, body_opset = body
-        outer = self.opsets[""]
         self.opsets[""] = body_opset  # the body's nodes mean what its opset says
         try:
             self.nodes(nodes)
         finally:
-            self.opsets[""] = outer
+            if outer is None:
+                del self.opsets[""]
+            else:
+                self.opsets[""] = outer
         for i, out in enumerate(ctx.node.output):
             if out and out not in self.values:
                 raise ctx.error(f"output {i} ({out!r}) is not computed by the op's function body")
