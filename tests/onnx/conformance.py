@@ -14,7 +14,8 @@ and run by the generated driver).
 `python -m tests.onnx.conformance --write docs/onnx.md` runs every test on every backend
 and regenerates the table (tests/onnx/test_conformance.py checks it is current);
 `--backends c,vulkan --sample` records only the per-op sample the suite re-runs on the slow
-backends (one passing test per op: about 20 minutes instead of an hour).
+backends (one passing test per op: about 20 minutes instead of an hour). `--jobs N` splits the
+chosen tests over N processes (the whole suite on the emitted C takes minutes on 16 cores).
 """
 
 from __future__ import annotations
@@ -321,6 +322,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--stale", action="store_true",
         help="only tests with no result for a backend, or whose cpu status changed since",
     )  # fmt: skip
+    parser.add_argument(
+        "--jobs", type=int, default=1,
+        help="run the chosen tests in this many processes (results merged at the end)",
+    )  # fmt: skip
+    parser.add_argument("--shard", default="", help=argparse.SUPPRESS)  # K/N, set by --jobs
     args = parser.parse_args(argv)
     backends = [b for b in args.backends.split(",") if b]
     tests = [t for t in node_tests() if re.search(args.filter, t.name)]
@@ -331,7 +337,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         tests = sample(tests, results)
     if args.stale:
         tests = [t for t in tests if _stale(results.get(t.name, {}), backends)]
-    if not args.reuse:
+    if args.shard:
+        k, n = (int(v) for v in args.shard.split("/"))
+        tests = tests[k::n]
+    if args.jobs > 1 and not args.reuse:
+        results.update(_run_jobs(args, tests))
+        args.results.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    elif not args.reuse:
         start = time.perf_counter()
         with tempfile.TemporaryDirectory() as tmp:
             for i, test in enumerate(tests):
@@ -352,6 +364,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         every = node_tests()
         args.write.write_text(splice(args.write.read_text(), every, results, BACKENDS))
     return 0
+
+
+def _run_jobs(
+    args: argparse.Namespace, tests: Sequence[NodeTest]
+) -> dict[str, dict[str, dict[str, str]]]:
+    """The chosen tests split over `args.jobs` child processes of this module (the same
+    selection, every jobs-th test each so slow ops spread); their entries, merged."""
+    import subprocess
+
+    selection = ["--backends", args.backends, "--filter", args.filter]
+    selection += ["--sample"] * args.sample + ["--stale"] * args.stale
+    start = time.perf_counter()
+    merged: dict[str, dict[str, dict[str, str]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = []
+        for k in range(args.jobs):
+            shard = Path(tmp) / f"shard{k}.json"
+            if args.results.exists():  # the same base: same selection, cpu statuses
+                shard.write_text(args.results.read_text())
+            cmd = [sys.executable, "-m", "tests.onnx.conformance", *selection,
+                   "--shard", f"{k}/{args.jobs}", "--results", str(shard)]  # fmt: skip
+            log = (Path(tmp) / f"shard{k}.log").open("w")
+            procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log))
+        for k, (proc, log) in enumerate(procs):
+            proc.wait()
+            log.close()
+            if proc.returncode != 0:
+                tail = (Path(tmp) / f"shard{k}.log").read_text()[-2000:]
+                raise SystemExit(f"shard {k}/{args.jobs} failed (exit {proc.returncode}):\n{tail}")
+        for k in range(args.jobs):  # each shard's own tests (the rest is the base copy)
+            shard_results = json.loads((Path(tmp) / f"shard{k}.json").read_text())
+            merged.update({t.name: shard_results[t.name] for t in tests[k :: args.jobs]})
+    print(f"{len(tests)} tests in {time.perf_counter() - start:.0f} s over {args.jobs} processes")
+    return merged
 
 
 def sample(tests: Sequence[NodeTest], results: dict[str, Any]) -> list[NodeTest]:
