@@ -224,12 +224,38 @@ def _global_max_pool(ctx: NodeContext) -> None:
     becomes="batch_norm",
 )  # fmt: skip
 def _batch_norm(ctx: NodeContext) -> None:
-    if int(ctx.attr("training_mode", 0)) or any(o for o in ctx.node.output[1:]):
-        raise ctx.error("training mode (running statistics outputs) is not supported")
     if int(ctx.attr("spatial", 1)) != 1:
         raise ctx.error("spatial=0 is not supported")
     inputs = [ctx.value(i) for i in range(5)]
-    ctx.set_output(0, ctx.emit("batch_norm", inputs, epsilon=float(ctx.attr("epsilon", 1e-5))))
+    eps = float(ctx.attr("epsilon", 1e-5))
+    if int(ctx.attr("training_mode", 0)):
+        _batch_norm_training(ctx, inputs, eps)
+        return
+    if any(o for o in ctx.node.output[1:]):
+        raise ctx.error("the running statistics outputs need training_mode=1")
+    ctx.set_output(0, ctx.emit("batch_norm", inputs, epsilon=eps))
+
+
+def _batch_norm_training(ctx: NodeContext, inputs: list[Value], eps: float) -> None:
+    """Training mode: normalize with the batch's statistics (population variance) and
+    output the running ones, input * momentum + batch * (1 - momentum)."""
+    x, dtype, rank = inputs[0], ctx.dtype(0), len(ctx.shape(0))
+    axes = [0, *range(2, rank)]
+    kept = ctx.emit("mean_axis", [x], hint=ctx.hint(0, "batch_mean_k"), axes=axes, keepdims=True)
+    centered = ctx.emit("sub", [x, kept], hint=ctx.hint(0, "centered"))
+    square = ctx.emit("mul", [centered, centered], hint=ctx.hint(0, "square"))
+    mean = ctx.emit("mean_axis", [x], hint=ctx.hint(0, "batch_mean"), axes=axes, keepdims=False)
+    var = ctx.emit("mean_axis", [square], hint=ctx.hint(0, "batch_var"), axes=axes, keepdims=False)
+    ctx.set_output(0, ctx.emit("batch_norm", [x, inputs[1], inputs[2], mean, var], epsilon=eps))
+    momentum = float(ctx.attr("momentum", 0.9))
+    for out, (running, batch) in enumerate(((inputs[3], mean), (inputs[4], var)), start=1):
+        if out >= len(ctx.node.output) or not ctx.node.output[out]:
+            continue
+        old = ctx.emit("mul", [running, scalar(ctx, momentum, dtype)], hint=ctx.hint(out, "old"))
+        new = ctx.emit(
+            "mul", [batch, scalar(ctx, 1.0 - momentum, dtype)], hint=ctx.hint(out, "new")
+        )
+        ctx.set_output(out, ctx.emit("add", [old, new]))
 
 
 @converter("LayerNormalization", attrs=("axis", "epsilon", "stash_type"), becomes="layer_norm")
