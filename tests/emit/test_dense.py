@@ -146,15 +146,15 @@ def _attention_model(tmp: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
 
 CONV = """
 graph {
-  dynamic { img: f32[2, 3, 17, 15]; sig: f32[2, 4, 33]; big: f32[1, 3, 38, 41]; }
+  dynamic { img: f32[2, 3, 17, 15]; sig: f32[2, 4, 33]; big: f32[1, 3, 38, 41]; sq: f32[1, 40, 7, 7]; }
   constant {
     ws: f32[8, 3, 3, 3]; bs: f32[8]; wd: f32[8, 1, 5, 5]; bd: f32[8]; wp: f32[12, 8, 1, 1];
-    wg: f32[6, 4, 3, 3]; w1: f32[6, 2, 3]; b1: f32[6]; wd3: f32[8, 1, 3, 3];
+    wg: f32[6, 4, 3, 3]; w1: f32[6, 2, 3]; b1: f32[6]; wd3: f32[8, 1, 3, 3]; wq: f32[14, 40, 1, 1]; bq: f32[14];
   }
   volatile {
     c1: f32[2, 8, 9, 8]; c2: f32[2, 8, 5, 4]; c3: f32[2, 12, 5, 4]; c4: f32[2, 6, 5, 2];
     c5: f32[2, 6, 17]; c6: f32[2, 8, 9, 8]; c7: f32[2, 8, 7, 5]; c8: f32[1, 8, 19, 21];
-    c9: f32[1, 8, 19, 21];
+    c9: f32[1, 8, 19, 21]; c10: f32[1, 14, 7, 7];
   }
   block entry {
     op conv2d(img, ws, bs, strides=[2, 2], pads=[1, 1, 1, 1]) >> c1;
@@ -166,11 +166,12 @@ graph {
     op conv2d(c1, wd3, dilations=[1, 2], pads=[0, 1, 0, 0], groups=8) >> c7;
     op conv2d(big, ws, bs, strides=[2, 2], pads=[1, 1, 1, 1]) >> c8;
     op conv2d(c8, wd, bd, pads=[2, 2, 2, 2], groups=8) >> c9;
+    op conv2d(sq, wq, bq) >> c10;
     return;
   }
 }
 """
-CONV_OUTPUTS = ["c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"]
+CONV_OUTPUTS = ["c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9", "c10"]
 
 
 def _conv_model(tmp_path: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
@@ -181,17 +182,24 @@ def _conv_model(tmp_path: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
 
     shapes = {"ws": (8, 3, 3, 3), "bs": (8,), "wd": (8, 1, 5, 5), "bd": (8,),
               "wp": (12, 8, 1, 1), "wg": (6, 4, 3, 3), "w1": (6, 2, 3), "b1": (6,),
-              "wd3": (8, 1, 3, 3)}  # fmt: skip
+              "wd3": (8, 1, 3, 3), "wq": (14, 40, 1, 1), "bq": (14,)}  # fmt: skip
     model = tmp_path / "m.oinf"
     write_oinf(model, sizevars={}, metadata={}, tensors={k: f32(*v) for k, v in shapes.items()})
     steps = [
-        {"img": f32(2, 3, 17, 15), "sig": f32(2, 4, 33), "big": f32(1, 3, 38, 41)} for _ in range(2)
+        {
+            "img": f32(2, 3, 17, 15),
+            "sig": f32(2, 4, 33),
+            "big": f32(1, 3, 38, 41),
+            "sq": f32(1, 40, 7, 7),
+        }
+        for _ in range(2)
     ]
     return model, steps
 
 
 def test_convolutions_match_simulator(tmp_path: Path) -> None:
-    """Direct kernel (depthwise; few taps: c1, c4, c8), GEMM (c3 1x1, c5 conv1d)."""
+    """Direct kernel (depthwise; few taps: c1, c4, c8), GEMM (c3 1x1, c5 conv1d; c10: 49
+    pixels, a last single column, K over two blocks)."""
     model, steps = _conv_model(tmp_path)
     arch = _arch(threads=2, **SMALL_BLOCKS)
     result = parity(tmp_path, model, CONV, steps, outputs=CONV_OUTPUTS, arch=arch)

@@ -16,7 +16,9 @@
  *    (per thread, in `pack`), and an OI_MR x OI_NR register tile of C is accumulated by
  *    the micro-kernel over the block's K, A read in place. Each C element is one fused
  *    multiply-add chain over k = 0..K-1 in order (a block continues from the stored partial
- *    sum), so the result does not depend on the blocking or on how the work is split.
+ *    sum), so the result does not depend on the blocking or on how the work is split (a
+ *    last single column sums each K block as a dot product in lanes, oi_gemm_col1_f32: the
+ *    same whatever the split).
  *    M = 1 with B [K, N] takes the same chain without packing (GEMV by rows of B).
  *
  * Threads (oi_parallel.h) split the output columns, or the rows when that leaves the busiest
@@ -393,6 +395,34 @@ static void oi_gemm_edge_half_f32(int64_t kc, const float *a, int64_t lda, const
     for (r = 0; r < mr; r++) oi_copy_short(c + r * ldc, tile + r * OI_VL, nr);
 }
 
+/* A last panel of a single column (the 49 pixels of a 7 x 7 image leave one): per row, the
+ * block's dot product of the A row with the column in vector lanes, oi_vsum, the tail of kc,
+ * then added to the partial sum in C (later blocks) and the biases. A fixed order whatever
+ * the split, like every other element; one vector of work per OI_VL products instead of
+ * one per product. The panel holds the column at stride OI_NR. */
+static OI_VEC_FN void oi_gemm_col1_f32(int64_t kc, const float *restrict a, int64_t lda,
+                                       const float *restrict bp, float *restrict c, int64_t ldc, int64_t mr,
+                                       int load, const float *restrict bias, const float *restrict rbias) {
+    float col[OI_KC];
+    int64_t k, r;
+    for (k = 0; k < kc; k++) col[k] = bp[k * OI_NR];
+    for (r = 0; r < mr; r++) {
+        const float *ar = a + r * lda;
+        oi_vf s0 = oi_vzero(), s1 = oi_vzero();
+        float t;
+        for (k = 0; k + 2 * OI_VL <= kc; k += 2 * OI_VL) {
+            s0 = OI_VFMA(oi_vload(ar + k), oi_vload(col + k), s0);
+            s1 = OI_VFMA(oi_vload(ar + k + OI_VL), oi_vload(col + k + OI_VL), s1);
+        }
+        t = oi_vsum(OI_VADD(s0, s1));
+        for (; k < kc; k++) t = OI_FMAF(ar[k], col[k], t);
+        if (load) t += c[r * ldc];
+        if (bias) t += bias[0];
+        if (rbias) t += rbias[r];
+        c[r * ldc] = t;
+    }
+}
+
 /* C[i0 .. i1, j0 .. j1] of the product; `pack` is this thread's scratch. */
 static void oi_gemm_block_f32(const oi_gemm_f32_args *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                               float *pack) {
@@ -425,6 +455,8 @@ static void oi_gemm_block_f32(const oi_gemm_f32_args *g, int64_t i0, int64_t i1,
                     const float *panel = panels + (jr / OI_NR) * stride;
                     if (mr == OI_MR && nr == OI_NR)
                         oi_gemm_micro_f32(kc, a, la, panel, c, g->ldc, load, bias, rbias);
+                    else if (nr == 1)
+                        oi_gemm_col1_f32(kc, a, la, panel, c, g->ldc, mr, load, bias, rbias);
                     else if (nr <= OI_VL)
                         oi_gemm_edge_half_f32(kc, a, la, panel, c, g->ldc, mr, nr, load, bias, rbias);
                     else
