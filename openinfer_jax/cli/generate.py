@@ -90,13 +90,21 @@ def generate_command(args: argparse.Namespace) -> int:
     err = sys.stderr
     for note in result.notes:
         print(f"note: {note}", file=err)
+    # The simulator's executables: compiled in this process, or loaded from the cache.
+    stats = getattr(getattr(generator.runner, "ex", None), "stats", None)
+    compiled = (
+        f"compiled {stats['compilations']}, cached {stats['compile_cache_hits']} | "
+        if stats is not None
+        else ""
+    )
     print(
         f"[{result.prompt_tokens} prompt tokens in {result.prefill_steps} step(s): "
         f"{result.prefill_s:.2f} s, {result.prefill_tokens_per_s:.1f} tok/s | "
         f"{len(result.tokens)} new tokens, decode {result.decode_tokens_per_s:.1f} tok/s | "
         f"per CPU second: prefill {result.prefill_tokens_per_cpu_s:.1f}, decode "
         f"{result.decode_tokens_per_cpu_s:.1f} tok/s | "
-        f"stop: {result.stop} | load {ready:.2f} s, total {time.perf_counter() - start:.2f} s]",
+        f"stop: {result.stop} | first token {result.first_token_s:.2f} s | {compiled}"
+        f"load {ready:.2f} s, total {time.perf_counter() - start:.2f} s]",
         file=err,
     )
     return 0

@@ -11,6 +11,10 @@ configured a cache directory:
 
 Every executable is cached (JAX's default skips those that compiled in under a second;
 a decode step has several such regions and together they are most of a warm start).
+
+JAX's cache saves XLA's work only; the wide regions' finished executables are also kept
+in ``regions/`` under the same directory (executable_store.py), so a second process does
+not trace them either.
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from openinfer_jax.ir.walk import reads_in, walk, walk_graph, writes_in
 from openinfer_jax.passes import prepare
 from openinfer_jax.sim.compile_cache import enable_compile_cache
 from openinfer_jax.sim.events import env_trace_level
+from openinfer_jax.sim.executable_store import ExecutableStore
 from openinfer_jax.sim.executor import Executor
 from openinfer_jax.sim.plan import GraphPlan, RegionPlan
 from openinfer_jax.sim.precision import Precision, graph_uses_64bit
@@ -136,6 +137,16 @@ class Simulator:
         self.compiler.lean = self.wide.lean = lean
         # Sharded simulation over a jax Mesh (docs/sharding.md); the logic lives in sharding.py.
         self.sharded = attach_sharding(self, mesh, sharding)
+        # Wide regions' executables kept across processes next to JAX's cache, for the
+        # default device only (a stored executable runs where it was compiled).
+        if (
+            self.compile_cache_dir is not None
+            and self.sharded is None
+            and self.vulkan is None
+            and not self.eager
+            and self.jax_device == jax.devices()[0]
+        ):
+            self.wide.store = ExecutableStore(self.compile_cache_dir / "regions")
         self.resolved_regions: dict[int, RegionPlan] = {}
         entry = self.graph.block("entry") or (self.graph.blocks[0] if self.graph.blocks else None)
         if entry is None:

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["CompileStats"]
+__all__ = ["CompileStats", "persistent_cache_hits"]
 
 _HIT_EVENT = "/jax/compilation_cache/cache_hits"
 
@@ -42,6 +42,12 @@ class _HitCounter:
 
 
 _HITS = _HitCounter()
+
+
+def persistent_cache_hits() -> int:
+    """Executables JAX's persistent cache has loaded in this process so far (counted once
+    a `CompileStats` exists)."""
+    return _HITS.hits
 
 
 class CompileStats:

@@ -57,10 +57,12 @@ from openinfer_jax.sim.long_loops import LoopTooLong, unrolled_iterations
 from openinfer_jax.sim.plan import RegionPlan
 from openinfer_jax.sim.ragged import NeedExact, Rag, apply_op
 from openinfer_jax.sim.regions import NodeFailure, NodeShapes, Slot, plan_layout, slot_value
+from openinfer_jax.sim.stats import persistent_cache_hits
 from openinfer_jax.sim.symbolic import AffinePlan, SymInt, pin, recording
 from openinfer_jax.sim.values import Deferred, Ragged, Zeros
 
 if TYPE_CHECKING:
+    from openinfer_jax.sim.executable_store import ExecutableStore
     from openinfer_jax.sim.executor import Executor
 
 __all__ = ["WideProgram", "WideRunner"]
@@ -139,6 +141,14 @@ class _Compiled:
     layout: list[Slot] = field(default_factory=list)
     recipe: Any = None  # recipe(inputs, ints, k): write k alone (Deferred slots)
     fresh: bool = True  # not called yet: XLA compiles it at its first call (sim/stats.py)
+    trace: Any = None  # traces `fn` (fills out_rags, shapes, layout, recipe)
+    olds_args: tuple[Any, ...] = ()  # abstract arguments of `olds`
+    recipe_fn: Any = None
+
+    def with_layout(self) -> None:
+        """Keep the recipe once the layout is known: only deferred slots need it."""
+        deferred = any(slot[0] == "deferred" for slot in self.layout)
+        self.recipe = self.recipe_fn if deferred else None
 
 
 @dataclass
@@ -178,6 +188,9 @@ class WideRunner:
         self.constrain: Any = None
         self.wrap: Any = None
         self.lean = True  # leave dead outputs out (regions.py RegionCompiler.lean)
+        # Compiled executables kept across processes (executable_store.py); set by the
+        # simulator when the compile cache is on.
+        self.store: ExecutableStore | None = None
 
     def lean_for(self, region: RegionPlan) -> bool:
         """Whether `region` leaves its dead outputs out (never when sharded)."""
@@ -439,7 +452,10 @@ class WideRunner:
         if compiled is None:
             try:
                 buffers = [ex.persistent.tables[t].buffer for t in prog.tables]
-                compiled = self._build(prog, buffers, region, self.lean_for(region))
+                lean = self.lean_for(region)
+                compiled = self._build(prog, buffers, region, lean)
+                if self.store is not None and self.constrain is None and self.wrap is None:
+                    _keep(self.store, ex, compiled, _description(region, prog, buffers, lean))
                 if self.wrap is not None:
                     compiled.fn = self.wrap(f"region {region.id}", compiled.fn)
             except NeedExact:
@@ -451,6 +467,8 @@ class WideRunner:
     def _build(
         self, prog: WideProgram, buffers: list[Any], region: RegionPlan, lean: bool
     ) -> _Compiled:
+        """The region's jitted function, traced now (`_keep` may swap in a stored or
+        compiled executable before the first call)."""
         steps = list(prog.steps)
         params = {id(p): p for p in prog.params}
         keys = list(prog.input_keys)
@@ -593,15 +611,36 @@ class WideRunner:
                 for t, slot, sizes in olds
             )
 
-        fn = jax.jit(run, donate_argnums=(1,))
-        olds_fn = jax.jit(read_olds) if olds else None
         buffers0 = tuple(jax.ShapeDtypeStruct(b.shape, b.dtype) for b in buffers)
-        # Trace now so NeedExact and node errors surface before any buffer is donated.
-        fn.trace(tuple(prog.inputs), buffers0, prog.packed_ints())
-        recipe = None
-        if any(slot[0] == "deferred" for slot in layout):
-            recipe = jax.jit(lambda inputs, ints, k: run(inputs, None, ints, k), static_argnums=2)
-        return _Compiled(fn, olds_fn, list(out_rags), shapes, list(layout), recipe)
+        args = (tuple(prog.inputs), buffers0, prog.packed_ints())
+
+        def trace(name: str | None = None) -> Any:
+            # Traced before the first call so NeedExact and node errors surface before any
+            # buffer is donated (`_keep` skips it when the store has the executable). A
+            # `name` names the XLA modules (so JAX's cache files them apart).
+            if name is not None:
+                run.__name__, read_olds.__name__ = name, f"{name}_olds"
+                compiled.fn = jax.jit(run, donate_argnums=(1,))
+                compiled.olds = jax.jit(read_olds) if olds else None
+            traced = compiled.fn.trace(*args)
+            compiled.out_rags[:] = out_rags
+            compiled.layout[:] = layout
+            compiled.with_layout()
+            return traced
+
+        compiled = _Compiled(
+            jax.jit(run, donate_argnums=(1,)), jax.jit(read_olds) if olds else None,
+            [], shapes, [], None,
+        )  # fmt: skip
+        compiled.trace = trace
+        compiled.olds_args = (buffers0, args[2])
+        # Traced only if a deferred value is fetched (with_layout keeps it only then).
+        compiled.recipe_fn = jax.jit(
+            lambda inputs, ints, k: run(inputs, None, ints, k), static_argnums=2
+        )
+        if self.store is None or self.constrain is not None or self.wrap is not None:
+            compiled.trace()
+        return compiled
 
 
 class _Walk:
@@ -834,6 +873,102 @@ class _Walk:
         prog.steps.append(
             ("write", id(node), self.table(decl.name), src, slot, sizes, want, decl.dtype.code)
         )
+
+
+def _description(
+    region: RegionPlan, prog: WideProgram, buffers: list[Any], lean: bool
+) -> tuple[Any, ...]:
+    """What the traced function of `prog` computes, without object identities: the
+    executable store's key (executable_store.py). Node ids in the steps become what
+    `_build`'s `run` reads from the node (an op's name and resolved params)."""
+    nodes = {id(n): n for n, _sc, _i in prog.visited}
+    params = {id(p): p for p in prog.params}
+    steps: list[tuple[Any, ...]] = []
+    for step in prog.steps:
+        kind = step[0]
+        if kind == "op":
+            _, node_id, ins, out, pid, code = step
+            op = nodes[node_id].op  # type: ignore[attr-defined]
+            steps.append(("op", op, ins, out, sorted(params[pid].items()), code))
+        elif kind in ("read", "write", "pwrite", "loop"):
+            steps.append((kind, *step[2:]))  # step[1] is a node id, used for messages
+        else:
+            steps.append(step)
+    leaves, tree = jax.tree.flatten(tuple(prog.inputs))
+    return (
+        "wide",
+        steps,
+        prog.written,
+        sorted((repr(k), d.code) for k, d in prog.dtypes.items()),
+        prog.input_keys,
+        str(tree),
+        [(tuple(x.shape), str(x.dtype), bool(getattr(x, "weak_type", False))) for x in leaves],
+        prog.input_rags,
+        [(tuple(b.shape), str(b.dtype)) for b in buffers],
+        (len(prog.starts), prog.width, len(prog.lengths)),
+        prog.writes,
+        lean,
+        sorted(region.used_after),
+    )
+
+
+def _keep(store: ExecutableStore, ex: Executor, compiled: _Compiled, description: Any) -> None:
+    """Load `compiled`'s executables from the store, or trace, compile now and save them.
+
+    A loaded region is counted as a compile-cache hit of `ex`; one compiled here as that
+    executor's compilation (or a hit of JAX's own cache). Anything the store cannot do
+    leaves `compiled` to trace and compile the usual way.
+    """
+    key = store.key(description)
+    if key is None:
+        compiled.trace()
+        return
+    stored = store.load(key)
+    if stored is not None:
+        out_rags, shapes, layout = stored.meta
+        compiled.out_rags[:] = out_rags
+        compiled.shapes.update(shapes)
+        compiled.layout[:] = layout
+        compiled.with_layout()
+        compiled.fn = _Executable(stored.fn, compiled.fn)
+        if stored.olds is not None:
+            compiled.olds = _Executable(stored.olds, compiled.olds)
+        compiled.fresh = False
+        ex.compile_stats.cache_hits += 1
+        return
+    # XLA:CPU cannot serialize an executable that JAX's cache loaded (the copy's calls fail
+    # with "Function ... not found"), so only executables compiled here are stored; the
+    # modules are named after the key so JAX's cache never serves one the store lacks with
+    # another entry's identical module.
+    traced = compiled.trace(f"region_{key[:24]}")
+    hits = persistent_cache_hits()
+    exe = ex.compile_stats.first_call(lambda: traced.lower().compile())
+    olds = None
+    if compiled.olds is not None:
+        olds = compiled.olds.trace(*compiled.olds_args).lower().compile()
+    if persistent_cache_hits() == hits:
+        meta = (list(compiled.out_rags), dict(compiled.shapes), list(compiled.layout))
+        store.save(key, exe, olds, meta)
+    compiled.fn = _Executable(exe, compiled.fn)
+    if olds is not None:
+        compiled.olds = _Executable(olds, compiled.olds)
+    compiled.fresh = False
+
+
+class _Executable:
+    """A compiled executable that falls back to its jitted function (which traces and
+    compiles) when a call's arguments differ from those it was compiled for, e.g. in weak
+    type, which the wide signature does not tell apart."""
+
+    def __init__(self, exe: Any, fallback: Any) -> None:
+        self.exe = exe
+        self.fallback = fallback
+
+    def __call__(self, *args: Any) -> Any:
+        try:
+            return self.exe(*args)
+        except TypeError:  # raised before running: the arguments are untouched
+            return self.fallback(*args)
 
 
 def _signature(
