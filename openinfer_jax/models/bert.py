@@ -99,11 +99,6 @@ class BertConfig:
         return cls(**{**config.__dict__, "dtype": dtype})
 
 
-def _linear(b: Any, x: Any, weight: Any, bias: Any) -> Any:
-    """``x @ weight^T + bias`` (PyTorch (out, in) layout): every weight read."""
-    return b.op.linear(x, weight, bias)
-
-
 def bert_encoder(model: ModelLoader, *, batch: int = 1, seq: int = 128) -> Graph:
     """The encoder graph for `model` on a padded batch of `batch` x `seq` tokens.
 
@@ -163,18 +158,18 @@ def bert_encoder(model: ModelLoader, *, batch: int = 1, seq: int = 128) -> Graph
                 (k, "Wk", "Bk", k4, kh),
                 (v, "Wv", "Bv", v4, vh),
             ):
-                _linear(b, h, w[W][layer], w[B][layer]) >> x
+                b.op.linear(h, w[W][layer], w[B][layer]) >> x
                 b.op.reshape(x, shape=[batch, seq, nh, hd]) >> x4
                 b.op.transpose(x4, perm=[0, 2, 1, 3]) >> xh
             b.op.attention(qh, kh, vh, mask, scale=1.0 / math.sqrt(hd)) >> oh
             b.op.transpose(oh, perm=[0, 2, 1, 3]) >> o4
             b.op.reshape(o4, shape=[batch, seq, nh * hd]) >> c
-            _linear(b, c, w["Wo"][layer], w["Bo"][layer]) >> a
+            b.op.linear(c, w["Wo"][layer], w["Bo"][layer]) >> a
             b.op.add(h, a) >> h
             b.op.layer_norm(h, w["G1"][layer], w["B1"][layer], epsilon=cfg.eps) >> h
-            _linear(b, h, w["Wi"][layer], w["Bi"][layer]) >> f
+            b.op.linear(h, w["Wi"][layer], w["Bi"][layer]) >> f
             b.op.gelu(f) >> f
-            _linear(b, f, w["Wf"][layer], w["Bf"][layer]) >> a
+            b.op.linear(f, w["Wf"][layer], w["Bf"][layer]) >> a
             b.op.add(h, a) >> h
             b.op.layer_norm(h, w["G2"][layer], w["B2"][layer], epsilon=cfg.eps) >> h
         b.op.mul(h, pool) >> a

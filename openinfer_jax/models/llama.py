@@ -16,7 +16,7 @@ cache beyond the new ``step``; later writes overwrite them and reads never reach
 With ``chunk=1`` the graph is decode-only: ``tokens: i32[1]``, no ``count``, no branch.
 
 Per-layer weights are prefix tables over the names of the converter's ``llama`` preset
-(``q.weight.{l}``...), read through `_linear`. Every size comes from the `.oinf` (see
+(``q.weight.{l}``...), read by `linear` ops. Every size comes from the `.oinf` (see
 `LlamaConfig.from_model`). Weights are declared with the model's types: a GGUF converted
 with its Q4_1/Q8_0 blocks kept packed gives ``Wq(l): q4_1[...]`` and ``tok_emb: q8_0[...]``,
 which `linear` and `embedding` read packed (docs/dsl.md); activations are f32 then.
@@ -131,11 +131,6 @@ class LlamaConfig:
         return cls(**{**config.__dict__, "dtype": dtype})
 
 
-def _linear(b: Any, x: Any, weight: Any) -> Any:
-    """``x @ weight^T`` with a weight in the PyTorch (out, in) layout: every weight read."""
-    return b.op.linear(x, weight)
-
-
 class _Stack:
     """Emits the layer stack for `rows` rows into one block (names end in `suffix`)."""
 
@@ -178,9 +173,9 @@ class _Stack:
         b.op.embedding(t["tok_emb"], tokens) >> h
         with b.loop(f"layers{suffix}", "l", 0, "num_hidden_layers") as layer:
             b.op.rms_norm(h, t["AttnNorm"][layer], epsilon=cfg.rms_eps) >> a
-            _linear(b, a, t["Wq"][layer]) >> q
-            _linear(b, a, t["Wk"][layer]) >> k
-            _linear(b, a, t["Wv"][layer]) >> v
+            b.op.linear(a, t["Wq"][layer]) >> q
+            b.op.linear(a, t["Wk"][layer]) >> k
+            b.op.linear(a, t["Wv"][layer]) >> v
             b.op.reshape(q, shape=[rows, nq, hd]) >> q3
             b.op.transpose(q3, perm=[1, 0, 2]) >> qh
             b.op.rope(qh, pos, theta=cfg.rope_theta) >> qh
@@ -198,14 +193,14 @@ class _Stack:
             b.op.attention(qh, kt, vt, causal=True, scale=1.0 / math.sqrt(hd)) >> o
             b.op.transpose(o, perm=[1, 0, 2]) >> o3
             b.op.reshape(o3, shape=[rows, cfg.q_rows]) >> q
-            _linear(b, q, t["Wo"][layer]) >> a
+            b.op.linear(q, t["Wo"][layer]) >> a
             b.op.add(h, a) >> h
             b.op.rms_norm(h, t["FfnNorm"][layer], epsilon=cfg.rms_eps) >> a
-            _linear(b, a, t["Wg"][layer]) >> gate
+            b.op.linear(a, t["Wg"][layer]) >> gate
             b.op.silu(gate) >> gate
-            _linear(b, a, t["Wu"][layer]) >> up
+            b.op.linear(a, t["Wu"][layer]) >> up
             b.op.mul(gate, up) >> gate
-            _linear(b, gate, t["Wd"][layer]) >> a
+            b.op.linear(gate, t["Wd"][layer]) >> a
             b.op.add(h, a) >> h
         if rows == 1:
             b.transfer(h) >> t["last"]
@@ -281,7 +276,7 @@ def llama_decoder(
             b.op.eq(count, t["rows_d"]) >> decode
             b.branch(decode, "decode", "prefill")
         b.op.rms_norm(t["last"], t["final_norm"], epsilon=cfg.rms_eps) >> t["last"]
-        _linear(b, t["last"], t["lm_head"] if not cfg.tied else t["tok_emb"]) >> logits
+        b.op.linear(t["last"], t["lm_head"] if not cfg.tied else t["tok_emb"]) >> logits
         if chunk == 1:
             b.cache.increment(step)
         else:
