@@ -32,7 +32,6 @@ EXCLUDED_KINDS: dict[str, tuple[frozenset[str], str]] = {
 
 _REASONS: dict[str, str] = {
     **{op: "random numbers: a program step must be deterministic" for op in _RANDOM},
-    "Loop": "a data-dependent loop (ONNX Loop): write the loop in the DSL instead",
     "NonMaxSuppression": "the number of boxes it selects depends on the data, and program "
     "shapes are static (with every input known at import it is folded)",
     "Unique": "the number of distinct values depends on the data, and program shapes are "

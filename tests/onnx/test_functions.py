@@ -210,3 +210,55 @@ def test_lstm_steps_are_registry_cells_when_they_fit(
         want = reference(model, feed)  # type: ignore[arg-type]
     np.testing.assert_allclose(got["y"], want[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got["h"], want[1], rtol=1e-5, atol=1e-6)
+
+
+def _loop_model(data_dependent: bool) -> object:
+    """y <- y * 2 + i, three times (M = 3); with data_dependent the condition reads y."""
+    nodes = [
+        helper.make_node("Cast", ["i"], ["i_f"], to=FLOAT),
+        helper.make_node("Mul", ["y_in", "two"], ["y2"]),
+        helper.make_node("Add", ["y2", "i_f"], ["y_out"]),
+    ]
+    if data_dependent:
+        nodes.append(helper.make_node("ReduceMax", ["y_out"], ["top"], keepdims=0))
+        nodes.append(helper.make_node("Less", ["top", "ten"], ["c_out"]))
+    else:
+        nodes.append(helper.make_node("Identity", ["c_in"], ["c_out"]))
+    body = helper.make_graph(
+        nodes,
+        "body",
+        [
+            tensor_info("i", INT64, []),
+            helper.make_tensor_value_info("c_in", 9, []),
+            tensor_info("y_in", FLOAT, [2]),
+        ],
+        [helper.make_tensor_value_info("c_out", 9, []), tensor_info("y_out", FLOAT, [2])],
+    )
+    loop = helper.make_node("Loop", ["M", "", "y0"], ["y"], name="loop", body=body)
+    return make_model(
+        [loop],
+        [tensor_info("y0", FLOAT, [2])],
+        [tensor_info("y", FLOAT, [2])],
+        initializers={
+            "M": np.array(3, np.int64),
+            "two": np.array(2.0, np.float32),
+            "ten": np.array(10.0, np.float32),
+        },
+    )
+
+
+def test_counted_loop_is_unrolled(tmp_path: Path) -> None:
+    model = _loop_model(data_dependent=False)
+    result = import_model(model, loops=False)  # (else the 3 copies roll back into a DSL loop)
+    assert result.report.ops_used["mul"] == 3
+    feed = {"y0": np.array([1.0, -0.5], np.float32)}
+    got = run_imported(result, tmp_path, [feed])[0]
+    want = feed["y0"].copy()
+    for i in range(3):  # (ONNX's reference skips a Loop whose condition input is absent)
+        want = want * 2 + i
+    np.testing.assert_allclose(got["y"], want, rtol=1e-6)
+
+
+def test_loop_with_a_run_time_condition_is_refused() -> None:
+    with pytest.raises(OnnxImportError, match=r"loop.*condition is computed at run time"):
+        import_model(_loop_model(data_dependent=True))

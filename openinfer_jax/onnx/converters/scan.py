@@ -1,10 +1,12 @@
-"""ONNX Scan: the body unrolled over the (import-time known) sequence length.
+"""ONNX Scan and Loop: the body unrolled over the (import-time known) sequence length.
 
 Each iteration binds the body's state inputs to the current states and its scan inputs to
 one slice of each scanned input, imports the body's nodes (as `If` inlines a branch), and
 takes the new states and this iteration's scan outputs from the body's outputs. The scan
 outputs are stacked along their axis at the end. Opset 8's batched form (a leading
-`sequence_lens` input, axis 0 a batch) is unrolled per batch item, then per step.
+`sequence_lens` input, axis 0 a batch) is unrolled per batch item, then per step. A Loop
+is unrolled the same way when its trip count and condition are known at import and every
+iteration's condition folds (the loop's length does not depend on run-time data).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from openinfer_jax.core.dtypes import DType
 from openinfer_jax.onnx.context import NodeContext
 from openinfer_jax.onnx.converters import converter
 from openinfer_jax.onnx.converters.common import norm_axis
@@ -145,3 +148,54 @@ def _unroll(
 
 def _shape(value: Value) -> tuple[int, ...]:
     return tuple(value.array.shape) if isinstance(value, Const) else value.shape
+
+
+@converter(
+    "Loop",
+    attrs=("body",),
+    becomes="the body's nodes once per iteration (unrolled; trip count and condition known at "
+    "import), then concat of the scan outputs",
+)
+def _loop(ctx: NodeContext) -> None:
+    body = ctx.attr("body")
+    trips = int(np.asarray(ctx.const(0, "the trip count M")).item()) if ctx.has(0) else None
+    go = bool(np.asarray(ctx.const(1, "the loop condition")).item()) if ctx.has(1) else True
+    if trips is None and not ctx.has(1):
+        raise ctx.error("a Loop without trip count and condition runs forever")
+    states: list[Value] = [ctx.value(i) for i in range(2, ctx.input_count)]
+    n = len(states)
+    collected: list[list[Value]] = [[] for _ in range(len(body.output) - 1 - n)]
+    importer = ctx.importer
+    limit = _MAX_STEPS if trips is None else trips
+    if limit > _MAX_STEPS:
+        raise ctx.error(
+            f"a loop of {limit} iterations is too long to unroll (at most {_MAX_STEPS})"
+        )
+    done = 0
+    while go and done < limit:
+        importer.initializers(body)
+        importer.bind(body.input[0].name, Const(np.array(done, np.int64), DType.I64, "iter"))
+        importer.bind(body.input[1].name, Const(np.array(go), DType.BOOL, "cond"))
+        for info, value in zip(body.input[2:], states, strict=True):
+            importer.bind(info.name, value)
+        importer.nodes(body.node)
+        results = [importer.values[o.name] for o in body.output]
+        cond = results[0]
+        if not isinstance(cond, Const):
+            raise ctx.error(
+                "the loop's condition is computed at run time (a data-dependent loop): write "
+                "the loop in the DSL instead"
+            )
+        go = bool(np.asarray(cond.array).item())
+        states = results[1 : 1 + n]
+        for j, part in enumerate(results[1 + n :]):
+            collected[j].append(part)
+        done += 1
+    if trips is None and go:
+        raise ctx.error(f"the loop did not end within {_MAX_STEPS} iterations")
+    for i in range(n):
+        ctx.set_output(i, states[i])
+    for j, parts in enumerate(collected):
+        if not parts:
+            raise ctx.error("a loop of zero iterations with scan outputs (empty tensors)")
+        ctx.set_output(n + j, _stack(ctx, parts, 0, ctx.hint(n + j)))
