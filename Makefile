@@ -54,10 +54,10 @@ clean:
 references: setup
 	$(PY) scripts/make_references.py
 
-# Runs ONNX's node tests on every backend (about an hour on 2 cores) and regenerates the
-# results (tests/onnx/conformance.json) and the table in docs/onnx.md.
+# Runs ONNX's node tests on every backend (about half an hour on 2 cores, one process per
+# core) and regenerates the results (tests/onnx/conformance.json) and the table in docs/onnx.md.
 onnx-conformance: setup
-	$(PY) -m tests.onnx.conformance --write docs/onnx.md
+	$(PY) -m tests.onnx.conformance --jobs $$(nproc) --write docs/onnx.md
 
 # Regenerates docs/ops.md from the op registry (a test checks it is current).
 docs: setup
