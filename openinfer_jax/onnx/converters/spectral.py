@@ -175,3 +175,17 @@ def _stft(ctx: NodeContext) -> None:
     onesided = bool(ctx.attr("onesided", 1))
     matrices = _matrices(n, n, False, onesided, len(parts) == 2)
     ctx.set_output(0, _join(ctx, _transform(ctx, parts, matrices, window), None))
+
+
+@converter(
+    "MelWeightMatrix",
+    attrs=("output_datatype",),
+    becomes="a constant (computed at import: its inputs set its shape, so they must be known)",
+)
+def _mel_weight_matrix(ctx: NodeContext) -> None:
+    # Reached only when an input is not known at import (else the node is folded): the
+    # matrix's shape depends on the inputs' values, so say which one to fold.
+    for i, what in enumerate(("num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz",
+                              "upper_edge_hertz")):  # fmt: skip
+        ctx.const(i, what)
+    raise ctx.error("MelWeightMatrix could not be computed at import")
