@@ -1,4 +1,6 @@
-"""`openinfer generate` on SmolLM2-135M (the packaged Q4_1 GGUF, converted kept packed):
+"""`openinfer generate` on SmolLM2-135M: second start vs first, prefill, decode, C target.
+
+The model is the packaged Q4_1 GGUF converted with ``--pattern llama`` (kept packed). Rows:
 the second start vs the first with the compile cache, prefill one step vs token by token,
 decode tokens/s, and the same through `--target c`.
 
@@ -28,6 +30,7 @@ import json
 import os
 import re
 import resource
+import shlex
 import shutil
 import subprocess
 import sys
@@ -106,7 +109,8 @@ def start_rows(model: Path, repeats: int) -> dict[str, dict[str, float]]:
         "wall": round(warm["wall_s"] / cold["wall_s"], 3),
         "cpu": round(warm["cpu_s"] / cold["cpu_s"], 3),
     }
-    best["command"] = {"text": "OPENINFER_COMPILE_CACHE=DIR " + " ".join(cmd[-6:])}  # type: ignore[dict-item]
+    text = "OPENINFER_COMPILE_CACHE=DIR " + shlex.join(["openinfer", *cmd[-5:]])
+    best["command"] = {"text": text}  # type: ignore[dict-item]
     return best
 
 
