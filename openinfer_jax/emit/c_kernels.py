@@ -252,6 +252,27 @@ def _cast(req: KernelRequest) -> str:
 """
 
 
+def _bitcast(req: KernelRequest) -> str:
+    """The bytes unchanged (memmove: the output may alias x); a bool result is 0/1."""
+    info = req.info
+    src, dst = ctype(info.in_dtypes[0], req.where), ctype(info.out_dtype, req.where)
+    if info.out_dtype is DType.BOOL:
+        copy = "for (i = 0; i < n; i++) O[i] = (uint8_t)(((const uint8_t *)x0->data)[i] != 0);"
+    else:
+        copy = f"memmove(O, x0->data, (size_t)n * sizeof({src.storage}));"
+    return f"""static int {req.name}(oi_tensor *o, const oi_tensor *x0) {{
+    {dst.storage} *O = ({dst.storage} *)o->data;
+    int64_t i, n;
+    int rc = oi_set_shape(o, x0->ndim, x0->dims);
+    if (rc) return rc;
+    n = oi_numel(o);
+    (void)i;
+    {copy}
+    return OI_OK;
+}}
+"""
+
+
 def _int_range(dtype: DType) -> tuple[int, int]:
     if dtype in (DType.T2, DType.T1):
         return dtype.value_range()  # the value set -1..1, not the 2-/1-bit two's complement range
@@ -1227,6 +1248,7 @@ Renderer = Callable[[KernelRequest], str]
 
 STRUCTURED: dict[str, Renderer] = {
     "cast": _cast,
+    "bitcast": _bitcast,
     "matmul": _matmul,
     "sum_axis": _reduce,
     "prod_axis": _reduce,

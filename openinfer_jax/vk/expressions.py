@@ -259,6 +259,7 @@ _PRIMITIVES: dict[str, Render] = {
     **{name: _builtin(name) for name in ex.TRIG},
     # The drivers' formulas lose relative accuracy near 0 (and asinh overflows for huge x).
     "sinh": _helper("sinh_small"),
+    "atan": _helper("atan_nan"),
     "asinh": _helper("asinh_acc"),
     "atanh": _helper("atanh_acc"),
 }
@@ -325,13 +326,15 @@ _HELPERS = {
     # GLSL's pow is undefined for a < 0 (and for a = 0, b <= 0): C's pow semantics by hand.
     "t_pow": (
         "CT t_pow(CT a, CT b) {\n"
-        "    if (b == CT(0)) return CT(1);\n"
+        "    if (b == CT(0) || a == CT(1) || (abs(a) == CT(1) && isinf(b))) return CT(1);\n"
         "    if (isnan(a) || isnan(b)) return a + b;\n"
-        "    if (a == CT(0)) return (b < CT(0)) ? CT(1) / a : CT(0);\n"
-        "    CT m = pow(abs(a), b);\n"
-        "    if (a > CT(0)) return m;\n"
-        "    if (floor(b) != b) return CT(0) / CT(0);\n"
-        "    return (mod(b, CT(2)) == CT(1)) ? -m : m;\n}\n"
+        "    bool edge = a == CT(0) || isinf(a);\n"
+        "    bool neg = a < CT(0) || (a == CT(0) && (floatBitsToUint(a) & 0x80000000u) != 0u);\n"
+        "    CT m = edge ? (((b < CT(0)) == (a == CT(0))) ? uintBitsToFloat(0x7f800000u) : CT(0))"
+        " : pow(abs(a), b);\n"
+        "    if (!neg) return m;\n"
+        "    if (floor(b) != b) return edge ? m : uintBitsToFloat(0x7fc00000u);\n"
+        "    return (!isinf(b) && mod(b, CT(2)) == CT(1)) ? -m : m;\n}\n"
     ),
     "round_away": (
         "CT round_away(CT x) {\n"
@@ -356,6 +359,7 @@ _HELPERS = {
         " - z * (1.0 / 216.0 - z / 1320.0))))); }\n"
         "    return 1.0 - erfc_approx(x);\n}\n"
     ),
+    "atan_nan": "float atan_nan(float x) {\n    return isnan(x) ? x : atan(x);\n}\n",
     "sinh_small": (
         "float sinh_small(float x) {\n"
         "    if (abs(x) < 0.0625) { float z = x * x;\n"

@@ -54,7 +54,7 @@ NORMALIZATIONS = ("softmax", "log_softmax", "layer_norm", "rms_norm")
 REDUCTIONS = ("sum_axis", "prod_axis", "max_axis", "min_axis", "mean_axis",
               "argmax_axis", "argmin_axis")  # fmt: skip
 # The structured single-kernel ops of `op_kernel` (every other op it takes has a tree).
-_STRUCTURED = frozenset({"cast", "matmul", *REDUCTIONS, *MOVEMENT, *GATHERS})
+_STRUCTURED = frozenset({"cast", "bitcast", "matmul", *REDUCTIONS, *MOVEMENT, *GATHERS})
 # (BM, BN, BK, TM, TN) of the tiled f32 matmul; "small" suits CPUs (lavapipe). Any
 # "BMxBNxBKxTMxTN" string also works (tuning; see `tile_config`).
 # Measured (bench_vk.py --tiles): on an H200, 128x128x16x8x8 gave 26.7 TFLOP/s at 4096
@@ -96,7 +96,16 @@ def kernel_ops() -> frozenset[str]:
     from openinfer_jax.ops import registry  # lazy: importing ops loads JAX
     from openinfer_jax.vk.nn_kernels import NN_OPS  # nn_kernels builds on this module
 
-    others = {"cast", "fill", "matmul", *REDUCTIONS, *MOVEMENT, *NORMALIZATIONS, *GATHERS}
+    others = {
+        "cast",
+        "bitcast",
+        "fill",
+        "matmul",
+        *REDUCTIONS,
+        *MOVEMENT,
+        *NORMALIZATIONS,
+        *GATHERS,
+    }
     trees = {op.name for op in registry.all_ops() if op.expr is not None}
     return frozenset(trees | set(NN_OPS) | others)
 
@@ -570,6 +579,38 @@ def cast_kernel(
     return Kernel(label, source, push, launch.dispatch_grid(invocations(dst, n)))
 
 
+_BIT_VIEWS = {
+    (DType.F32, DType.I32): "floatBitsToInt(x0)", (DType.F32, DType.U32): "floatBitsToUint(x0)",
+    (DType.I32, DType.F32): "intBitsToFloat(x0)", (DType.U32, DType.F32): "uintBitsToFloat(x0)",
+}  # fmt: skip
+_SMALL_INTS = (DType.I8, DType.U8, DType.I16, DType.U16, DType.I32, DType.U32)
+
+
+def bitcast_expr(src: DType, dst: DType) -> str | None:
+    """GLSL for ``bitcast`` of compute value x0, or None where there is no kernel (64-bit
+    and 16-bit float types). Integer stores keep the low bits, so int -> int is a conversion."""
+    if (src, dst) in _BIT_VIEWS:
+        return _BIT_VIEWS[(src, dst)]
+    if src in _SMALL_INTS and dst in _SMALL_INTS:
+        return f"{glsl_type(dst).compute}(x0)"
+    if dst is DType.BOOL and src in (DType.I8, DType.U8):
+        return f"(x0 != {glsl_type(src).compute}(0)) ? 1u : 0u"
+    if src is DType.BOOL and dst in (DType.I8, DType.U8):
+        return f"{glsl_type(dst).compute}(x0)"
+    return None
+
+
+def bitcast_kernel(src: DType, dst: DType, in_shape: tuple[int, ...]) -> Kernel:
+    """``bitcast``: each element's bits reread as `dst` (see `bitcast_expr`)."""
+    expr = bitcast_expr(src, dst)
+    if expr is None:
+        raise BackendError(f"no Vulkan kernel for bitcast from {src.short} to {dst.short}")
+    label = f"bitcast({src.short} -> {dst.short})"
+    source = _elementwise_source([src], dst, f"{glsl_type(dst).compute}({expr})", "", label)
+    push, n = _elementwise_push([in_shape], in_shape, [], label)
+    return Kernel(label, source, push, launch.dispatch_grid(invocations(dst, n)))
+
+
 # ---- reductions -----------------------------------------------------------------------------------
 def _reduce_layout(
     in_shape: tuple[int, ...], axes: Sequence[int]
@@ -832,6 +873,8 @@ def op_kernel(
             own = launch.contiguous_strides(in_shape)
             strides, offset = [own[p % len(in_shape)] for p in perm], 0
         return movement_kernel(op, dtypes[0], out_shape, strides, offset)
+    if op == "bitcast":
+        return bitcast_kernel(dtypes[0], out, shapes[0])
     if op == "cast":
         return cast_kernel(
             dtypes[0], out, shapes[0], params["rounding_mode"], bool(params["saturate"])

@@ -72,6 +72,8 @@ def select(
     narrow = [d for d in (*in_dtypes, out) if d in NARROW_FLOATS]
     if narrow:
         return f"no Vulkan kernel for {narrow[0].short} (narrow floats run on the CPU)"
+    if op == "bitcast" and kernels.bitcast_expr(in_dtypes[0], out) is None:
+        return f"no Vulkan kernel for bitcast from {in_dtypes[0].short} to {out.short}"
     needs = opdef.capabilities(list(in_dtypes), resolved)
     if "float64_math" in needs:
         return (

@@ -39,3 +39,15 @@ def test_widths_must_match() -> None:
     assert opdef is not None
     with pytest.raises(registry.OpCheckError, match=r"bitcast: f32 is 32 bits and i64 64"):
         opdef.infer([DType.F32], [(2,)], {"to": DType.I64})
+
+
+@pytest.mark.parametrize(("src", "dst"), [(DType.F32, DType.I32), (DType.U8, DType.BOOL)])
+def test_emitted_c_keeps_the_bits(src: DType, dst: DType, tmp_path: Path) -> None:
+    x = (
+        np.array([1.0, -2.0, 0.5, 3.0], np.float32)
+        if src is DType.F32
+        else np.array([0, 1, 2, 255], np.uint8)
+    )
+    got = np.asarray(run_everywhere("bitcast", [x], [src], {"to": dst}, tmp_path, ("c",))["c"])
+    want = x.view(np.int32) if dst is DType.I32 else x != 0
+    assert got.dtype == want.dtype and np.array_equal(got, want)
