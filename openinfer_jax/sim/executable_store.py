@@ -12,8 +12,9 @@ runner about the outputs, under a key computed from the region's host program al
 - the inputs' pytree structure, shapes, dtypes and padding; the tables' buffer shapes;
 - the output layout's inputs (which written variables are read later, lean or not);
 - the environment: JAX and jaxlib versions, the backend and its devices, 64-bit mode,
-  ``XLA_FLAGS``, and a digest of this package's source files (a changed op lowering or
-  simulator must not load an executable built by the old one).
+  ``XLA_FLAGS``, and a digest of the package's sources that shape a traced region (core,
+  ir, ops, passes, sim: a changed op lowering or simulator must not load an executable
+  built by the old one).
 
 A program whose description is not reproducible across processes (a param without a stable
 ``repr``) is never stored. A file that cannot be read or loaded is ignored (and the region
@@ -44,11 +45,18 @@ _PACKAGE = Path(__file__).resolve().parents[1]
 _LOADED: dict[str, Any] = {}
 
 
+# The packages whose code shapes a traced region: op definitions and lowerings, the IR and
+# its passes, dtypes and dims, the simulator. (Converters, emitters or the CLI changing does
+# not make a stored executable stale.)
+_TRACED_PACKAGES = ("core", "ir", "ops", "passes", "sim")
+
+
 @lru_cache(maxsize=1)
 def source_digest() -> str:
-    """A digest of every Python source file of the package (paths and contents)."""
+    """A digest of the Python sources that shape a traced region (paths and contents)."""
     digest = hashlib.sha256()
-    for path in sorted(_PACKAGE.rglob("*.py")):
+    files = [p for name in _TRACED_PACKAGES for p in (_PACKAGE / name).rglob("*.py")]
+    for path in sorted(files):
         digest.update(str(path.relative_to(_PACKAGE)).encode())
         try:
             digest.update(path.read_bytes())
