@@ -1,5 +1,5 @@
 """Benchmark the ONNX importer: import time and peak RSS, node-test totals, and the imported
-MiniLM program's step time against the hand-written examples/minilm encoder.
+MiniLM program's step time against the hand-written bert graph (openinfer_jax.models).
 
 1. Import: each real-model fixture (tests/fixtures/onnx) and the exported all-MiniLM-L6-v2
    (90 MB of weights) is imported by `openinfer_jax.onnx.import_onnx` in a fresh process;
@@ -9,8 +9,8 @@ MiniLM program's step time against the hand-written examples/minilm encoder.
    set: default-domain ops, not training/sequence/string/optional).
 3. Step time: MiniLM exported by torch.onnx.export (scripts/export_minilm_onnx.py, run in
    build/peervenv; skipped with a note when that venv is missing) and imported, against
-   examples/minilm/encoder.py's hand-written graph on the same converted weights and the
-   same padded batch, in the simulator (device cpu). Steps alternate between the two
+   the hand-written bert graph of openinfer_jax.models (what examples/minilm runs) on the
+   same converted weights and the same padded batch, in the simulator (device cpu). Steps alternate between the two
    programs; best per-step CPU time (process_time) and wall time over the rounds. The
    hand-written graph also pools and normalizes (a few hundred flops more); the imported
    one computes its mask and the tanh pooler. Outputs are compared (last hidden state).
@@ -141,11 +141,9 @@ def bench_step_time(
     onnx_path: Path, batch: int, seq: int, rounds: int, steps: int
 ) -> dict[str, float]:
     """Per-step time of the imported MiniLM program vs the hand-written encoder graph."""
-    sys.path.insert(0, str(ROOT / "examples" / "minilm"))
-    from encoder import graph_text  # examples/minilm/encoder.py
-
     from openinfer_jax.converters import convert
-    from openinfer_jax.oinf import ModelLoader
+    from openinfer_jax.models import build_graph
+    from openinfer_jax.models.bert import bert_inputs
     from openinfer_jax.onnx import import_model
     from openinfer_jax.sim import Simulator
 
@@ -153,17 +151,12 @@ def bench_step_time(
     with tempfile.TemporaryDirectory() as tmp:
         hand_oinf = Path(tmp) / "minilm.oinf"
         convert(_minilm_dir(), hand_oinf, pattern="bert", force=True)
-        with ModelLoader.open(hand_oinf) as m:
-            heads, head_dim = m.size_of("num_attention_heads"), m.size_of("head_dim")
-            eps = float(m.metadata["layer_norm_eps"])
-        hand = Simulator(hand_oinf, graph_text(batch, seq, heads, head_dim, eps)).make_executor()
-        mask = feeds["attention_mask"].astype(np.float32)
-        hand_feed = {
-            "ids": feeds["input_ids"].astype(np.int32), "types": feeds["token_type_ids"].astype(np.int32),
-            "positions": np.broadcast_to(np.arange(seq, dtype=np.int32), (batch, seq)).copy(),
-            "mask": ((1.0 - mask) * -1e9).reshape(batch, 1, 1, seq).astype(np.float32),
-            "pool": (mask / mask.sum(1, keepdims=True)).reshape(batch, seq, 1).astype(np.float32),
-        }  # fmt: skip
+        # the hand-written program: the models package's bert graph (examples/minilm uses it)
+        graph = build_graph(hand_oinf, "bert", batch=batch, seq=seq)
+        hand = Simulator(hand_oinf, graph).make_executor()
+        hand_feed = bert_inputs(
+            feeds["input_ids"], feeds["token_type_ids"], feeds["attention_mask"]
+        )
         start = time.perf_counter()
         result = import_model(onnx_path, dims={"batch": batch, "seq": seq})
         import_s = time.perf_counter() - start
