@@ -34,7 +34,7 @@ from openinfer_jax.emit.c_dense import (
 )
 from openinfer_jax.emit.c_expr import CExpr, render_c
 from openinfer_jax.emit.c_options import DenseOptions
-from openinfer_jax.emit.c_types import CType, ctype
+from openinfer_jax.emit.c_types import NARROW_KIND, CType, ctype
 from openinfer_jax.ops import registry
 
 __all__ = [
@@ -210,6 +210,9 @@ def _cast(req: KernelRequest) -> str:
     sdt, ddt = info.in_dtypes[0], info.out_dtype
     if ddt is DType.BOOL:
         body = "(uint8_t)(x != 0)"
+    elif ddt in NARROW_KIND:
+        rounding = {"trunc": 0, "floor": 0, "ceil": 1, "nearest": 2}[mode]  # f8e8m0 only
+        body = f"oi_narrow_from_f64((double)x, {NARROW_KIND[ddt]}, {int(saturate)}, {rounding})"
     elif ddt.is_float:
         body = dst.store.format(f"({dst.compute})x")
     elif sdt.is_float:

@@ -1,8 +1,9 @@
 """How each dtype lives in emitted C: storage type, compute type, load and store expressions.
 
 Storage follows the simulator's in-memory representation: byte-sized types as themselves,
-f16/bf16 as their 16 bits and f8 (e5m2) as its byte, packed integers unpacked to one
-int8_t/uint8_t per element. Arithmetic happens in a compute type: float for f8/bf16/f16
+f16/bf16 as their 16 bits, f8 (e5m2) and the narrow floats (f8e4m3fn, f8e4m3fnuz, f8e5m2fnuz,
+f8e8m0, f4e2m1) as their byte, packed integers unpacked to one int8_t/uint8_t per element.
+Arithmetic happens in a compute type: float for the 8-bit floats, bf16 and f16
 (rounded to nearest even on store, like the registry's `compute_dtype`), int64_t for signed
 and uint64_t for unsigned integers (stores wrap to the storage width, packed types to their
 bit width, ternary t2/t1 clip to -1..1), int for bool (stores normalize to 0/1).
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import SynthesisError
 
-__all__ = ["CType", "ctype", "family"]
+__all__ = ["NARROW_KIND", "CType", "ctype", "family"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,20 @@ _TABLE: dict[DType, CType] = {
     DType.T2: CType(DType.T2, "int8_t", "int64_t", "(int64_t)({})", "oi_ternary((int64_t)({}))"),
     DType.T1: CType(DType.T1, "int8_t", "int64_t", "(int64_t)({})", "oi_ternary((int64_t)({}))"),
 }
+# Narrow floats: one byte per element (f4e2m1 in the low 4 bits), decoded to float exactly;
+# a plain store rounds to nearest even and saturates (`cast` passes its own settings).
+NARROW_KIND = {
+    DType.F8E4M3FN: "OI_NARROW_E4M3FN",
+    DType.F8E4M3FNUZ: "OI_NARROW_E4M3FNUZ",
+    DType.F8E5M2FNUZ: "OI_NARROW_E5M2FNUZ",
+    DType.F4E2M1: "OI_NARROW_F4E2M1",
+    DType.F8E8M0: "OI_NARROW_E8M0",
+}
+for _dt, _kind in NARROW_KIND.items():
+    _TABLE[_dt] = CType(
+        _dt, "uint8_t", "float", f"oi_narrow_to_f32({{}}, {_kind})",
+        f"oi_narrow_from_f64((double)({{}}), {_kind}, 1, 0)",
+    )  # fmt: skip
 for _dt, _st in (
     (DType.I8, "int8_t"),
     (DType.I16, "int16_t"),

@@ -1,7 +1,7 @@
 """The narrow floats (f8e4m3fn, f8e4m3fnuz, f8e5m2fnuz, f8e8m0, f4e2m1) through `cast` on the
-JAX lowering, the NumPy reference and the simulator's cpu and numpy devices, against values
-written here from the formats' definitions (ONNX Cast's saturate tables, OCP MX for e8m0);
-the emitted C target and Vulkan refuse them by name."""
+JAX lowering, the NumPy reference, the simulator's cpu and numpy devices and the emitted C,
+against values written here from the formats' definitions (ONNX Cast's saturate tables, OCP
+MX for e8m0); Vulkan refuses them by name (they run on the CPU there)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 
 from openinfer_jax.core.dtypes import NARROW_FLOATS, DType
-from openinfer_jax.core.errors import SynthesisError
 from tests.ops.op_backends import run_everywhere
 
-HOST = ("jax", "reference", "cpu", "numpy")
+HOST = ("jax", "reference", "cpu", "numpy", "c")
 NAN = math.nan
 SOURCE = np.array([0.3, -1.75, 1e3, -1e9, math.inf, -math.inf, NAN, 0.0], np.float32)
 
@@ -86,25 +85,32 @@ def test_integers_saturate_into_a_narrow_float(tmp_path: Path) -> None:
     _same(_cast(x, DType.I32, DType.F8E4M3FN, tmp_path), [3.0, -448.0, 448.0, 16.0])
 
 
-GRAPH = """graph {
-  dynamic { x: f32[4]; }
-  volatile { q: f8e4m3fn[4]; y: f32[4]; }
-  block entry { op cast(x, to=f8e4m3fn) >> q; op cast(q, to=f32) >> y; return; }
-}"""
-
-
-def test_the_c_target_refuses_a_narrow_float_naming_the_node(tmp_path: Path) -> None:
-    from openinfer_jax.emit import Synthesizer
-    from openinfer_jax.oinf import write_oinf
-    from openinfer_jax.trace.parser import parse
-
-    write_oinf(tmp_path / "m.oinf", tensors={})
-    with pytest.raises(
-        SynthesisError,
-        match=r"node `op cast\(x, to=f8e4m3fn\) >> q` at 4:17: dtype f8e4m3fn is not supported "
-        r"by the C target",
-    ):
-        Synthesizer("c").synthesize(tmp_path / "m.oinf", parse(GRAPH))
+def test_every_f32_bit_pattern_sample_rounds_like_the_reference(tmp_path: Path) -> None:
+    # Random f32 bit patterns (all magnitudes, NaN, inf, subnormals) and the midpoints
+    # between neighbouring narrow values (ties to even): the emitted C against the reference.
+    rng = np.random.default_rng(7)
+    pool = [rng.integers(0, 2**32, 2000, dtype=np.uint64).astype(np.uint32).view(np.float32)]
+    for dst in NARROW_FLOATS - {DType.F8E8M0}:
+        values = np.arange(16 if dst is DType.F4E2M1 else 256, dtype=np.uint8).view(dst.numpy)
+        finite = np.unique(values.astype(np.float64)[np.isfinite(values.astype(np.float64))])
+        pool.append(((finite[1:] + finite[:-1]) / 2).astype(np.float32))
+    x = np.concatenate(pool)
+    for dst in sorted(NARROW_FLOATS, key=lambda d: d.code):
+        for params in (
+            {},
+            {"saturate": False},
+            {"rounding_mode": "ceil"},
+            {"rounding_mode": "nearest"},
+        ):
+            got = run_everywhere(
+                "cast", [x], [DType.F32], {"to": dst, **params}, tmp_path, ("reference", "c")
+            )
+            ref, c = (np.asarray(got[k]).astype(np.float64) for k in ("reference", "c"))
+            assert np.array_equal(ref, c, equal_nan=True), (
+                dst,
+                params,
+                x[~((ref == c) | (np.isnan(ref) & np.isnan(c)))][:5],
+            )
 
 
 def test_vulkan_selection_names_the_narrow_float() -> None:

@@ -123,6 +123,95 @@ uint8_t oi_f32_to_f8(float f) {
     return (uint8_t)q;
 }
 
+/* ---- narrow floats (ONNX's float8 variants, float4 e2m1, e8m0 scales) ---------------------- */
+typedef struct {
+    int ebits, mbits, bias;
+    double max; /* largest finite value */
+} oi_narrow_format;
+
+static const oi_narrow_format oi_narrow_formats[] = {
+    {4, 3, 7, 448.0},    /* e4m3fn: S.1111.111 is NaN, no inf */
+    {4, 3, 8, 240.0},    /* e4m3fnuz: 0x80 is NaN, no -0, no inf */
+    {5, 2, 16, 57344.0}, /* e5m2fnuz: likewise */
+    {2, 1, 1, 6.0},      /* f4e2m1: no NaN, no inf */
+};
+
+float oi_narrow_to_f32(uint8_t code, int kind) {
+    const oi_narrow_format *f;
+    int sign, e, m, bits;
+    double v;
+    if (kind == OI_NARROW_E8M0) return code == 0xFF ? NAN : ldexpf(1.0f, (int)code - 127);
+    f = &oi_narrow_formats[kind];
+    bits = f->ebits + f->mbits;
+    if (kind == OI_NARROW_F4E2M1) code &= 0x0F;
+    if ((kind == OI_NARROW_E4M3FNUZ || kind == OI_NARROW_E5M2FNUZ) && code == 0x80) return NAN;
+    if (kind == OI_NARROW_E4M3FN && (code & 0x7F) == 0x7F) return NAN;
+    sign = (code >> bits) & 1;
+    e = (code >> f->mbits) & ((1 << f->ebits) - 1);
+    m = code & ((1 << f->mbits) - 1);
+    v = e == 0 ? ldexp((double)m, 1 - f->bias - f->mbits)
+               : ldexp(1.0 + ldexp((double)m, -f->mbits), e - f->bias);
+    return (float)(sign ? -v : v);
+}
+
+static uint8_t oi_e8m0_from_f32(float x, int saturate, int mode) {
+    uint32_t bits;
+    uint32_t exponent;
+    int up = 0;
+    memcpy(&bits, &x, 4);
+    exponent = (bits >> 23) & 0xFFu;
+    if (mode == 1) up = (bits & 0x7FFFFFu) != 0;
+    else if (mode == 2) up = (bits & 0x400000u) && ((bits & 0x3FFFFFu) || exponent > 0);
+    if (exponent == 0xFFu || (saturate && exponent == 0xFEu)) up = 0;
+    return (uint8_t)(exponent + (uint32_t)up);
+}
+
+uint8_t oi_narrow_from_f64(double x, int kind, int saturate, int mode) {
+    const oi_narrow_format *f;
+    int bits, exponent, negative, emin, fnuz;
+    double a, quantum, r;
+    uint8_t magnitude;
+    if (kind == OI_NARROW_E8M0) return oi_e8m0_from_f32((float)x, saturate, mode);
+    f = &oi_narrow_formats[kind];
+    bits = f->ebits + f->mbits;
+    fnuz = kind == OI_NARROW_E4M3FNUZ || kind == OI_NARROW_E5M2FNUZ;
+    negative = signbit(x) != 0;
+    if (x != x) {
+        if (kind == OI_NARROW_F4E2M1) return 0x08; /* no NaN: -0, as ml_dtypes */
+        return fnuz ? 0x80 : 0x7F;
+    }
+    a = fabs(x);
+    if (saturate || kind == OI_NARROW_F4E2M1) {
+        if (a > f->max) a = f->max;
+    } else if (isinf(a)) {
+        return fnuz ? 0x80 : 0x7F;
+    }
+    emin = 1 - f->bias; /* the smallest normal exponent */
+    if (a == 0.0) {
+        magnitude = 0;
+    } else {
+        frexp(a, &exponent); /* a = g * 2^exponent, g in [0.5, 1) */
+        exponent -= 1;
+        if (exponent < emin) exponent = emin;
+        quantum = ldexp(1.0, exponent - f->mbits);
+        r = nearbyint(a / quantum) * quantum; /* nearest even: the default rounding mode */
+        if (r > f->max) {
+            if (kind == OI_NARROW_F4E2M1) r = f->max;
+            else return fnuz ? 0x80 : 0x7F;
+        }
+        if (r < ldexp(1.0, emin)) {
+            magnitude = (uint8_t)(r / ldexp(1.0, emin - f->mbits));
+        } else {
+            frexp(r, &exponent);
+            exponent -= 1;
+            magnitude = (uint8_t)(((exponent + f->bias) << f->mbits) |
+                                  (int)((ldexp(r, -exponent) - 1.0) * (double)(1 << f->mbits)));
+        }
+    }
+    if (!negative || (fnuz && magnitude == 0)) return magnitude;
+    return (uint8_t)(magnitude | (1u << bits));
+}
+
 /* ---- tensors and broadcasting --------------------------------------------------------- */
 int64_t oi_numel(const oi_tensor *t) {
     int64_t n = 1;

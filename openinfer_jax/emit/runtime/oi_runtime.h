@@ -92,6 +92,13 @@ float oi_bf16_to_f32(uint16_t h);
 uint16_t oi_f32_to_bf16(float f);
 float oi_f8_to_f32(uint8_t h);
 uint8_t oi_f32_to_f8(float f);
+/* Narrow floats, one byte per element (f4e2m1 in the low 4 bits): `kind` is an OI_NARROW_*. */
+enum { OI_NARROW_E4M3FN, OI_NARROW_E4M3FNUZ, OI_NARROW_E5M2FNUZ, OI_NARROW_F4E2M1, OI_NARROW_E8M0 };
+float oi_narrow_to_f32(uint8_t code, int kind);
+/* Nearest even (saturate: clamp to the finite range first; else out of range gives NaN,
+ * f4e2m1 clamps anyway); e8m0 takes the exponent of (float)x rounded by `mode`
+ * (0 down, 1 up when any mantissa bit is set, 2 half up on the mantissa). */
+uint8_t oi_narrow_from_f64(double x, int kind, int saturate, int mode);
 
 /* Broadcast iteration over up to 4 inputs: `off[k]` is input k's element offset. */
 typedef struct {
