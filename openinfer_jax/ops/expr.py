@@ -542,6 +542,8 @@ asinh, acosh, atanh = _unary("asinh"), _unary("acosh"), _unary("atanh")
 def power(a: Any, b: Any) -> Apply:
     """``a ** b`` (see the ``pow`` primitive)."""
     return Apply("pow", (_wrap(a), _wrap(b)))
+
+
 isnan = _unary("isnan")
 isinf = _unary("isinf")
 isfinite = _unary("isfinite")
