@@ -39,6 +39,7 @@ from openinfer_jax.ops import registry
 
 __all__ = [
     "ALIAS_SAFE",
+    "ROW_THREADED",
     "STRUCTURED",
     "KernelRequest",
     "RuntimeParam",
@@ -681,11 +682,6 @@ def _norm(req: KernelRequest) -> str:
     axis = int(info.params.get("axis", -1)) % max(nd, 1)
     eps = _real_param(info.params, "epsilon", 0.0)
     n_in = len(info.in_dtypes)
-    args = "".join(f", const oi_tensor *x{k}" for k in range(n_in))
-    ptrs = "".join(
-        f"    const {cts[k].storage} *X{k} = (const {cts[k].storage} *)x{k}->data;\n"
-        for k in range(n_in)
-    )
     load = x.load.format("X0[b + j * inner]")
     if op in ("layer_norm", "rms_norm"):
         # Normalized over axes axis..rank-1: a contiguous row of `len` elements.
@@ -706,30 +702,21 @@ def _norm(req: KernelRequest) -> str:
         for (j = 0; j < len; j++) {{ double t = (double){x.load.format("X0[r * len + j]")}; ms += t * t; }}
         inv = 1.0 / sqrt(ms / (double)len + {eps});"""
             value = f"(double){x.load.format('X0[r * len + j]')} * inv"
-        return f"""static int {req.name}(oi_tensor *o{args}) {{
-{ptrs}    {x.storage} *O = ({x.storage} *)o->data;
-    int64_t rows = 1, len = 1, r, j;
-    int d, rc = oi_set_shape(o, x0->ndim, x0->dims);
-    if (rc) return rc;
-    for (d = 0; d < x0->ndim; d++) {{ if (d < {axis}) rows *= x0->dims[d]; else len *= x0->dims[d]; }}
-    for (r = 0; r < rows; r++) {{
+        loop = f"""    for (r = r0; r < r1; r++) {{
         double inv;
 {stats}
         for (j = 0; j < len; j++) O[r * len + j] = {x.store.format(f"({x.compute})(({value}){scale}{bias})")};
     }}
-    return OI_OK;
-}}
 """
-    log = op == "log_softmax"
-    final = "(v - m) - log(s)" if log else "exp(v - m) / s"
-    return f"""static int {req.name}(oi_tensor *o{args}) {{
-{ptrs}    {x.storage} *O = ({x.storage} *)o->data;
-    int64_t outer = 1, len, inner = 1, p, q, j;
+        shape_code = f"""    int64_t rows = 1, len = 1;
     int d, rc = oi_set_shape(o, x0->ndim, x0->dims);
     if (rc) return rc;
-    len = x0->ndim ? x0->dims[{axis}] : 1;
-    for (d = 0; d < x0->ndim; d++) {{ if (d < {axis}) outer *= x0->dims[d]; else if (d > {axis}) inner *= x0->dims[d]; }}
-    for (p = 0; p < outer; p++)
+    for (d = 0; d < x0->ndim; d++) {{ if (d < {axis}) rows *= x0->dims[d]; else len *= x0->dims[d]; }}
+"""
+        return _rows_kernel(req, cts, x.storage, shape_code, "rows", "len", loop, "r, j")
+    log = op == "log_softmax"
+    final = "(v - m) - log(s)" if log else "exp(v - m) / s"
+    loop = f"""    for (p = r0; p < r1; p++)
         for (q = 0; q < inner; q++) {{
             const int64_t b = p * len * inner + q;
             double m = -INFINITY, s = 0;
@@ -737,6 +724,83 @@ def _norm(req: KernelRequest) -> str:
             for (j = 0; j < len; j++) s += exp((double){load} - m);
             for (j = 0; j < len; j++) {{ double v = (double){load}; O[b + j * inner] = {x.store.format(f"({x.compute})({final})")}; }}
         }}
+"""
+    shape_code = f"""    int64_t outer = 1, len, inner = 1;
+    int d, rc = oi_set_shape(o, x0->ndim, x0->dims);
+    if (rc) return rc;
+    len = x0->ndim ? x0->dims[{axis}] : 1;
+    for (d = 0; d < x0->ndim; d++) {{ if (d < {axis}) outer *= x0->dims[d]; else if (d > {axis}) inner *= x0->dims[d]; }}
+"""
+    return _rows_kernel(
+        req, cts, x.storage, shape_code, "outer", "len * inner", loop, "p, q, j", "inner"
+    )
+
+
+# Work units (about one multiply-add) per element of a normalized row: the threaded build
+# splits the rows only when rows * len * this reaches OI_PARALLEL_MIN_WORK.
+_NORM_WORK_PER_ELEMENT = 8
+# Ops whose kernel splits its rows over the kernel threads (_rows_kernel).
+ROW_THREADED = frozenset(
+    {"layer_norm", "rms_norm", "softmax", "log_softmax", "global_average_pool"}
+)
+
+
+def _rows_kernel(
+    req: KernelRequest,
+    cts: list[CType],
+    out_storage: str,
+    shape_code: str,
+    rows: str,
+    row_elems: str,
+    loop: str,
+    loop_vars: str,
+    extra: str = "",
+    work: int = _NORM_WORK_PER_ELEMENT,
+) -> str:
+    """A kernel whose `loop` computes rows [r0, r1) independently (each row the same
+    instructions whatever the split). With one thread the loop runs inline over all rows;
+    a threaded build (`req.dense.threads` > 1) runs it as an oi_parallel_work task over
+    the rows, its locals (X<k>, O, len and `extra`) passed in a context block. `work`:
+    units of work per element for oi_parallel_work's threshold (about multiply-adds).
+
+    The kernels built here are listed in ROW_THREADED (a threaded program includes
+    oi_parallel.h for them)."""
+    n_in = len(cts)
+    args = "".join(f", const oi_tensor *x{k}" for k in range(n_in))
+    ptrs = "".join(
+        f"    const {cts[k].storage} *X{k} = (const {cts[k].storage} *)x{k}->data;\n"
+        for k in range(n_in)
+    )
+    head = f"static int {req.name}(oi_tensor *o{args}) {{\n{ptrs}    {out_storage} *O = ({out_storage} *)o->data;\n"
+    if req.dense.threads <= 1:
+        return f"""{head}{shape_code}    {{
+        const int64_t r0 = 0, r1 = {rows};
+        int64_t {loop_vars};
+{loop}    }}
+    return OI_OK;
+}}
+"""
+    scalars = ["len", *([extra] if extra else [])]
+    fields = "".join(f"    const {cts[k].storage} *X{k};\n" for k in range(n_in))
+    fields += f"    {out_storage} *O;\n" + "".join(f"    int64_t {v};\n" for v in scalars)
+    unpack = (
+        "".join(f"    const {cts[k].storage} *X{k} = c->X{k};\n" for k in range(n_in))
+        + f"    {out_storage} *O = c->O;\n"
+        + "".join(f"    const int64_t {v} = c->{v};\n" for v in scalars)
+    )
+    fill = "".join(f"    c.X{k} = X{k};\n" for k in range(n_in)) + "    c.O = O;\n"
+    fill += "".join(f"    c.{v} = {v};\n" for v in scalars)
+    return f"""typedef struct {{
+{fields}}} {req.name}_ctx;
+
+static void {req.name}_rows(void *ctx, int64_t r0, int64_t r1, int slot) {{
+    const {req.name}_ctx *c = (const {req.name}_ctx *)ctx;
+{unpack}    int64_t {loop_vars};
+    (void)slot;
+{loop}}}
+
+{head}    {req.name}_ctx c;
+{shape_code}{fill}    oi_parallel_work({rows}, (double){rows} * (double)({row_elems}) * {work}, {req.name}_rows, &c);
     return OI_OK;
 }}
 """
@@ -961,26 +1025,23 @@ def _global_average_pool(req: KernelRequest) -> str:
     """Mean over every spatial axis (2..), keeping them with size 1, in double."""
     info = req.info
     x = ctype(info.in_dtypes[0], req.where)
-    return f"""static int {req.name}(oi_tensor *o, const oi_tensor *x0) {{
-    const {x.storage} *X = (const {x.storage} *)x0->data;
-    {x.storage} *O = ({x.storage} *)o->data;
-    int64_t dims[OI_MAX_DIMS], rows = 1, len = 1, q, r;
+    shape_code = """    int64_t dims[OI_MAX_DIMS], rows = 1, len = 1;
     int d, rc;
-    for (d = 0; d < x0->ndim; d++) {{
+    for (d = 0; d < x0->ndim; d++) {
         dims[d] = d < 2 ? x0->dims[d] : 1;
         if (d < 2) rows *= x0->dims[d]; else len *= x0->dims[d];
-    }}
-    if (o == x0) {{ oi_set_error("global_average_pool: the output must not alias the input"); return OI_ERR_ARGUMENT; }}
+    }
+    if (o == x0) { oi_set_error("global_average_pool: the output must not alias the input"); return OI_ERR_ARGUMENT; }
     rc = oi_set_shape(o, x0->ndim, dims);
     if (rc) return rc;
-    for (q = 0; q < rows; q++) {{
+"""
+    loop = f"""    for (q = r0; q < r1; q++) {{
         double sum = 0;
-        for (r = 0; r < len; r++) sum += (double){x.load.format("X[q * len + r]")};
+        for (r = 0; r < len; r++) sum += (double){x.load.format("X0[q * len + r]")};
         O[q] = {x.store.format(f"({x.compute})(sum / (double)len)")};
     }}
-    return OI_OK;
-}}
 """
+    return _rows_kernel(req, [x], x.storage, shape_code, "rows", "len", loop, "q, r", work=2)
 
 
 def _pad(req: KernelRequest) -> str:

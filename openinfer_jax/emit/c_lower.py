@@ -37,6 +37,7 @@ from openinfer_jax.emit.c_dense import AttentionLayout, EpilogueCode, runtime_he
 from openinfer_jax.emit.c_epilogue import epilogue_code
 from openinfer_jax.emit.c_kernels import (
     ALIAS_SAFE,
+    ROW_THREADED,
     KernelRequest,
     RuntimeParam,
     matmul_pack_bytes,
@@ -178,6 +179,8 @@ class KernelSet:
             self.code.append(render_kernel(request))
             self.pack_bytes = max(self.pack_bytes, matmul_pack_bytes(info, self.dense))
             self.headers.update(runtime_headers(info))
+            if self.dense.threads > 1 and info.opdef.name in ROW_THREADED:
+                self.headers.add("oi_parallel.h")
             self.names[key] = fn
         return fn
 

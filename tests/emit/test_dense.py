@@ -478,10 +478,58 @@ def test_gemm_paths_match_simulator(tmp_path: Path, prepack: bool) -> None:
     assert ("oi_gemm_prepacked(" in files["prog.c"]) == prepack
 
 
-@pytest.mark.parametrize("which", ["gemm", "attention", "conv"])
+ROWS = """
+graph {
+  dynamic { x: f32[6, 10, 40]; img: f32[2, 24, 5, 7]; }
+  constant { g: f32[40]; b: f32[40]; }
+  volatile {
+    ln: f32[6, 10, 40]; rms: f32[6, 10, 40]; sm: f32[6, 10, 40]; ls: f32[6, 10, 40];
+    s1: f32[6, 10, 40]; gp: f32[2, 24, 1, 1];
+  }
+  block entry {
+    op layer_norm(x, g, b, axis=2, epsilon=0.00001) >> ln;
+    op rms_norm(x, g, axis=2) >> rms;
+    op softmax(x, axis=-1) >> sm;
+    op log_softmax(x, axis=-1) >> ls;
+    op softmax(x, axis=1) >> s1;
+    op global_average_pool(img) >> gp;
+    return;
+  }
+}
+"""
+ROWS_OUTPUTS = ["ln", "rms", "sm", "ls", "s1", "gp"]
+
+
+def _rows_model(tmp_path: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
+    """Norms, softmaxes and a global average pool: kernels that split rows over threads."""
+    rng = np.random.default_rng(5)
+
+    def f32(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    model = tmp_path / "m.oinf"
+    write_oinf(model, sizevars={}, metadata={}, tensors={"g": f32(40), "b": f32(40)})
+    return model, [{"x": f32(6, 10, 40), "img": f32(2, 24, 5, 7)} for _ in range(2)]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_row_kernels_match_simulator(tmp_path: Path, threads: int) -> None:
+    """Norms, softmaxes and the global average pool inline (one thread: no thread code) and
+    as row tasks of the pool (two threads)."""
+    model, steps = _rows_model(tmp_path)
+    result = parity(tmp_path, model, ROWS, steps, outputs=ROWS_OUTPUTS, arch=_arch(threads=threads))
+    assert result["compared"] == 2 * len(ROWS_OUTPUTS)
+    files = result["plan"].files
+    assert ("oi_pool.h" in files) == (threads > 1)
+    assert ("oi_parallel_work(" in files["prog.c"]) == (threads > 1)
+
+
+@pytest.mark.parametrize("which", ["gemm", "attention", "conv", "rows"])
 def test_one_and_two_threads_are_bit_identical(tmp_path: Path, monkeypatch, which: str) -> None:
     if which == "gemm":
         (model, steps), graph, outputs = _model(tmp_path), GRAPH, OUTPUTS
+    elif which == "rows":
+        (model, steps), graph, outputs = _rows_model(tmp_path), ROWS, ROWS_OUTPUTS
     elif which == "conv":
         (model, steps), graph, outputs = _conv_model(tmp_path), CONV, CONV_OUTPUTS
     else:

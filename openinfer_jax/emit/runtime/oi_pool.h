@@ -2,12 +2,19 @@
  * oi_parallel.h). Included only by programs synthesized with more than one thread; build
  * them with -pthread.
  *
- * Workers are started on first use and live until oi_parallel_shutdown(). A call publishes
- * (fn, ctx, n) under a new generation number; worker t runs range t of the split and counts
- * itself done; the caller runs range 0 and waits for the count. Waiting spins for a short
- * while first (a decode step issues hundreds of small parallel regions, and waking a
- * sleeping thread costs tens of microseconds), then sleeps on a condition variable, so
- * idle programs use no CPU. Without GCC/Clang atomics every wait sleeps. */
+ * Workers are started on first use and live until oi_parallel_shutdown(). A call stores
+ * (fn, ctx, n, active) and then a new generation number; worker t runs range t of the
+ * split and counts itself done; the caller runs range 0 and waits for the count. While
+ * work keeps coming (a CNN or decode step issues hundreds of small parallel regions, and
+ * waking a sleeping thread costs tens of microseconds) everything goes through atomics:
+ * workers spin on the generation and the caller on the count, with a pause instruction so
+ * a spinning thread leaves the core's resources to a hyper-thread sibling. Only a thread
+ * that spun OI_POOL_SPINS times without news sleeps on a condition variable (so idle
+ * programs use no CPU), and only then does the other side take the mutex to wake it: a
+ * sleeper registers itself (`sleepers`, `caller_sleeps`) before its last look at the
+ * counter, under the mutex, and the waker publishes before it looks for sleepers, both
+ * sequentially consistent, so no wake-up is lost. Without GCC/Clang atomics every wait
+ * sleeps under the mutex. */
 #ifndef OI_POOL_H
 #define OI_POOL_H
 
@@ -15,13 +22,27 @@
 #include <stdlib.h>
 
 #if defined(__GNUC__)
-#define OI_POOL_LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
-#define OI_POOL_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-#define OI_POOL_SPINS 200000
+#define OI_POOL_ATOMICS 1
+#define OI_POOL_LOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
+#define OI_POOL_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
+#define OI_POOL_ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_SEQ_CST)
+#define OI_POOL_FENCE() __atomic_thread_fence(__ATOMIC_ACQUIRE)
+#define OI_POOL_SPINS 5000 /* with the pause (10 to 40 ns): 50 to 200 microseconds */
+#if defined(__x86_64__) || defined(__i386__)
+#define OI_POOL_PAUSE() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define OI_POOL_PAUSE() __asm__ __volatile__("yield")
 #else
+#define OI_POOL_PAUSE() ((void)0)
+#endif
+#else
+#define OI_POOL_ATOMICS 0
 #define OI_POOL_LOAD(p) (*(p))
 #define OI_POOL_STORE(p, v) (*(p) = (v))
+#define OI_POOL_ADD(p, v) (*(p) += (v))
+#define OI_POOL_FENCE() ((void)0)
 #define OI_POOL_SPINS 0
+#define OI_POOL_PAUSE() ((void)0)
 #endif
 
 static struct {
@@ -33,6 +54,8 @@ static struct {
     long generation;
     long done;            /* ranges of the current generation still running in workers */
     int stop;
+    int sleepers;         /* workers asleep on `wake` (or about to be) */
+    int caller_sleeps;    /* the caller is asleep on `idle` (or about to be) */
     int active;           /* ranges of the current generation (<= threads) */
     oi_task_fn fn;
     void *ctx;
@@ -45,38 +68,58 @@ static inline void oi_pool_range(int64_t n, int active, int t, int64_t *begin, i
     *end = n * (t + 1) / active;
 }
 
+/* Wait in a worker until the generation differs from `seen` (or stop); returns it. */
+static long oi_pool_next(long seen) {
+    long gen;
+    int spin;
+    for (spin = 0; spin < OI_POOL_SPINS; spin++) {
+        gen = OI_POOL_LOAD(&oi_pool.generation);
+        if (gen != seen) return gen;
+        OI_POOL_PAUSE();
+    }
+    pthread_mutex_lock(&oi_pool.mu);
+    OI_POOL_ADD(&oi_pool.sleepers, 1);
+    while ((gen = OI_POOL_LOAD(&oi_pool.generation)) == seen && !oi_pool.stop)
+        pthread_cond_wait(&oi_pool.wake, &oi_pool.mu);
+    OI_POOL_ADD(&oi_pool.sleepers, -1);
+    pthread_mutex_unlock(&oi_pool.mu);
+    return gen;
+}
+
 static void *oi_pool_worker(void *arg) {
     const int t = (int)(intptr_t)arg;
     long seen = 0;
     for (;;) {
-        long gen;
-        int spin;
+        const long gen = oi_pool_next(seen);
         oi_task_fn fn;
         void *ctx;
         int64_t n, begin, end;
         int active;
-        for (spin = 0; spin < OI_POOL_SPINS && OI_POOL_LOAD(&oi_pool.generation) == seen; spin++) {
-        }
-        pthread_mutex_lock(&oi_pool.mu);
-        while (oi_pool.generation == seen && !oi_pool.stop) pthread_cond_wait(&oi_pool.wake, &oi_pool.mu);
-        if (oi_pool.stop) {
-            pthread_mutex_unlock(&oi_pool.mu);
-            return NULL;
-        }
-        gen = oi_pool.generation;
+        if (OI_POOL_LOAD(&oi_pool.stop)) return NULL;
+        /* The caller rewrites these only after every worker of the previous generation
+           counted itself done; a worker that takes no part (t >= active) may still be
+           reading them then, so it checks the generation again (a torn read is redone). */
         fn = oi_pool.fn;
         ctx = oi_pool.ctx;
         n = oi_pool.n;
         active = oi_pool.active;
-        pthread_mutex_unlock(&oi_pool.mu);
+        OI_POOL_FENCE();
+        if (OI_POOL_LOAD(&oi_pool.generation) != gen) continue; /* seen stays: read the next one */
         seen = gen;
         if (t < active) {
             oi_pool_range(n, active, t, &begin, &end);
             if (begin < end) fn(ctx, begin, end, t);
+#if OI_POOL_ATOMICS
+            if (OI_POOL_ADD(&oi_pool.done, -1) == 0 && OI_POOL_LOAD(&oi_pool.caller_sleeps)) {
+                pthread_mutex_lock(&oi_pool.mu);
+                pthread_cond_signal(&oi_pool.idle);
+                pthread_mutex_unlock(&oi_pool.mu);
+            }
+#else
             pthread_mutex_lock(&oi_pool.mu);
-            OI_POOL_STORE(&oi_pool.done, oi_pool.done - 1);
-            if (oi_pool.done == 0) pthread_cond_signal(&oi_pool.idle);
+            if (--oi_pool.done == 0) pthread_cond_signal(&oi_pool.idle);
             pthread_mutex_unlock(&oi_pool.mu);
+#endif
         }
     }
 }
@@ -116,23 +159,32 @@ static inline void oi_parallel_for(int64_t n, oi_task_fn fn, void *ctx) {
         fn(ctx, 0, n, 0);
         return;
     }
-    pthread_mutex_lock(&oi_pool.mu);
+    if (!OI_POOL_ATOMICS) pthread_mutex_lock(&oi_pool.mu);
     oi_pool.fn = fn;
     oi_pool.ctx = ctx;
     oi_pool.n = n;
     oi_pool.active = active;
-    oi_pool.done = active - 1;
+    OI_POOL_STORE(&oi_pool.done, (long)(active - 1));
     /* workers t >= active see the generation and go back to waiting */
     OI_POOL_STORE(&oi_pool.generation, oi_pool.generation + 1);
-    pthread_cond_broadcast(&oi_pool.wake);
-    pthread_mutex_unlock(&oi_pool.mu);
+    if (!OI_POOL_ATOMICS) {
+        pthread_cond_broadcast(&oi_pool.wake);
+        pthread_mutex_unlock(&oi_pool.mu);
+    } else if (OI_POOL_LOAD(&oi_pool.sleepers)) {
+        pthread_mutex_lock(&oi_pool.mu);
+        pthread_cond_broadcast(&oi_pool.wake);
+        pthread_mutex_unlock(&oi_pool.mu);
+    }
     oi_pool_range(n, active, 0, &begin, &end);
     if (begin < end) fn(ctx, begin, end, 0);
-    for (spin = 0; spin < OI_POOL_SPINS && OI_POOL_LOAD(&oi_pool.done) != 0; spin++) {
+    for (spin = 0; spin < OI_POOL_SPINS && OI_POOL_LOAD(&oi_pool.done) != 0; spin++) OI_POOL_PAUSE();
+    if (OI_POOL_LOAD(&oi_pool.done) != 0) {
+        pthread_mutex_lock(&oi_pool.mu);
+        OI_POOL_STORE(&oi_pool.caller_sleeps, 1);
+        while (OI_POOL_LOAD(&oi_pool.done) != 0) pthread_cond_wait(&oi_pool.idle, &oi_pool.mu);
+        OI_POOL_STORE(&oi_pool.caller_sleeps, 0);
+        pthread_mutex_unlock(&oi_pool.mu);
     }
-    pthread_mutex_lock(&oi_pool.mu);
-    while (oi_pool.done != 0) pthread_cond_wait(&oi_pool.idle, &oi_pool.mu);
-    pthread_mutex_unlock(&oi_pool.mu);
 }
 
 /* Join the workers (the next oi_parallel_for starts them again, reading OI_THREADS anew). */
@@ -140,7 +192,8 @@ static inline void oi_parallel_shutdown(void) {
     int t;
     if (!oi_pool.threads) return;
     pthread_mutex_lock(&oi_pool.mu);
-    oi_pool.stop = 1;
+    OI_POOL_STORE(&oi_pool.stop, 1);
+    OI_POOL_STORE(&oi_pool.generation, oi_pool.generation + 1); /* spinning workers see it too */
     pthread_cond_broadcast(&oi_pool.wake);
     pthread_mutex_unlock(&oi_pool.mu);
     for (t = 1; t < oi_pool.threads; t++) pthread_join(oi_pool.workers[t], NULL);
