@@ -32,6 +32,8 @@ typedef struct {
     int64_t pad_h, pad_w; /* pads after (bottom, right) */
     oi_epilogue_f32 epilogue; /* on final outputs, as for oi_gemm_f32 (c: the output plane) */
     const void *epilogue_ctx;
+    int shared; /* set by oi_conv_f32: the direct kernel's copy of the one image group is
+                   made once, in slot 0's scratch, and every thread reads it */
 } oi_conv_f32_args;
 
 /* Rows and per-phase width of a channel's padded, phase-split copy. */
@@ -319,11 +321,11 @@ static void oi_dwconv_run(void *ctx, int64_t begin, int64_t end, int slot) {
     const int64_t chan = oi_dw_plane_floats(g, a->pad_h, a->pad_w), mg = a->M / a->G;
     const int padded = a->pack && a->pack_floats >= oi_dw_scratch_floats(g, a->pad_h, a->pad_w) &&
                        taps <= OI_DW_MAX_TAPS;
-    float *pp = padded ? a->pack + (int64_t)slot * a->pack_floats : NULL;
-    int64_t unit, oy, ox, c, t, off[OI_DW_MAX_TAPS], coff[OI_DW_MAX_TAPS], held = -1;
+    float *pp = padded ? a->pack + (a->shared ? 0 : (int64_t)slot * a->pack_floats) : NULL;
+    int64_t unit, oy, ox, c, t, off[OI_DW_MAX_TAPS], coff[OI_DW_MAX_TAPS], held = a->shared ? 0 : -1;
     const oi_dc_rows_fn blocks = padded ? oi_dc_rows_for(g) : NULL;
     if (padded) {
-        memset(pp, 0, sizeof(float) * (size_t)oi_dw_scratch_floats(g, a->pad_h, a->pad_w));
+        if (!a->shared) memset(pp, 0, sizeof(float) * (size_t)oi_dw_scratch_floats(g, a->pad_h, a->pad_w));
         for (t = 0; t < taps; t++) {
             const int64_t tap = t % (g->KH * g->KW), col = (tap % g->KW) * g->DW;
             off[t] = (((t / (g->KH * g->KW)) * g->SW + col % g->SW) * rows + (tap / g->KW) * g->DH) * width +
@@ -358,6 +360,23 @@ static void oi_dwconv_run(void *ctx, int64_t begin, int64_t end, int slot) {
     }
 }
 
+/* The shared copy (`shared`) of the one image group's channels [begin, end) into slot 0's
+ * scratch, borders zeroed: threads split the channels before they split the outputs. */
+static void oi_dc_copy_run(void *ctx, int64_t begin, int64_t end, int slot) {
+    const oi_conv_f32_args *a = (const oi_conv_f32_args *)ctx;
+    const oi_conv_geom *g = &a->geom;
+    const int64_t rows = oi_dw_rows(g, a->pad_h), width = oi_dw_width(g, a->pad_w);
+    const int64_t chan = oi_dw_plane_floats(g, a->pad_h, a->pad_w);
+    const int64_t tail = oi_dw_scratch_floats(g, a->pad_h, a->pad_w) - g->C * chan;
+    int64_t c;
+    (void)slot;
+    for (c = begin; c < end; c++) {
+        memset(a->pack + c * chan, 0, sizeof(float) * (size_t)chan);
+        oi_dc_copy(g, a->x + c * g->H * g->W, a->pack + c * chan, rows, width);
+    }
+    if (end == g->C) memset(a->pack + g->C * chan, 0, sizeof(float) * (size_t)tail);
+}
+
 /* Whether the direct kernel takes the convolution: depthwise, or a few taps per output
  * channel (the GEMM packs K = C * KH * KW rows for every 16 pixels, too much overhead when
  * K is small) when the program gave it the scratch (`pack_floats`, c_dense.py decides). */
@@ -375,6 +394,17 @@ static inline void oi_conv_f32(const oi_conv_f32_args *a) {
     int64_t n, grp;
     if (oi_conv_direct(a)) {
         const double work = (double)a->N * (double)a->M * (double)pixels * (double)ck;
+        if (a->N * a->G == 1 && a->M > 1 && g->C > 1 && a->pack && ck <= OI_DW_MAX_TAPS &&
+            a->pack_floats >= oi_dw_scratch_floats(g, a->pad_h, a->pad_w) && oi_parallel_threads() > 1 &&
+            work >= OI_PARALLEL_MIN_WORK) {
+            /* one image group (an RGB stem): every thread would copy the same channels; copy
+               them once, split by channel, then split the outputs over the shared copy */
+            oi_conv_f32_args b = *a;
+            b.shared = 1;
+            oi_parallel_for(g->C, oi_dc_copy_run, (void *)&b);
+            oi_parallel_for(a->M, oi_dwconv_run, (void *)&b);
+            return;
+        }
         oi_parallel_work(a->N * a->M, work, oi_dwconv_run, (void *)a);
         return;
     }
