@@ -8,13 +8,14 @@
  * work keeps coming (a CNN or decode step issues hundreds of small parallel regions, and
  * waking a sleeping thread costs tens of microseconds) everything goes through atomics:
  * workers spin on the generation and the caller on the count, with a pause instruction so
- * a spinning thread leaves the core's resources to a hyper-thread sibling. Only a thread
- * that spun OI_POOL_SPINS times without news sleeps on a condition variable (so idle
- * programs use no CPU), and only then does the other side take the mutex to wake it: a
- * sleeper registers itself (`sleepers`, `caller_sleeps`) before its last look at the
- * counter, under the mutex, and the waker publishes before it looks for sleepers, both
- * sequentially consistent, so no wake-up is lost. Without GCC/Clang atomics every wait
- * sleeps under the mutex. */
+ * a spinning thread leaves the core's resources to a hyper-thread sibling. A thread that
+ * spun OI_POOL_SPIN_FOR (about 30-50 microseconds) without news sleeps on a condition
+ * variable, so an idle program uses no CPU and a loaded machine's other programs get the
+ * core back soon (spinning 200 microseconds made 2 threads on 2 busy cores half as fast).
+ * Only then does the other side take the mutex, to wake it: a sleeper registers itself
+ * (`sleepers`, `caller_sleeps`) under the mutex before its last look at the counter, and
+ * the waker publishes before it looks for sleepers, both sequentially consistent, so no
+ * wake-up is lost. Without GCC/Clang atomics every wait sleeps under the mutex. */
 #ifndef OI_POOL_H
 #define OI_POOL_H
 
@@ -27,13 +28,22 @@
 #define OI_POOL_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
 #define OI_POOL_ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_SEQ_CST)
 #define OI_POOL_FENCE() __atomic_thread_fence(__ATOMIC_ACQUIRE)
-#define OI_POOL_SPINS 5000 /* with the pause (10 to 40 ns): 50 to 200 microseconds */
 #if defined(__x86_64__) || defined(__i386__)
 #define OI_POOL_PAUSE() __builtin_ia32_pause()
-#elif defined(__aarch64__)
+#define OI_POOL_NOW(spin) ((void)(spin), (unsigned long long)__builtin_ia32_rdtsc())
+#ifndef OI_POOL_SPIN_FOR
+#define OI_POOL_SPIN_FOR 100000ULL /* time-stamp counter ticks: about 30-50 microseconds */
+#endif
+#else
+#if defined(__aarch64__)
 #define OI_POOL_PAUSE() __asm__ __volatile__("yield")
 #else
 #define OI_POOL_PAUSE() ((void)0)
+#endif
+#define OI_POOL_NOW(spin) ((unsigned long long)(spin))
+#ifndef OI_POOL_SPIN_FOR
+#define OI_POOL_SPIN_FOR 20000ULL /* iterations */
+#endif
 #endif
 #else
 #define OI_POOL_ATOMICS 0
@@ -41,7 +51,8 @@
 #define OI_POOL_STORE(p, v) (*(p) = (v))
 #define OI_POOL_ADD(p, v) (*(p) += (v))
 #define OI_POOL_FENCE() ((void)0)
-#define OI_POOL_SPINS 0
+#define OI_POOL_NOW(spin) ((unsigned long long)(spin))
+#define OI_POOL_SPIN_FOR 0ULL
 #define OI_POOL_PAUSE() ((void)0)
 #endif
 
@@ -71,8 +82,9 @@ static inline void oi_pool_range(int64_t n, int active, int t, int64_t *begin, i
 /* Wait in a worker until the generation differs from `seen` (or stop); returns it. */
 static long oi_pool_next(long seen) {
     long gen;
-    int spin;
-    for (spin = 0; spin < OI_POOL_SPINS; spin++) {
+    const unsigned long long t0 = OI_POOL_NOW(0);
+    unsigned long long spin;
+    for (spin = 1; OI_POOL_NOW(spin) - t0 < OI_POOL_SPIN_FOR; spin++) {
         gen = OI_POOL_LOAD(&oi_pool.generation);
         if (gen != seen) return gen;
         OI_POOL_PAUSE();
@@ -150,8 +162,9 @@ static inline void oi_pool_start(void) {
 }
 
 static inline void oi_parallel_for(int64_t n, oi_task_fn fn, void *ctx) {
-    int active, spin;
+    int active;
     int64_t begin, end;
+    unsigned long long t0, spin;
     if (n <= 0) return;
     if (!oi_pool.threads) oi_pool_start();
     active = n < oi_pool.threads ? (int)n : oi_pool.threads;
@@ -177,7 +190,9 @@ static inline void oi_parallel_for(int64_t n, oi_task_fn fn, void *ctx) {
     }
     oi_pool_range(n, active, 0, &begin, &end);
     if (begin < end) fn(ctx, begin, end, 0);
-    for (spin = 0; spin < OI_POOL_SPINS && OI_POOL_LOAD(&oi_pool.done) != 0; spin++) OI_POOL_PAUSE();
+    t0 = OI_POOL_NOW(0);
+    for (spin = 1; OI_POOL_NOW(spin) - t0 < OI_POOL_SPIN_FOR && OI_POOL_LOAD(&oi_pool.done) != 0; spin++)
+        OI_POOL_PAUSE();
     if (OI_POOL_LOAD(&oi_pool.done) != 0) {
         pthread_mutex_lock(&oi_pool.mu);
         OI_POOL_STORE(&oi_pool.caller_sleeps, 1);
