@@ -52,7 +52,7 @@
 #define OI_POOL_ADD(p, v) (*(p) += (v))
 #define OI_POOL_FENCE() ((void)0)
 #define OI_POOL_NOW(spin) ((unsigned long long)(spin))
-#define OI_POOL_SPIN_FOR 0ULL
+#define OI_POOL_SPIN_FOR 1ULL /* no spinning: the loops end at once */
 #define OI_POOL_PAUSE() ((void)0)
 #endif
 
