@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from openinfer_jax.core.dtypes import PACKED_DTYPES
 from openinfer_jax.core.errors import SynthesisError
 from openinfer_jax.emit import Synthesizer
 from tests.emit.cases import CASES
@@ -199,7 +200,9 @@ def test_conformance_sample_on_the_gpu_matches_simulator(chunk: int, tmp_path: P
     # dtypes and the ops the simulator backend has no kernel for.
     for where, why in report.host:
         assert why.startswith(("packed ", "no Vulkan kernel")), f"{where}: {why}"
-    assert report.gpu >= 0.6 * len(cases)
+    # most cases of unpacked dtypes run on the GPU (how many are packed depends on the draw)
+    unpacked = [c for c in cases if not PACKED_DTYPES & set(c.dtypes)]
+    assert report.gpu >= 0.6 * len(unpacked), (report.gpu, len(unpacked))
 
 
 @needs_vulkan
