@@ -17,7 +17,8 @@ several dispatches recorded into one kp.Sequence would not be ordered on a real 
 stock kp each dispatch is therefore its own submission, and the next one waits for it.
 With kp patched by openinfer_jax/vk/kp-0.9.0-shader-barrier.patch (kp.OpShaderBarrier),
 dispatches are recorded into one sequence with a barrier before each, and submitted
-together at `sync`/`download` (or every 256 dispatches): one submission per chain of ops.
+together at `sync`/`download` (or every 256 dispatches): one submission per chain of ops, the
+uploads it reads included.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import numpy as np
 
 from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import BackendError, OpenInferError
-from openinfer_jax.vk import kernels, nn_kernels, selection
+from openinfer_jax.vk import kernels, launch, nn_kernels, selection
 from openinfer_jax.vk.capabilities import DeviceCapabilities, query_capabilities
 from openinfer_jax.vk.compiler import compile_glsl, compile_many
 from openinfer_jax.vk.quant_kernels import DeviceQuantized, quant_kernel, quantized_reason
@@ -98,6 +99,8 @@ class DeviceTensor:
     dtype: DType
     shape: tuple[int, ...]
     handle: Any = field(repr=False)
+    #: Size of the device buffer in 32-bit words (results get a bucketed size: at least
+    #: the data's, `nbytes`).
     words: int = 0
     serial: int = field(default_factory=lambda: next(_SERIALS), repr=False)
     #: Identity of the device buffer, shared by views; pipelines are cached per buffer.
@@ -130,8 +133,8 @@ class DeviceTensor:
 
     @property
     def nbytes(self) -> int:
-        """Bytes the device buffer occupies."""
-        return self.words * 4
+        """Bytes of the tensor's data (its buffer may be larger: `words` is its size)."""
+        return storage_words(self.dtype, self.numel) * 4
 
 
 @dataclass(eq=False)
@@ -310,12 +313,19 @@ class VulkanBackend:
         """A device tensor holding `words`, in a pooled buffer when one fits.
 
         No wait for earlier dispatches: the buffer is new or came back from the pool, so no
-        pending dispatch binds it, and the copy has finished when this returns.
+        pending dispatch binds it. With batching the copy is recorded into the open batch
+        (the dispatches after it wait for it through kp's transfer-to-shader barriers), so
+        a step's input uploads cost no submission of their own; otherwise it is submitted
+        and has finished when this returns.
         """
         tensor = self._tensor(dtype, shape, int(words.size), words)
-        self._eval(
-            self._manager.sequence().record(self._kp.OpTensorSyncDevice([tensor.handle])), "upload"
-        )
+        sync = self._kp.OpTensorSyncDevice([tensor.handle])
+        if self.batching:
+            seq, refs = self._batch()
+            seq.record(sync)
+            refs.append((sync, [tensor]))
+            return tensor
+        self._eval(self._manager.sequence().record(sync), "upload")
         return tensor
 
     def _tensor(
@@ -327,6 +337,9 @@ class VulkanBackend:
         # uploaded in a first step do not shift the sites of the step's results.
         if words is None:
             site, self._site = self._site, self._site + 1
+            # Results get a buffer of a bucketed size: a result that grows a little every
+            # step (a cache read) keeps its buffer, and so the pipelines bound to it.
+            n = launch.bucket(n)
         else:
             site, self._upload_site = self._upload_site, self._upload_site - 1
         taken = self._pool.take(n, site)
@@ -708,13 +721,14 @@ class VulkanBackend:
         """
         spirv, digest = self._shader(kernel)
         buffers = tuple(t.buffer for t in tensors)
-        key = (digest, buffers, kernel.grid, kernel.push.size)
+        # kp fixes an algorithm's grid: a flat kernel gets a bucketed one (its extra groups
+        # return at once), so a count that grows every step keeps its pipeline too.
+        grid = launch.bucket_grid(kernel.grid) if kernel.flat else kernel.grid
+        key = (digest, buffers, grid, kernel.push.size)
 
         def make() -> _Pipeline:
             handles = [t.handle for t in tensors]
-            return _Pipeline(
-                self._manager.algorithm(handles, spirv, list(kernel.grid), [], kernel.push)
-            )
+            return _Pipeline(self._manager.algorithm(handles, spirv, list(grid), [], kernel.push))
 
         return self._pipelines.get(key, buffers, make)
 
@@ -763,15 +777,19 @@ class VulkanBackend:
         read them, so a chain of ops is one submission. Needs kp's OpShaderBarrier.
         """
         kp = self._kp
-        if self._open is None:
-            self._open = (self._manager.sequence(), [])
-        seq, refs = self._open
+        seq, refs = self._batch()
         seq.record(kp.OpShaderBarrier([t.handle for t in tensors]))
         seq.record(kp.OpAlgoDispatch(algo, kernel.push))
         refs.append((algo, tensors))
         self.dispatch_count += 1
         if len(refs) >= _MAX_BATCH:
             self._flush()
+
+    def _batch(self) -> tuple[Any, list[Any]]:
+        """The open batch (sequence, references it keeps alive), opened if needed."""
+        if self._open is None:
+            self._open = (self._manager.sequence(), [])
+        return self._open
 
     def _flush(self) -> None:
         """Submit the open batch, if any (asynchronously)."""

@@ -82,12 +82,18 @@ def tile_config(tiles: str) -> tuple[int, int, int, int, int] | None:
 
 @dataclass(frozen=True)
 class Kernel:
-    """One dispatch: source, push constants (uint32 words) and grid (x, y, z groups)."""
+    """One dispatch: source, push constants (uint32 words) and grid (x, y, z groups).
+
+    `flat`: the grid is `launch.dispatch_grid` of a count the shader also receives in its
+    push constants and checks (extra work groups return at once), so a runner may launch
+    more groups along x (`launch.bucket_grid`) and get the same result.
+    """
 
     label: str
     source: str
     push: np.ndarray
     grid: tuple[int, int, int]
+    flat: bool = False
 
 
 def kernel_ops() -> frozenset[str]:
@@ -293,7 +299,7 @@ def elementwise_kernel(
     source = _elementwise_source(in_dtypes, out, f"{out_t.compute}({printed.value})",
                                  "".join(defs), label, statements=body)  # fmt: skip
     push, n = _elementwise_push(in_shapes, out_shape, words, label)
-    return Kernel(label, source, push, launch.dispatch_grid(invocations(out, n)))
+    return Kernel(label, source, push, launch.dispatch_grid(invocations(out, n)), flat=True)
 
 
 def movement_kernel(
@@ -312,7 +318,7 @@ def movement_kernel(
     push, n = _elementwise_push(
         [()], out_shape, [offset % (1 << 32)], label, strides=[list(strides)]
     )
-    return Kernel(label, source, push, launch.dispatch_grid(invocations(dtype, n)))
+    return Kernel(label, source, push, launch.dispatch_grid(invocations(dtype, n)), flat=True)
 
 
 def gather_kernel(
@@ -354,7 +360,7 @@ def gather_kernel(
     )
     n = int(np.prod(out_shape, dtype=np.int64))
     push, _ = _elementwise_push([(), ()], (n,), [inner, count, size], label, strides=[[0], [0]])
-    return Kernel(label, source, push, launch.dispatch_grid(invocations(data, n)))
+    return Kernel(label, source, push, launch.dispatch_grid(invocations(data, n)), flat=True)
 
 
 def slice_layout(in_shape: tuple[int, ...], params: Mapping[str, Any]) -> tuple[list[int], int]:
@@ -445,7 +451,7 @@ def norm_stats_kernel(op: str, dtype: DType, in_shape: tuple[int, ...], axes: li
     words = [n, len(k_shape), len(r_shape), n_red, *pad(k_shape, 1), *pad(k_stride, 0),
              *pad(r_shape, 1), *pad(r_stride, 0)]  # fmt: skip
     push = _check_words(words, 4 + 4 * launch.MAX_RANK, label)
-    return Kernel(label, source, push, launch.dispatch_grid(invocations(stats, n)))
+    return Kernel(label, source, push, launch.dispatch_grid(invocations(stats, n)), flat=True)
 
 
 def norm_apply_kernel(
@@ -491,7 +497,7 @@ def norm_apply_kernel(
         [x_shape, (), *in_shapes[1:]], x_shape, param_words(epsilon, t), label,
         strides=strides, max_rank=_NORM_RANK,
     )  # fmt: skip
-    return Kernel(label, source, push, launch.dispatch_grid(invocations(dtype, n)))
+    return Kernel(label, source, push, launch.dispatch_grid(invocations(dtype, n)), flat=True)
 
 
 def fill_kernel(in_dtype: DType, out_shape: tuple[int, ...], value: Any) -> Kernel:
@@ -501,7 +507,7 @@ def fill_kernel(in_dtype: DType, out_shape: tuple[int, ...], value: Any) -> Kern
     stored = _storable_scalar(value, in_dtype)
     source = _elementwise_source([], in_dtype, "P_value", param_decl("value", 0, t), label)
     push, n = _elementwise_push([], out_shape, param_words(stored, t), label)
-    return Kernel(label, source, push, launch.dispatch_grid(invocations(in_dtype, n)))
+    return Kernel(label, source, push, launch.dispatch_grid(invocations(in_dtype, n)), flat=True)
 
 
 def _storable_scalar(value: Any, dtype: DType) -> Any:
@@ -576,7 +582,7 @@ def cast_kernel(
     expr = _cast_expr(src, dst, rounding, saturate)
     source = _elementwise_source([src], dst, f"{glsl_type(dst).compute}({expr})", "", label)
     push, n = _elementwise_push([in_shape], in_shape, [], label)
-    return Kernel(label, source, push, launch.dispatch_grid(invocations(dst, n)))
+    return Kernel(label, source, push, launch.dispatch_grid(invocations(dst, n)), flat=True)
 
 
 _BIT_VIEWS = {
@@ -608,7 +614,7 @@ def bitcast_kernel(src: DType, dst: DType, in_shape: tuple[int, ...]) -> Kernel:
     label = f"bitcast({src.short} -> {dst.short})"
     source = _elementwise_source([src], dst, f"{glsl_type(dst).compute}({expr})", "", label)
     push, n = _elementwise_push([in_shape], in_shape, [], label)
-    return Kernel(label, source, push, launch.dispatch_grid(invocations(dst, n)))
+    return Kernel(label, source, push, launch.dispatch_grid(invocations(dst, n)), flat=True)
 
 
 # ---- reductions -----------------------------------------------------------------------------------
@@ -730,7 +736,7 @@ def reduce_kernel(
     words = [n, len(k_shape), len(r_shape), n_red, *pad(k_shape, 1), *pad(k_stride, 0),
              *pad(r_shape, 1), *pad(r_stride, 0)]  # fmt: skip
     push = _check_words(words, 4 + 4 * launch.MAX_RANK, label)
-    return Kernel(label, source, push, launch.dispatch_grid(invocations(out, n)))
+    return Kernel(label, source, push, launch.dispatch_grid(invocations(out, n)), flat=True)
 
 
 # ---- matmul -------------------------------------------------------------------------------------------
@@ -818,7 +824,7 @@ def matmul_kernel(
         FINISH=finish,
         STORE=store_snippet(out),
     )
-    return Kernel(label, source, push, launch.dispatch_grid(invocations(out, total)))
+    return Kernel(label, source, push, launch.dispatch_grid(invocations(out, total)), flat=True)
 
 
 # ---- copies ---------------------------------------------------------------------------------------------
@@ -833,7 +839,7 @@ def copy_kernel(dtype: DType, src_offset: int, dst_offset: int, count: int) -> K
     push = np.array([count, src_offset, dst_offset, first_word], dtype=np.uint32)
     words = last_word - first_word + 1
     del per_word
-    return Kernel(f"copy({dtype.short})", source, push, launch.dispatch_grid(words))
+    return Kernel(f"copy({dtype.short})", source, push, launch.dispatch_grid(words), flat=True)
 
 
 def op_kernel(

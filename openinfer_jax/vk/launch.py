@@ -13,6 +13,8 @@ __all__ = [
     "LOCAL_SIZE",
     "MAX_RANK",
     "broadcast_strides",
+    "bucket",
+    "bucket_grid",
     "collapse",
     "contiguous_strides",
     "dispatch_grid",
@@ -91,3 +93,24 @@ def dispatch_grid(invocations: int, local_size: int = LOCAL_SIZE) -> tuple[int, 
     if y > _MAX_GROUPS:
         raise ValueError(f"{invocations} invocations exceed the dispatch grid limit")
     return (x, y, 1)
+
+
+def bucket(n: int) -> int:
+    """`n` rounded up to the ladder 1..8, then 4 steps per octave (10, 12, 14, 16, 20, ...).
+
+    A count that grows one step at a time (a KV cache read) changes bucket about every
+    1/8 of its size, and never wastes more than a quarter of the rounded value.
+    """
+    if n <= 8:
+        return max(n, 0)
+    step = 1 << ((n - 1).bit_length() - 3)  # an eighth of the next power of two
+    return -(-n // step) * step
+
+
+def bucket_grid(grid: tuple[int, int, int]) -> tuple[int, int, int]:
+    """A one-row grid with its x count rounded up to `bucket` (within the 65535 limit);
+    other grids unchanged. Only for kernels whose extra groups do nothing (`Kernel.flat`)."""
+    x, y, z = grid
+    if y != 1 or z != 1:
+        return grid  # the flat index spans rows of x groups: keep the exact layout
+    return (min(bucket(x), _MAX_GROUPS), 1, 1)

@@ -168,7 +168,9 @@ def _nn_kernel(
         STORE=store_snippet(out),
     )
     push = _check_words([int(w) % (1 << 32) for w in words], _PUSH_WORDS, label)
-    return Kernel(label, source, push, launch.dispatch_grid(invocations(out, int(words[0]))))
+    return Kernel(
+        label, source, push, launch.dispatch_grid(invocations(out, int(words[0]))), flat=True
+    )
 
 
 def _numel(shape: Sequence[int]) -> int:
@@ -389,7 +391,8 @@ def attention_kernel(
     chunk = math.ceil(skv / splits) if splits > 1 else skv
     words = [rows, hq, sq, skv, d, dv, hq // hkv, int(causal), scale_bits, *strides, splits, chunk]
     push = _check_words([w % (1 << 32) for w in words[:push_words]], push_words, label)
-    return Kernel(label, source, push, grid)
+    # The row kernel's groups past `rows` return at once (pc.rows); the tiled grid is exact.
+    return Kernel(label, source, push, grid, flat=not tiled)
 
 
 def attention_splits(shapes: Sequence[tuple[int, ...]]) -> int:
@@ -530,7 +533,7 @@ def batch_norm_kernel(dtype: DType, x_shape: tuple[int, ...], epsilon: float) ->
                                  max_rank=4)  # fmt: skip
     push, n = _elementwise_push([x_shape] * 5, x_shape, param_words(epsilon, t), label,
                                 strides=strides, max_rank=4)  # fmt: skip
-    return Kernel(label, source, push, launch.dispatch_grid(invocations(dtype, n)))
+    return Kernel(label, source, push, launch.dispatch_grid(invocations(dtype, n)), flat=True)
 
 
 def _spatial(values: Sequence[int], count: int, fill: int) -> list[int]:

@@ -750,3 +750,43 @@ def test_op_error_mid_step_rolls_back_cache_writes(make_model, device: str) -> N
         ex.step()
     np.testing.assert_array_equal(ex.fetch("A"), before)
     assert ex.persistent.tables["A"].counts == {"t": 3}
+
+
+def test_a_growing_kv_cache_builds_pipelines_only_when_a_bucket_changes(tmp_path: Path) -> None:
+    # kp fixes an algorithm's buffers and grid, so a K/V read one entry longer each step
+    # used to build ~5 pipelines per layer per step. Results now get bucketed buffers and
+    # flat kernels bucketed grids (vk/launch.py `bucket`): a step builds pipelines only
+    # when the read's length enters a new bucket (or the step after: persistent results
+    # alternate between two buffers) or in the few steps after a table grew (the old
+    # buffer, kept for rollback, goes back to the pool and other results take it).
+    from openinfer_jax.vk.launch import bucket
+
+    sys.path.insert(0, str(EXAMPLES_DIR))
+    try:
+        import kv_cache_decode as kv
+    finally:
+        sys.path.remove(str(EXAMPLES_DIR))
+    cfg = kv.Config(layers=1, d=16, heads=2)
+    path = tmp_path / "kv.oinf"
+    kv.write_model(path, cfg)
+    sim = Simulator(path, kv.graph_text(cfg), device="vulkan")
+    ex = sim.make_executor()
+    rng = np.random.default_rng(2)
+    created, capacities = [], []
+    for _ in range(48):
+        before = sim.vulkan.stats["pipelines_created"]
+        ex.insert(x=rng.standard_normal((1, cfg.d)).astype(np.float32))
+        ex.step()
+        ex.fetch("y")
+        created.append(sim.vulkan.stats["pipelines_created"] - before)
+        capacities.append(dict(ex.persistent.tables["K"].capacity))
+    sim.model.close()
+    # Step s reads s + 1 entries of cfg.d elements; a bucket change moves the read's
+    # buffer and the grids of the kernels that follow it.
+    sizes = [bucket((s + 1) * cfg.d) for s in range(48)]
+    quiet = [
+        s for s in range(8, 48)
+        if sizes[s] == sizes[s - 1] == sizes[s - 2] and capacities[s] == capacities[s - 4]
+    ]  # fmt: skip
+    assert len(quiet) >= 15, quiet
+    assert [created[s] for s in quiet] == [0] * len(quiet), (created, quiet, capacities)

@@ -7,7 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from openinfer_jax.vk.launch import broadcast_strides, collapse, contiguous_strides, dispatch_grid
+from openinfer_jax.vk.launch import (
+    broadcast_strides,
+    bucket,
+    bucket_grid,
+    collapse,
+    contiguous_strides,
+    dispatch_grid,
+)
 
 
 def _gather(shape: tuple[int, ...], strides: tuple[int, ...], source: np.ndarray) -> np.ndarray:
@@ -56,3 +63,25 @@ def test_grid_spills_into_y_beyond_65535_groups() -> None:
     assert dispatch_grid(128, 128) == (1, 1, 1)
     x, y, z = dispatch_grid(65536 * 128, 128)
     assert (x, z) == (65535, 1) and x * y * 128 >= 65536 * 128
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(0, 1 << 24))
+def test_a_bucket_covers_its_count_with_at_most_a_quarter_more(n: int) -> None:
+    b = bucket(n)
+    assert n <= b <= max(n, 8) * 5 // 4 + 1
+    assert bucket(b) == b  # a bucket is its own bucket: buffers of one bucket are one size
+
+
+def test_buckets_change_rarely_as_a_count_grows() -> None:
+    # 4 buckets per octave: a KV read growing by one entry per step changes bucket (and so
+    # rebuilds its pipelines) ~4 times per doubling, not every step.
+    assert len({bucket(n) for n in range(1025, 2049)}) == 4
+    assert [bucket(n) for n in (9, 17, 33, 1000)] == [10, 20, 40, 1024]
+
+
+def test_only_one_row_grids_are_bucketed() -> None:
+    assert bucket_grid((9, 1, 1)) == (10, 1, 1)
+    assert bucket_grid((65535, 1, 1)) == (65535, 1, 1)  # the limit is kept
+    assert bucket_grid((65535, 3, 1)) == (65535, 3, 1)  # the flat index spans rows: exact
+    assert bucket_grid((9, 1, 2)) == (9, 1, 2)
