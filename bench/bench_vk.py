@@ -354,7 +354,9 @@ def _streaming(args: argparse.Namespace, console: Console) -> list[dict[str, Any
         console.print(
             f"  sim vulkan / emitted: CPU {row['ratio_sim_vs_emitted_cpu']:.2f}x, wall "
             f"{row['ratio_sim_vs_emitted_wall']:.2f}x; max |vulkan - cpu| "
-            f"{row['max_abs_diff_vulkan_vs_cpu']:.1e}; emitted build {row['emitted_build_s']:.1f} s"
+            f"{row['max_abs_diff_vulkan_vs_cpu']:.1e}; emitted build {row['emitted_build_s']:.1f} s\n"
+            f"  {row['device']}; load average {row['load_average_start_end']}; a pure-Python "
+            f"loop's wall/CPU per round {row['contention_wall_per_cpu']}"
         )
     return rows
 

@@ -8,9 +8,12 @@ program and the CPU simulator.
 * `cnn`: the EfficientNet-Lite0-shaped CNN of bench/edge_workloads.py on one image.
 
 Each side runs the same model file and inputs; a round runs the three sides one after the
-other (interleaved), and each side keeps its best round (least CPU time per step). CPU time
-counts every thread of the process (lavapipe's workers included); wall time is what the
-step takes on this shared machine. The emitted program is built with
+other (interleaved), and each side keeps its least CPU time and its least wall time per step
+over the rounds (each figure its own best round). CPU time counts every thread of the
+process (lavapipe's workers included); wall time is what the step takes on this shared
+machine. Each round also times a pure-Python loop (`contention`): its wall / CPU ratio says
+how much a CPU-bound step is stretched by other processes at that moment (1.0 on an idle
+machine), and the load averages are recorded at the start and the end. The emitted program is built with
 `openinfer_jax.emit.driver_run` and timed by its driver (`REPEAT` steps after one untimed
 step); its CPU time per step is the difference between a run with REPEAT steps and one with
 none, over REPEAT.
@@ -18,6 +21,7 @@ none, over REPEAT.
 
 from __future__ import annotations
 
+import os
 import resource
 import subprocess
 import tempfile
@@ -184,6 +188,23 @@ class EmittedSide:
         }
 
 
+def _ratio(best: dict[str, dict[str, float]], key: str) -> float:
+    """Simulator / emitted for `key`; NaN when the emitted figure rounds to 0 (its CPU time
+    is a difference of two runs, at the clock's resolution)."""
+    emitted = best["emitted_vulkan"][key]
+    return best["sim_vulkan"][key] / emitted if emitted > 0 else float("nan")
+
+
+def contention(loops: int = 200_000) -> float:
+    """Wall / CPU time of a pure-Python loop: 1.0 when this process has a core to itself."""
+    c0, w0 = time.process_time(), time.perf_counter()
+    total = 0
+    for i in range(loops):
+        total += i * i
+    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    return wall / max(cpu, 1e-9)
+
+
 def bench_streaming(work: Workload, rounds: int, steps: int, warm: int = 3) -> dict[str, Any]:
     """Best-of-`rounds` interleaved figures of the three sides (see the module docstring)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -203,23 +224,30 @@ def bench_streaming(work: Workload, rounds: int, steps: int, warm: int = 3) -> d
         vk, cpu = sides["sim_vulkan"], sides["sim_cpu"]
         # The same inputs give the same outputs on both simulators (state carried along).
         max_abs = max(float(np.max(np.abs(a - b))) for a, b in zip(vk.outputs, cpu.outputs))
+        load = [os.getloadavg()[0]]
         best: dict[str, dict[str, float]] = {}
+        ratios = []
         for _ in range(rounds):
+            ratios.append(contention())
             for name, side in sides.items():
                 row = side.timed(steps)
-                if name not in best or row["cpu_ms"] < best[name]["cpu_ms"]:
+                if name not in best:
                     best[name] = row
+                for key in ("cpu_ms", "wall_ms"):
+                    best[name][key] = min(best[name][key], row[key])
+        load.append(os.getloadavg()[0])
         first = vk.sim.vulkan.stats
         return {
             "workload": work.name,
+            "device": vk.sim.vulkan.device_name,
             "rounds": rounds,
             "steps": steps,
+            "load_average_start_end": load,
+            "contention_wall_per_cpu": [round(r, 2) for r in ratios],
             "sides": best,
             "max_abs_diff_vulkan_vs_cpu": max_abs,
             "emitted_build_s": sides["emitted_vulkan"].build_s,
             "vulkan_pipelines_total": first["pipelines_created"],
-            "ratio_sim_vs_emitted_cpu": best["sim_vulkan"]["cpu_ms"]
-            / best["emitted_vulkan"]["cpu_ms"],
-            "ratio_sim_vs_emitted_wall": best["sim_vulkan"]["wall_ms"]
-            / best["emitted_vulkan"]["wall_ms"],
+            "ratio_sim_vs_emitted_cpu": _ratio(best, "cpu_ms"),
+            "ratio_sim_vs_emitted_wall": _ratio(best, "wall_ms"),
         }
