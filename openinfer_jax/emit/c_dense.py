@@ -34,10 +34,18 @@ __all__ = [
 class EpilogueCode:
     """An elementwise chain fused into a kernel (`openinfer_jax.emit.c_epilogue`): C
     statements updating ``float v`` per output element, reading ``E0[i]`` .. ``E<extras-1>[i]``
-    (operands of the output's shape); the final value goes to one more output tensor."""
+    (operands of the output's shape); the final value goes to one more output tensor.
+    `clamp` (lo, hi): the chain starts with a clamp the kernel applies itself, in registers,
+    before `lines` (the kernel's ``act``; the output tensor is then the kernel's own)."""
 
     extras: int
     lines: tuple[str, ...]
+    clamp: tuple[float, float] | None = None
+
+
+def _epilogue_context(name: str, epi: EpilogueCode | None) -> str:
+    """The kernel's declaration of its epilogue's context (none without statements)."""
+    return f"    {name}_ectx ectx;\n" if epi is not None and epi.lines else ""
 
 
 def _epilogue_parts(name: str, epi: EpilogueCode | None, hook: str) -> tuple[str, str, str]:
@@ -46,6 +54,16 @@ def _epilogue_parts(name: str, epi: EpilogueCode | None, hook: str) -> tuple[str
     if epi is None:
         return "", "", ""
     params = "".join(f", const oi_tensor *e{k}" for k in range(epi.extras)) + ", oi_tensor *oz"
+    act = ""
+    if epi.clamp is not None:
+        from openinfer_jax.emit.c_kernels import c_literal  # (c_kernels imports this module)
+
+        lo, hi = (c_literal(v, "float") for v in epi.clamp)
+        act = f"    static const float act[2] = {{{lo}, {hi}}};\n    {hook}.act = act;\n"
+    if not epi.lines:  # the clamp alone: the kernel's output is the chain's
+        setup = f"""    if (oz != o) {{ oi_set_error("fused clamp: the output must be the kernel's"); return OI_ERR_ARGUMENT; }}
+{act}"""
+        return "", params, setup
     loads = "".join(f"    const float *E{k} = x->e[{k}];\n" for k in range(epi.extras))
     body = "".join(f"            {line}\n" for line in epi.lines)
     pre = f"""typedef struct {{ const float *y; float *z; const float *e[{max(epi.extras, 1)}]; }} {name}_ectx;
@@ -77,7 +95,7 @@ static void {name}_epi(const void *p, float *c, int64_t ldc, int64_t row0, int64
     ectx.z = (float *)oz->data;
     {hook}.epilogue = {name}_epi;
     {hook}.epilogue_ctx = &ectx;
-"""
+{act}"""
     return pre, params, setup
 
 
@@ -250,7 +268,7 @@ def _linear(name: str, info: OpInfo, pack: str, epi: EpilogueCode | None, prepac
     bias = len(info.in_dtypes) > 2
     args = "".join(f", const oi_tensor *x{k}" for k in range(len(info.in_dtypes)))
     pre, extra, setup = _epilogue_parts(name, epi, "g")
-    ectx = f"    {name}_ectx ectx;\n" if epi else ""
+    ectx = _epilogue_context(name, epi)
     return f"""{pre}static int {name}(oi_tensor *o{args}{extra}) {{
 {ectx}    oi_gemm_f32_args g;
     int64_t dims[OI_MAX_DIMS];
@@ -283,7 +301,7 @@ def _linear(name: str, info: OpInfo, pack: str, epi: EpilogueCode | None, prepac
 
 def _matmul(name: str, pack: str, epi: EpilogueCode | None, prepack: bool) -> str:
     pre, extra, setup = _epilogue_parts(name, epi, "g")
-    ectx = f"    {name}_ectx ectx;\n" if epi else ""
+    ectx = _epilogue_context(name, epi)
     return f"""{pre}static int {name}(oi_tensor *o, const oi_tensor *x0, const oi_tensor *x1{extra}) {{
 {ectx}    const float *A = (const float *)x0->data;
     const float *B = (const float *)x1->data;
@@ -346,7 +364,7 @@ def _conv(
     kh = "x1->dims[2]" if spatial == 2 else "1"
     out_dims = "a.geom.OH, a.geom.OW" if spatial == 2 else "a.geom.OW"
     pre, extra, setup = _epilogue_parts(name, epi, "a")
-    ectx = f"    {name}_ectx ectx;\n" if epi else ""
+    ectx = _epilogue_context(name, epi)
     return f"""{pre}static int {name}(oi_tensor *o{args}{extra}) {{
 {ectx}    oi_conv_f32_args a;
     int64_t dims[4];

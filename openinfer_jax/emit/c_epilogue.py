@@ -10,6 +10,7 @@ order and precision, so a fused program computes exactly what the unfused one do
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from openinfer_jax.core.dtypes import DType
@@ -44,15 +45,39 @@ def fusable(info: OpInfo) -> str | None:
     return None
 
 
+def _kernel_clamp(anchor_output: str, op: Op, info: OpInfo) -> tuple[float, float] | None:
+    """(lo, hi) when `op` is an f32 clamp with bounds known at synthesis that overwrites the
+    anchor's output in place (``clamp(t) >> t``, a fused ReLU6): the kernel then clamps its
+    outputs in registers as it stores them (``act`` in oi_gemm.h), the same operations as
+    the clamp's own kernel; nothing can read the value before the clamp."""
+    if info.opdef.name != "clamp" or info.out_dtype is not DType.F32:
+        return None
+    source, target = op.inputs[0], op.output
+    if source.name != anchor_output or source.indices or target != source:
+        return None
+    bounds = []
+    for key, absent in (("min", -math.inf), ("max", math.inf)):
+        value = info.params.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            return None  # read at run time
+        bounds.append(absent if value is None else float(value))
+    return bounds[0], bounds[1]
+
+
 def epilogue_code(
     anchor_output: str, ops: Sequence[Op], infos: Sequence[OpInfo], where: Sequence[str]
 ) -> EpilogueCode:
     """The chain `ops` after a kernel writing `anchor_output`, as C statements on ``float v``
     (the running value) and ``E<k>[i]`` (the k-th other operand, in the order the ops list
-    them); op k binds the subtrees its tree reuses to locals ``e<k>_<j>`` first."""
+    them); op k binds the subtrees its tree reuses to locals ``e<k>_<j>`` first. A leading
+    in-place clamp with constant bounds becomes the kernel's own clamp (`EpilogueCode.clamp`)
+    instead of a statement."""
     lines: list[str] = []
     extra = 0
     running = anchor_output
+    clamp = _kernel_clamp(anchor_output, ops[0], infos[0]) if ops else None
+    if clamp is not None:
+        ops, infos, where = ops[1:], infos[1:], where[1:]
     for k, (op, info, at) in enumerate(zip(ops, infos, where)):
         operands: list[str] = []
         for ref in op.inputs:
@@ -64,4 +89,4 @@ def epilogue_code(
         printed = elementwise_expression(KernelRequest(f"epi{k}", info, at), operands, f"e{k}_")
         lines += [*printed.statements, f"v = (float)({printed.value});"]
         running = op.output.name
-    return EpilogueCode(extra, tuple(lines))
+    return EpilogueCode(extra, tuple(lines), clamp)

@@ -263,7 +263,81 @@ def test_fused_epilogues_match_simulator(tmp_path: Path) -> None:
         "fused `clamp`",
         "fused `add`",
     ]
-    assert result["plan"].files["prog.c"].count("_fused_epi(const void") == 5
+    # the clamp (in place, constant bounds) runs in the conv kernel's registers: no callback
+    prog = result["plan"].files["prog.c"]
+    assert prog.count("_fused_epi(const void") == 4
+    assert prog.count("a.act = act;") == 1
+
+
+# Each kernel path with an in-place clamp the kernel applies as it stores (`act`): the direct
+# kernel (RGB stem; depthwise 5x5 stride 2, 3x3 stride 1 with an odd width and rows left
+# over, 5x5 on a 7x7 image), the GEMM (1x1 on 49 pixels: edge panels and a single column,
+# K over two blocks; K = 5), GEMV (one row), a clamp followed by a residual add (kernel clamp,
+# then the epilogue), a clamp that writes elsewhere (an epilogue statement), one bound only.
+ACT = """
+graph {
+  dynamic { img: f32[1, 3, 17, 15]; big: f32[1, 5, 30, 29]; sq: f32[1, 40, 7, 7]; x1: f32[1, 70]; x9: f32[9, 70]; h9: f32[9, 37]; }
+  constant {
+    ws: f32[8, 3, 3, 3]; bs: f32[8]; wd5: f32[5, 1, 5, 5]; bd5: f32[5]; wd3: f32[5, 1, 3, 3];
+    w7: f32[40, 1, 5, 5]; wq: f32[14, 40, 1, 1]; bq: f32[14]; wp: f32[9, 5, 1, 1]; w: f32[37, 70]; wb: f32[37];
+  }
+  volatile {
+    a1: f32[1, 8, 9, 8]; a2: f32[1, 5, 15, 15]; a3: f32[1, 5, 30, 29]; a4: f32[1, 40, 7, 7];
+    a5: f32[1, 14, 7, 7]; a6: f32[1, 9, 30, 29]; l1: f32[1, 37]; l9: f32[9, 37]; u9: f32[9, 37];
+  }
+  block entry {
+    assign t9: f32[9, 37];
+    op conv2d(img, ws, bs, strides=[2, 2], pads=[1, 1, 1, 1]) >> a1;
+    op clamp(a1, min=0.0, max=6.0) >> a1;
+    op conv2d(big, wd5, bd5, strides=[2, 2], pads=[2, 2, 2, 2], groups=5) >> a2;
+    op clamp(a2, min=-0.5, max=0.25) >> a2;
+    op conv2d(big, wd3, pads=[1, 1, 1, 1], groups=5) >> a3;
+    op clamp(a3, max=0.5) >> a3;
+    op conv2d(sq, w7, pads=[2, 2, 2, 2], groups=40) >> a4;
+    op clamp(a4, min=0.0, max=1.0) >> a4;
+    op conv2d(sq, wq, bq) >> a5;
+    op clamp(a5, min=0.0, max=2.0) >> a5;
+    op conv2d(a3, wp) >> a6;
+    op clamp(a6, min=-1.0) >> a6;
+    op linear(x1, w, wb) >> l1;
+    op clamp(l1, min=0.0, max=1.5) >> l1;
+    op linear(x9, w, wb) >> l9;
+    op clamp(l9, min=0.0, max=1.5) >> l9;
+    op add(l9, h9) >> l9;
+    op linear(x9, w) >> t9;
+    op clamp(t9, min=0.0, max=1.0) >> u9;
+    return;
+  }
+}
+"""
+ACT_OUTPUTS = ["a1", "a2", "a3", "a4", "a5", "a6", "l1", "l9", "u9"]
+
+
+def _act_model(tmp_path: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
+    rng = np.random.default_rng(13)
+
+    def f32(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    shapes = {"ws": (8, 3, 3, 3), "bs": (8,), "wd5": (5, 1, 5, 5), "bd5": (5,), "wd3": (5, 1, 3, 3),
+              "w7": (40, 1, 5, 5), "wq": (14, 40, 1, 1), "bq": (14,), "wp": (9, 5, 1, 1),
+              "w": (37, 70), "wb": (37,)}  # fmt: skip
+    model = tmp_path / "m.oinf"
+    write_oinf(model, sizevars={}, metadata={}, tensors={k: f32(*v) for k, v in shapes.items()})
+    feeds = {"img": (1, 3, 17, 15), "big": (1, 5, 30, 29), "sq": (1, 40, 7, 7), "x1": (1, 70),
+             "x9": (9, 70), "h9": (9, 37)}  # fmt: skip
+    return model, [{k: f32(*v) for k, v in feeds.items()} for _ in range(2)]
+
+
+def test_kernel_clamps_match_simulator(tmp_path: Path) -> None:
+    model, steps = _act_model(tmp_path)
+    result = parity(tmp_path, model, ACT, steps, outputs=ACT_OUTPUTS, arch=_arch(**SMALL_BLOCKS))
+    assert result["compared"] == 2 * len(ACT_OUTPUTS)
+    prog = result["plan"].files["prog.c"]
+    # eight clamps in the kernels (l9's then feeds its add's epilogue); u9's stays a statement
+    assert prog.count(".act = act;") == 8
+    assert prog.count("_fused_epi(const void") == 2
+    assert "oi_nan_clamp_float(v, 0.0f, 1.0f)" in prog
 
 
 def test_prefer_fusion_refuses_what_would_change_results(tmp_path: Path) -> None:
@@ -524,9 +598,11 @@ def test_row_kernels_match_simulator(tmp_path: Path, threads: int) -> None:
     assert ("oi_parallel_work(" in files["prog.c"]) == (threads > 1)
 
 
-@pytest.mark.parametrize("which", ["gemm", "attention", "conv", "rows"])
+@pytest.mark.parametrize("which", ["gemm", "attention", "conv", "rows", "act"])
 def test_one_and_two_threads_are_bit_identical(tmp_path: Path, monkeypatch, which: str) -> None:
-    if which == "gemm":
+    if which == "act":
+        (model, steps), graph, outputs = _act_model(tmp_path), ACT, ACT_OUTPUTS
+    elif which == "gemm":
         (model, steps), graph, outputs = _model(tmp_path), GRAPH, OUTPUTS
     elif which == "rows":
         (model, steps), graph, outputs = _rows_model(tmp_path), ROWS, ROWS_OUTPUTS

@@ -14,6 +14,9 @@
  *    buffer); a 1x1 convolution with stride 1 and no padding reads the image as a plain
  *    [C, H*W] matrix. The bias is added per output channel as each tile is stored.
  *
+ * `act` ({lo, hi} or NULL) clamps each final output after the bias, in registers (as in
+ * oi_gemm.h), before the epilogue.
+ *
  * Threads split output channels (depthwise) or the GEMM's output pixels; never a sum. */
 #ifndef OI_CONV_H
 #define OI_CONV_H
@@ -32,6 +35,7 @@ typedef struct {
     int64_t pad_h, pad_w; /* pads after (bottom, right) */
     oi_epilogue_f32 epilogue; /* on final outputs, as for oi_gemm_f32 (c: the output plane) */
     const void *epilogue_ctx;
+    const float *act;   /* {lo, hi}: clamp the final outputs (before the epilogue), or NULL */
     int shared; /* set by oi_conv_f32: the direct kernel's copy of the one image group is
                    made once, in slot 0's scratch, and every thread reads it */
 } oi_conv_f32_args;
@@ -121,10 +125,12 @@ static inline void oi_dc_store(float *p, oi_vf v, int64_t n) {
 #define OI_DC_ACC(k) acc##k = OI_VFMA(w, oi_vload(s##k + o), acc##k);
 #define OI_DC_PUT(k)                                                       \
     if (has_bias) acc##k = OI_VADD(acc##k, oi_vsplat(bias));               \
+    if (act) acc##k = oi_vclamp(acc##k, lo, hi);                           \
     oi_dc_store(dst[k], acc##k, cnt[k]);
 static OI_VEC_FN void oi_dc_group(const float *restrict pp, const int64_t *restrict src,
                                   const int64_t *restrict off, const float *restrict wc, int64_t taps,
-                                  float bias, int has_bias, float *const *dst, const int64_t *cnt) {
+                                  float bias, int has_bias, const float *act, float *const *dst,
+                                  const int64_t *cnt) {
     const float *s0 = pp + src[0], *s1 = pp + src[1], *s2 = pp + src[2], *s3 = pp + src[3];
     const float *s4 = pp + src[4], *s5 = pp + src[5], *s6 = pp + src[6], *s7 = pp + src[7];
     oi_vf acc0 = oi_vzero(), acc1 = oi_vzero(), acc2 = oi_vzero(), acc3 = oi_vzero();
@@ -135,7 +141,10 @@ static OI_VEC_FN void oi_dc_group(const float *restrict pp, const int64_t *restr
         const oi_vf w = oi_vsplat(wc[t]);
         OI_DC_ACC(0) OI_DC_ACC(1) OI_DC_ACC(2) OI_DC_ACC(3) OI_DC_ACC(4) OI_DC_ACC(5) OI_DC_ACC(6) OI_DC_ACC(7)
     }
-    OI_DC_PUT(0) OI_DC_PUT(1) OI_DC_PUT(2) OI_DC_PUT(3) OI_DC_PUT(4) OI_DC_PUT(5) OI_DC_PUT(6) OI_DC_PUT(7)
+    {
+        const oi_vf lo = oi_vsplat(act ? act[0] : 0.0f), hi = oi_vsplat(act ? act[1] : 0.0f);
+        OI_DC_PUT(0) OI_DC_PUT(1) OI_DC_PUT(2) OI_DC_PUT(3) OI_DC_PUT(4) OI_DC_PUT(5) OI_DC_PUT(6) OI_DC_PUT(7)
+    }
 }
 
 /* Four output rows x two vectors of outputs for KH x KW kernels with KH = 3 or 5, row stride
@@ -160,7 +169,7 @@ static OI_VEC_FN void oi_dc_group(const float *restrict pp, const int64_t *restr
 OI_DC_INLINE void oi_dc_rows4(const int KH, const int SH, const float *restrict pp, int64_t width,
                               const int64_t *restrict coff, int64_t cols, int64_t KW,
                               const float *restrict wc, int64_t oy0, int64_t ox, float bias, int has_bias,
-                              float *restrict out, int64_t ow) {
+                              const float *restrict act, float *restrict out, int64_t ow) {
     oi_vf a00 = oi_vzero(), a01 = oi_vzero(), a10 = oi_vzero(), a11 = oi_vzero();
     oi_vf a20 = oi_vzero(), a21 = oi_vzero(), a30 = oi_vzero(), a31 = oi_vzero();
     int64_t q;
@@ -185,6 +194,12 @@ OI_DC_INLINE void oi_dc_rows4(const int KH, const int SH, const float *restrict 
         a00 = OI_VADD(a00, b); a01 = OI_VADD(a01, b); a10 = OI_VADD(a10, b); a11 = OI_VADD(a11, b);
         a20 = OI_VADD(a20, b); a21 = OI_VADD(a21, b); a30 = OI_VADD(a30, b); a31 = OI_VADD(a31, b);
     }
+    if (act) {
+        const oi_vf lo = oi_vsplat(act[0]), hi = oi_vsplat(act[1]);
+        a00 = oi_vclamp(a00, lo, hi); a01 = oi_vclamp(a01, lo, hi); a10 = oi_vclamp(a10, lo, hi);
+        a11 = oi_vclamp(a11, lo, hi); a20 = oi_vclamp(a20, lo, hi); a21 = oi_vclamp(a21, lo, hi);
+        a30 = oi_vclamp(a30, lo, hi); a31 = oi_vclamp(a31, lo, hi);
+    }
     out += oy0 * ow + ox;
     oi_dc_store(out, a00, ow - ox);
     oi_dc_store(out + OI_VL, a01, ow - ox - OI_VL);
@@ -200,11 +215,15 @@ OI_DC_INLINE void oi_dc_rows4(const int KH, const int SH, const float *restrict 
 #define OI_DC_R8(r)                                                                    \
     if ((r) < nrows && i >= (r) * SH && i - (r) * SH < KH) acc##r = OI_VFMA(w[i - (r) * SH], d, acc##r);
 #define OI_DC_P8(r)                                                                    \
-    if ((r) < nrows) oi_dc_store(out + (oy0 + (r)) * ow, has_bias ? OI_VADD(acc##r, oi_vsplat(bias)) : acc##r, ow);
+    if ((r) < nrows) {                                                                 \
+        oi_vf v = has_bias ? OI_VADD(acc##r, oi_vsplat(bias)) : acc##r;                \
+        if (act) v = oi_vclamp(v, lo, hi);                                             \
+        oi_dc_store(out + (oy0 + (r)) * ow, v, ow);                                    \
+    }
 OI_DC_INLINE void oi_dc_rows8(const int KH, const int SH, const float *restrict pp, int64_t width,
                               const int64_t *restrict coff, int64_t cols, int64_t KW,
                               const float *restrict wc, int64_t oy0, int64_t nrows, float bias, int has_bias,
-                              float *restrict out, int64_t ow) {
+                              const float *restrict act, float *restrict out, int64_t ow) {
     oi_vf acc0 = oi_vzero(), acc1 = oi_vzero(), acc2 = oi_vzero(), acc3 = oi_vzero();
     oi_vf acc4 = oi_vzero(), acc5 = oi_vzero(), acc6 = oi_vzero(), acc7 = oi_vzero();
     const int64_t need = (nrows - 1) * SH + KH; /* input rows the nrows output rows read */
@@ -224,28 +243,32 @@ OI_DC_INLINE void oi_dc_rows8(const int KH, const int SH, const float *restrict 
             OI_DC_R8(0) OI_DC_R8(1) OI_DC_R8(2) OI_DC_R8(3) OI_DC_R8(4) OI_DC_R8(5) OI_DC_R8(6) OI_DC_R8(7)
         }
     }
-    OI_DC_P8(0) OI_DC_P8(1) OI_DC_P8(2) OI_DC_P8(3) OI_DC_P8(4) OI_DC_P8(5) OI_DC_P8(6) OI_DC_P8(7)
+    {
+        const oi_vf lo = oi_vsplat(act ? act[0] : 0.0f), hi = oi_vsplat(act ? act[1] : 0.0f);
+        OI_DC_P8(0) OI_DC_P8(1) OI_DC_P8(2) OI_DC_P8(3) OI_DC_P8(4) OI_DC_P8(5) OI_DC_P8(6) OI_DC_P8(7)
+    }
 }
 
 /* Blocks of rows for one output channel: four rows x two vectors starting at column ox, or
  * (rows of at most one vector) up to eight rows of one vector, `ox` ignored. */
 typedef void (*oi_dc_rows_fn)(const float *, int64_t, const int64_t *, int64_t, int64_t, const float *, int64_t,
-                              int64_t, int64_t, float, int, float *, int64_t);
+                              int64_t, int64_t, float, int, const float *, float *, int64_t);
 #define OI_DC_ROWS4(KH, SH)                                                                                   \
     static OI_VEC_FN void oi_dc_rows4_##KH##_##SH(const float *pp, int64_t width, const int64_t *coff,       \
                                                    int64_t cols, int64_t KW, const float *wc, int64_t oy0,      \
-                                                   int64_t oh, int64_t ox, float bias, int has_bias, float *out, \
-                                                   int64_t ow) {                                                \
+                                                   int64_t oh, int64_t ox, float bias, int has_bias,            \
+                                                   const float *act, float *out, int64_t ow) {                  \
         (void)oh;                                                                                               \
-        oi_dc_rows4(KH, SH, pp, width, coff, cols, KW, wc, oy0, ox, bias, has_bias, out, ow);                   \
+        oi_dc_rows4(KH, SH, pp, width, coff, cols, KW, wc, oy0, ox, bias, has_bias, act, out, ow);              \
     }
 #define OI_DC_ROWS8(KH, SH)                                                                                   \
     static OI_VEC_FN void oi_dc_rows8_##KH##_##SH(const float *pp, int64_t width, const int64_t *coff,       \
                                                    int64_t cols, int64_t KW, const float *wc, int64_t oy0,      \
-                                                   int64_t oh, int64_t ox, float bias, int has_bias, float *out, \
-                                                   int64_t ow) {                                                \
+                                                   int64_t oh, int64_t ox, float bias, int has_bias,            \
+                                                   const float *act, float *out, int64_t ow) {                  \
         (void)ox;                                                                                               \
-        oi_dc_rows8(KH, SH, pp, width, coff, cols, KW, wc, oy0, oi_min64(8, oh - oy0), bias, has_bias, out, ow); \
+        oi_dc_rows8(KH, SH, pp, width, coff, cols, KW, wc, oy0, oi_min64(8, oh - oy0), bias, has_bias, act, out, \
+                    ow);                                                                                        \
     }
 OI_DC_ROWS4(3, 1)
 OI_DC_ROWS4(3, 2)
@@ -282,7 +305,7 @@ static void oi_dc_channel(const oi_conv_f32_args *a, const float *pp, int64_t wi
         for (; oy + (step == 8 ? 1 : 4) <= g->OH; oy += step) {
             const int64_t r = oi_min64(step, g->OH - oy);
             for (ox = 0; ox < g->OW; ox += 2 * OI_VL)
-                rows(pp, width, coff, taps / g->KH, g->KW, wc, oy, g->OH, ox, bias, has_bias, out, g->OW);
+                rows(pp, width, coff, taps / g->KH, g->KW, wc, oy, g->OH, ox, bias, has_bias, a->act, out, g->OW);
             if (a->epilogue) a->epilogue(a->epilogue_ctx, out, g->OW, oy, r, 0, g->OW);
         }
     if (oy >= g->OH) return;
@@ -294,7 +317,7 @@ static void oi_dc_channel(const oi_conv_f32_args *a, const float *pp, int64_t wi
                 dst[n] = out + oy * g->OW + ox;
                 cnt[n] = oi_min64(OI_VL, g->OW - ox);
                 if (++n == 8) {
-                    oi_dc_group(pp, src, off, wc, taps, bias, has_bias, dst, cnt);
+                    oi_dc_group(pp, src, off, wc, taps, bias, has_bias, a->act, dst, cnt);
                     n = 0;
                 }
             }
@@ -304,7 +327,7 @@ static void oi_dc_channel(const oi_conv_f32_args *a, const float *pp, int64_t wi
                 dst[n] = dst[n - 1];
                 cnt[n] = 0;
             }
-            oi_dc_group(pp, src, off, wc, taps, bias, has_bias, dst, cnt);
+            oi_dc_group(pp, src, off, wc, taps, bias, has_bias, a->act, dst, cnt);
         }
         if (a->epilogue) a->epilogue(a->epilogue_ctx, out, g->OW, first, g->OH - first, 0, g->OW);
     }
@@ -354,6 +377,7 @@ static void oi_dwconv_run(void *ctx, int64_t begin, int64_t end, int slot) {
                 oi_dw_row(g, a->x + unit * plane_in, wc, oy, acc);
                 if (a->bias)
                     for (ox = 0; ox < g->OW; ox++) acc[ox] += b;
+                if (a->act) oi_clamp_span(acc, g->OW, a->act);
             }
         }
         if (a->epilogue) a->epilogue(a->epilogue_ctx, out, g->OW, 0, g->OH, 0, g->OW);
@@ -429,6 +453,7 @@ static inline void oi_conv_f32(const oi_conv_f32_args *a) {
             m.pack = a->pack;
             m.epilogue = a->epilogue;
             m.epilogue_ctx = a->epilogue_ctx;
+            m.act = a->act;
             oi_gemm_f32(&m);
         }
 }

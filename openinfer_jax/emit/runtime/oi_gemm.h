@@ -21,6 +21,10 @@
  *    same whatever the split).
  *    M = 1 with B [K, N] takes the same chain without packing (GEMV by rows of B).
  *
+ * `act` ({lo, hi} or NULL) clamps each final output after the biases, in registers as the
+ * tile is stored (a fused ReLU6): the same value oi_nan_clamp_float gives (NaN passes), so
+ * the clamp costs no second pass over C; the epilogue, if any, runs after it.
+ *
  * Threads (oi_parallel.h) split the output columns, or the rows when that leaves the busiest
  * thread fewer outputs (few or narrow columns); never K. Cache blocking: OI_KC x OI_NC
  * floats of B per thread (the device JSON's preferences can set them); the caller provides
@@ -78,9 +82,36 @@ typedef struct {
     const float *b_panels; /* B already in panels (oi_gemm_prepacked), or NULL: pack per call */
     oi_epilogue_f32 epilogue;
     const void *epilogue_ctx;
+    const float *act;   /* {lo, hi}: clamp the final outputs (before the epilogue), or NULL */
 } oi_gemm_f32_args;
 
 static inline int64_t oi_min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* The clamp of `act` on one vector: y < lo ? lo : y, then > hi ? hi : that, so a NaN lane
+ * passes through, as oi_nan_clamp_float. */
+#if defined(OI_GNU_VECTORS)
+static inline oi_vf oi_vclamp(oi_vf v, oi_vf lo, oi_vf hi) {
+    v = oi_vselect(v < lo, lo, v);
+    return oi_vselect(v > hi, hi, v);
+}
+#else
+static inline oi_vf oi_vclamp(oi_vf v, oi_vf lo, oi_vf hi) {
+    int u;
+    for (u = 0; u < OI_VL; u++) {
+        v.v[u] = v.v[u] < lo.v[u] ? lo.v[u] : v.v[u];
+        v.v[u] = v.v[u] > hi.v[u] ? hi.v[u] : v.v[u];
+    }
+    return v;
+}
+#endif
+/* The same on n floats at p (the outputs of a kernel without an in-register clamp). */
+static inline void oi_clamp_span(float *p, int64_t n, const float *act) {
+    int64_t i;
+    for (i = 0; i < n; i++) {
+        const float t = p[i] < act[0] ? act[0] : p[i];
+        p[i] = t > act[1] ? act[1] : t;
+    }
+}
 
 /* ---- weights packed once -------------------------------------------------------------------
  * A constant B (a model weight) is packed on its first use into full-K panels, the GEMM's
@@ -306,6 +337,10 @@ static void oi_gemm_pack_b_f32(const oi_gemm_f32_args *g, int64_t pc, int64_t kc
         r##0 = OI_VADD(r##0, oi_vsplat(rbias[r##_ROW]));        \
         r##1 = OI_VADD(r##1, oi_vsplat(rbias[r##_ROW]));        \
     }                                                          \
+    if (act) {                                                 \
+        r##0 = oi_vclamp(r##0, lo, hi);                        \
+        r##1 = oi_vclamp(r##1, lo, hi);                        \
+    }                                                          \
     oi_vstore(c + (r##_ROW) * ldc, r##0);                      \
     oi_vstore(c + (r##_ROW) * ldc + OI_VL, r##1);
 #define ra_ROW 0
@@ -316,11 +351,12 @@ static void oi_gemm_pack_b_f32(const oi_gemm_f32_args *g, int64_t pc, int64_t kc
 #define rf_ROW 5
 
 /* C tile [OI_MR x OI_NR] (+)= A[0..MR, 0..kc] * panel; `load` continues from C's values,
- * `bias` (OI_NR floats, per column) and `rbias` (OI_MR floats, per row) are added at the end. */
+ * `bias` (OI_NR floats, per column) and `rbias` (OI_MR floats, per row) are added at the end,
+ * then the clamp `act` (when not NULL). */
 static OI_VEC_FN void oi_gemm_micro_f32(int64_t kc, const float *restrict a, int64_t lda,
                                         const float *restrict bp, float *restrict c, int64_t ldc,
                                         int load, const float *restrict bias,
-                                        const float *restrict rbias) {
+                                        const float *restrict rbias, const float *restrict act) {
     oi_vf ra0, ra1, rb0, rb1, rc0, rc1, rd0, rd1, re0, re1, rf0, rf1;
     int64_t k;
     OI_MK_LOAD(ra) OI_MK_LOAD(rb) OI_MK_LOAD(rc) OI_MK_LOAD(rd) OI_MK_LOAD(re) OI_MK_LOAD(rf)
@@ -331,6 +367,7 @@ static OI_VEC_FN void oi_gemm_micro_f32(int64_t kc, const float *restrict a, int
     {
         const oi_vf bias0 = bias ? oi_vload(bias) : oi_vzero();
         const oi_vf bias1 = bias ? oi_vload(bias + OI_VL) : oi_vzero();
+        const oi_vf lo = oi_vsplat(act ? act[0] : 0.0f), hi = oi_vsplat(act ? act[1] : 0.0f);
         OI_MK_STORE(ra) OI_MK_STORE(rb) OI_MK_STORE(rc) OI_MK_STORE(rd) OI_MK_STORE(re) OI_MK_STORE(rf)
     }
 }
@@ -338,7 +375,7 @@ static OI_VEC_FN void oi_gemm_micro_f32(int64_t kc, const float *restrict a, int
 /* A tile at the edge of C (mr < MR rows or nr < NR columns): through a full local tile. */
 static void oi_gemm_edge_f32(int64_t kc, const float *a, int64_t lda, const float *bp, float *c,
                              int64_t ldc, int64_t mr, int64_t nr, int load, const float *bias,
-                             const float *rbias) {
+                             const float *rbias, const float *act) {
     float tile[OI_MR * OI_NR], pad[OI_NR], rpad[OI_MR];
     int64_t r, jj;
     if (rbias)
@@ -347,7 +384,7 @@ static void oi_gemm_edge_f32(int64_t kc, const float *a, int64_t lda, const floa
         for (jj = 0; jj < OI_NR; jj++) tile[r * OI_NR + jj] = (load && r < mr && jj < nr) ? c[r * ldc + jj] : 0.0f;
     if (bias)
         for (jj = 0; jj < OI_NR; jj++) pad[jj] = jj < nr ? bias[jj] : 0.0f;
-    oi_gemm_micro_f32(kc, a, lda, bp, tile, OI_NR, load, bias ? pad : NULL, rbias ? rpad : NULL);
+    oi_gemm_micro_f32(kc, a, lda, bp, tile, OI_NR, load, bias ? pad : NULL, rbias ? rpad : NULL, act);
     for (r = 0; r < mr; r++) oi_copy_short(c + r * ldc, tile + r * OI_NR, nr);
 }
 
@@ -359,12 +396,13 @@ static void oi_gemm_edge_f32(int64_t kc, const float *a, int64_t lda, const floa
         oi_vf v = acc[r];                                                                     \
         if (bias) v = OI_VADD(v, bias0);                                                      \
         if (rbias) v = OI_VADD(v, oi_vsplat(rbias[r]));                                       \
+        if (act) v = oi_vclamp(v, lo, hi);                                                    \
         oi_vstore(c + (r) * ldc, v);                                                          \
     }
 static OI_VEC_FN void oi_gemm_micro_half_f32(int64_t kc, const float *restrict a, int64_t lda,
                                              const float *restrict bp, float *restrict c, int64_t ldc,
                                              int load, const float *restrict bias,
-                                             const float *restrict rbias) {
+                                             const float *restrict rbias, const float *restrict act) {
     oi_vf acc[OI_MR];
     int64_t k;
     int r;
@@ -375,6 +413,7 @@ static OI_VEC_FN void oi_gemm_micro_half_f32(int64_t kc, const float *restrict a
     }
     {
         const oi_vf bias0 = bias ? oi_vload(bias) : oi_vzero();
+        const oi_vf lo = oi_vsplat(act ? act[0] : 0.0f), hi = oi_vsplat(act ? act[1] : 0.0f);
         for (r = 0; r < OI_MR; r++) OI_MH_ROW(r)
     }
 }
@@ -382,7 +421,7 @@ static OI_VEC_FN void oi_gemm_micro_half_f32(int64_t kc, const float *restrict a
 /* An edge tile of at most OI_VL columns, through a local MR x OI_VL tile. */
 static void oi_gemm_edge_half_f32(int64_t kc, const float *a, int64_t lda, const float *bp, float *c,
                                   int64_t ldc, int64_t mr, int64_t nr, int load, const float *bias,
-                                  const float *rbias) {
+                                  const float *rbias, const float *act) {
     float tile[OI_MR * OI_VL], pad[OI_VL], rpad[OI_MR];
     int64_t r, jj;
     if (rbias)
@@ -391,7 +430,7 @@ static void oi_gemm_edge_half_f32(int64_t kc, const float *a, int64_t lda, const
         for (jj = 0; jj < OI_VL; jj++) tile[r * OI_VL + jj] = (load && r < mr && jj < nr) ? c[r * ldc + jj] : 0.0f;
     if (bias)
         for (jj = 0; jj < OI_VL; jj++) pad[jj] = jj < nr ? bias[jj] : 0.0f;
-    oi_gemm_micro_half_f32(kc, a, lda, bp, tile, OI_VL, load, bias ? pad : NULL, rbias ? rpad : NULL);
+    oi_gemm_micro_half_f32(kc, a, lda, bp, tile, OI_VL, load, bias ? pad : NULL, rbias ? rpad : NULL, act);
     for (r = 0; r < mr; r++) oi_copy_short(c + r * ldc, tile + r * OI_VL, nr);
 }
 
@@ -402,7 +441,8 @@ static void oi_gemm_edge_half_f32(int64_t kc, const float *a, int64_t lda, const
  * one per product. The panel holds the column at stride OI_NR. */
 static OI_VEC_FN void oi_gemm_col1_f32(int64_t kc, const float *restrict a, int64_t lda,
                                        const float *restrict bp, float *restrict c, int64_t ldc, int64_t mr,
-                                       int load, const float *restrict bias, const float *restrict rbias) {
+                                       int load, const float *restrict bias, const float *restrict rbias,
+                                       const float *restrict act) {
     float col[OI_KC];
     int64_t k, r;
     for (k = 0; k < kc; k++) col[k] = bp[k * OI_NR];
@@ -419,6 +459,7 @@ static OI_VEC_FN void oi_gemm_col1_f32(int64_t kc, const float *restrict a, int6
         if (load) t += c[r * ldc];
         if (bias) t += bias[0];
         if (rbias) t += rbias[r];
+        if (act) oi_clamp_span(&t, 1, act);
         c[r * ldc] = t;
     }
 }
@@ -452,15 +493,16 @@ static void oi_gemm_block_f32(const oi_gemm_f32_args *g, int64_t i0, int64_t i1,
                     float *c = g->c + ic * g->ldc + jc + jr;
                     const float *bias = last && g->bias ? g->bias + jc + jr : NULL;
                     const float *rbias = last && g->bias_m ? g->bias_m + ic : NULL;
+                    const float *act = last ? g->act : NULL;
                     const float *panel = panels + (jr / OI_NR) * stride;
                     if (mr == OI_MR && nr == OI_NR)
-                        oi_gemm_micro_f32(kc, a, la, panel, c, g->ldc, load, bias, rbias);
+                        oi_gemm_micro_f32(kc, a, la, panel, c, g->ldc, load, bias, rbias, act);
                     else if (nr == 1)
-                        oi_gemm_col1_f32(kc, a, la, panel, c, g->ldc, mr, load, bias, rbias);
+                        oi_gemm_col1_f32(kc, a, la, panel, c, g->ldc, mr, load, bias, rbias, act);
                     else if (nr <= OI_VL)
-                        oi_gemm_edge_half_f32(kc, a, la, panel, c, g->ldc, mr, nr, load, bias, rbias);
+                        oi_gemm_edge_half_f32(kc, a, la, panel, c, g->ldc, mr, nr, load, bias, rbias, act);
                     else
-                        oi_gemm_edge_f32(kc, a, la, panel, c, g->ldc, mr, nr, load, bias, rbias);
+                        oi_gemm_edge_f32(kc, a, la, panel, c, g->ldc, mr, nr, load, bias, rbias, act);
                 }
                 if (last && g->epilogue) g->epilogue(g->epilogue_ctx, g->c, g->ldc, ic, mr, jc, nc);
             }
@@ -470,6 +512,8 @@ static void oi_gemm_block_f32(const oi_gemm_f32_args *g, int64_t i0, int64_t i1,
         for (ic = i0; ic < i1; ic++)
             for (jc = j0; jc < j1; jc++)
                 g->c[ic * g->ldc + jc] = (g->bias ? g->bias[jc] : 0.0f) + (g->bias_m ? g->bias_m[ic] : 0.0f);
+        if (g->act)
+            for (ic = i0; ic < i1; ic++) oi_clamp_span(g->c + ic * g->ldc + j0, j1 - j0, g->act);
         if (g->epilogue && i1 > i0) g->epilogue(g->epilogue_ctx, g->c, g->ldc, i0, i1 - i0, j0, j1 - j0);
     }
 }
@@ -501,6 +545,7 @@ static void oi_gemv_run_f32(void *ctx, int64_t begin, int64_t end, int slot) {
             oi_gemv_rows_f32(g->K, g->a + i * g->lda, g->b, g->ldb, g->bias, g->c + i * g->ldc, j0, j1);
         else
             oi_gemv_cols_f32(g->K, g->a + i * g->lda, g->b, g->ldb, g->bias, g->c + i * g->ldc, j0, j1);
+        if (g->act) oi_clamp_span(g->c + i * g->ldc + j0, j1 - j0, g->act);
     }
     if (g->epilogue && g->M > 0) g->epilogue(g->epilogue_ctx, g->c, g->ldc, 0, g->M, j0, j1 - j0);
 }
