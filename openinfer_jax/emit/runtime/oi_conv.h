@@ -151,7 +151,8 @@ static OI_VEC_FN void oi_dc_group(const float *restrict pp, const int64_t *restr
  * SH = 1 or 2 and no row dilation: each input vector is loaded once per column tap and
  * multiplied into every output row it reaches (up to KH), the column's KH weights held in
  * registers. Column tap q (input channel q / KW, kernel column q % KW) of output row r reads
- * row r * SH + ky of pp + coff[q] + oy0 * SH * width + ox. Sum order per output: column taps
+ * row r * SH + ky of pp + coff[q] + oy0 * SH * width + ox, its weights from wc + woff[q] (every
+ * KW). Sum order per output: column taps
  * in order, kernel rows within each, then the bias. */
 #if defined(__GNUC__) || defined(__clang__)
 #define OI_DC_INLINE static inline __attribute__((always_inline))
@@ -167,7 +168,7 @@ static OI_VEC_FN void oi_dc_group(const float *restrict pp, const int64_t *restr
 #define OI_DC_UNROLL
 #endif
 OI_DC_INLINE void oi_dc_rows4(const int KH, const int SH, const float *restrict pp, int64_t width,
-                              const int64_t *restrict coff, int64_t cols, int64_t KW,
+                              const int64_t *restrict coff, const int64_t *restrict woff, int64_t cols, int64_t KW,
                               const float *restrict wc, int64_t oy0, int64_t ox, float bias, int has_bias,
                               const float *restrict act, float *restrict out, int64_t ow) {
     oi_vf a00 = oi_vzero(), a01 = oi_vzero(), a10 = oi_vzero(), a11 = oi_vzero();
@@ -176,7 +177,7 @@ OI_DC_INLINE void oi_dc_rows4(const int KH, const int SH, const float *restrict 
     int i;
     for (q = 0; q < cols; q++) {
         const float *base = pp + coff[q] + oy0 * SH * width + ox;
-        const float *wq = wc + (q / KW) * KH * KW + q % KW;
+        const float *wq = wc + woff[q];
         oi_vf w[5];
         OI_DC_UNROLL
         for (i = 0; i < KH; i++) w[i] = oi_vsplat(wq[i * KW]);
@@ -221,7 +222,7 @@ OI_DC_INLINE void oi_dc_rows4(const int KH, const int SH, const float *restrict 
         oi_dc_store(out + (oy0 + (r)) * ow, v, ow);                                    \
     }
 OI_DC_INLINE void oi_dc_rows8(const int KH, const int SH, const float *restrict pp, int64_t width,
-                              const int64_t *restrict coff, int64_t cols, int64_t KW,
+                              const int64_t *restrict coff, const int64_t *restrict woff, int64_t cols, int64_t KW,
                               const float *restrict wc, int64_t oy0, int64_t nrows, float bias, int has_bias,
                               const float *restrict act, float *restrict out, int64_t ow) {
     oi_vf acc0 = oi_vzero(), acc1 = oi_vzero(), acc2 = oi_vzero(), acc3 = oi_vzero();
@@ -231,7 +232,7 @@ OI_DC_INLINE void oi_dc_rows8(const int KH, const int SH, const float *restrict 
     int i;
     for (q = 0; q < cols; q++) {
         const float *base = pp + coff[q] + oy0 * SH * width;
-        const float *wq = wc + (q / KW) * KH * KW + q % KW;
+        const float *wq = wc + woff[q];
         oi_vf w[5];
         OI_DC_UNROLL
         for (i = 0; i < KH; i++) w[i] = oi_vsplat(wq[i * KW]);
@@ -251,23 +252,23 @@ OI_DC_INLINE void oi_dc_rows8(const int KH, const int SH, const float *restrict 
 
 /* Blocks of rows for one output channel: four rows x two vectors starting at column ox, or
  * (rows of at most one vector) up to eight rows of one vector, `ox` ignored. */
-typedef void (*oi_dc_rows_fn)(const float *, int64_t, const int64_t *, int64_t, int64_t, const float *, int64_t,
+typedef void (*oi_dc_rows_fn)(const float *, int64_t, const int64_t *, const int64_t *, int64_t, int64_t, const float *, int64_t,
                               int64_t, int64_t, float, int, const float *, float *, int64_t);
 #define OI_DC_ROWS4(KH, SH)                                                                                   \
     static OI_VEC_FN void oi_dc_rows4_##KH##_##SH(const float *pp, int64_t width, const int64_t *coff,       \
-                                                   int64_t cols, int64_t KW, const float *wc, int64_t oy0,      \
+                                                   const int64_t *woff, int64_t cols, int64_t KW, const float *wc, int64_t oy0,      \
                                                    int64_t oh, int64_t ox, float bias, int has_bias,            \
                                                    const float *act, float *out, int64_t ow) {                  \
         (void)oh;                                                                                               \
-        oi_dc_rows4(KH, SH, pp, width, coff, cols, KW, wc, oy0, ox, bias, has_bias, act, out, ow);              \
+        oi_dc_rows4(KH, SH, pp, width, coff, woff, cols, KW, wc, oy0, ox, bias, has_bias, act, out, ow);              \
     }
 #define OI_DC_ROWS8(KH, SH)                                                                                   \
     static OI_VEC_FN void oi_dc_rows8_##KH##_##SH(const float *pp, int64_t width, const int64_t *coff,       \
-                                                   int64_t cols, int64_t KW, const float *wc, int64_t oy0,      \
+                                                   const int64_t *woff, int64_t cols, int64_t KW, const float *wc, int64_t oy0,      \
                                                    int64_t oh, int64_t ox, float bias, int has_bias,            \
                                                    const float *act, float *out, int64_t ow) {                  \
         (void)ox;                                                                                               \
-        oi_dc_rows8(KH, SH, pp, width, coff, cols, KW, wc, oy0, oi_min64(8, oh - oy0), bias, has_bias, act, out, \
+        oi_dc_rows8(KH, SH, pp, width, coff, woff, cols, KW, wc, oy0, oi_min64(8, oh - oy0), bias, has_bias, act, out, \
                     ow);                                                                                        \
     }
 OI_DC_ROWS4(3, 1)
@@ -289,29 +290,34 @@ static oi_dc_rows_fn oi_dc_rows_for(const oi_conv_geom *g) {
     return NULL;
 }
 
-/* One output channel from its group's copies `pp` (row oy, column ox of the output reads
+/* Output rows per block of the row-block kernels (rows of at most one vector: eight). */
+static inline int64_t oi_dc_step(const oi_conv_geom *g) { return g->OW <= OI_VL ? 8 : 4; }
+
+/* Output rows [oy0, oy1) of one output channel (oy0 a multiple of oi_dc_step, oy1 one too
+ * or OH) from its group's copies `pp` (row oy, column ox of the output reads
  * pp + oy * SH * width + ox + off[t]): blocks of rows on `rows` when there is one (column
  * offsets `coff`), the other rows eight vectors of outputs at a time (the last group padded
  * with vectors that store nothing). */
 static void oi_dc_channel(const oi_conv_f32_args *a, const float *pp, int64_t width, const int64_t *off,
-                          const int64_t *coff, oi_dc_rows_fn rows, const float *wc, int64_t taps, float bias,
-                          int has_bias, float *out) {
+                          const int64_t *coff, const int64_t *woff, oi_dc_rows_fn rows, const float *wc,
+                          int64_t taps, float bias, int has_bias, float *out, int64_t oy0, int64_t oy1) {
     const oi_conv_geom *g = &a->geom;
-    int64_t src[8], cnt[8], oy = 0, ox, step = g->OW <= OI_VL ? 8 : 4;
+    int64_t src[8], cnt[8], oy = oy0, ox;
+    const int64_t step = oi_dc_step(g);
     float *dst[8];
     int n = 0;
     /* the fused epilogue on each block of rows as soon as it is final (still in cache) */
     if (rows)
-        for (; oy + (step == 8 ? 1 : 4) <= g->OH; oy += step) {
-            const int64_t r = oi_min64(step, g->OH - oy);
+        for (; oy + (step == 8 ? 1 : 4) <= oy1; oy += step) {
+            const int64_t r = oi_min64(step, oy1 - oy);
             for (ox = 0; ox < g->OW; ox += 2 * OI_VL)
-                rows(pp, width, coff, taps / g->KH, g->KW, wc, oy, g->OH, ox, bias, has_bias, a->act, out, g->OW);
+                rows(pp, width, coff, woff, taps / g->KH, g->KW, wc, oy, oy1, ox, bias, has_bias, a->act, out, g->OW);
             if (a->epilogue) a->epilogue(a->epilogue_ctx, out, g->OW, oy, r, 0, g->OW);
         }
-    if (oy >= g->OH) return;
+    if (oy >= oy1) return;
     {
         const int64_t first = oy;
-        for (; oy < g->OH; oy++)
+        for (; oy < oy1; oy++)
             for (ox = 0; ox < g->OW; ox += OI_VL) {
                 src[n] = oy * g->SH * width + ox;
                 dst[n] = out + oy * g->OW + ox;
@@ -329,8 +335,13 @@ static void oi_dc_channel(const oi_conv_f32_args *a, const float *pp, int64_t wi
             }
             oi_dc_group(pp, src, off, wc, taps, bias, has_bias, a->act, dst, cnt);
         }
-        if (a->epilogue) a->epilogue(a->epilogue_ctx, out, g->OW, first, g->OH - first, 0, g->OW);
+        if (a->epilogue) a->epilogue(a->epilogue_ctx, out, g->OW, first, oy1 - first, 0, g->OW);
     }
+}
+
+/* The (image, group) input of unit `unit` (image * M + output channel). */
+static inline int64_t oi_dc_group_of(const oi_conv_f32_args *a, int64_t unit) {
+    return (unit / a->M) * a->G + (unit % a->M) / (a->M / a->G);
 }
 
 /* Direct convolution (depthwise, or few taps per output: C * KH * KW <= OI_DW_MAX_TAPS):
@@ -341,11 +352,11 @@ static void oi_dwconv_run(void *ctx, int64_t begin, int64_t end, int slot) {
     const oi_conv_geom *g = &a->geom;
     const int64_t taps = g->C * g->KH * g->KW, plane_in = g->H * g->W, plane_out = g->OH * g->OW;
     const int64_t rows = oi_dw_rows(g, a->pad_h), width = oi_dw_width(g, a->pad_w);
-    const int64_t chan = oi_dw_plane_floats(g, a->pad_h, a->pad_w), mg = a->M / a->G;
+    const int64_t chan = oi_dw_plane_floats(g, a->pad_h, a->pad_w);
     const int padded = a->pack && a->pack_floats >= oi_dw_scratch_floats(g, a->pad_h, a->pad_w) &&
                        taps <= OI_DW_MAX_TAPS;
     float *pp = padded ? a->pack + (a->shared ? 0 : (int64_t)slot * a->pack_floats) : NULL;
-    int64_t unit, oy, ox, c, t, off[OI_DW_MAX_TAPS], coff[OI_DW_MAX_TAPS], held = a->shared ? 0 : -1;
+    int64_t unit, oy, ox, c, t, off[OI_DW_MAX_TAPS], coff[OI_DW_MAX_TAPS], woff[OI_DW_MAX_TAPS], held = a->shared ? 0 : -1;
     const oi_dc_rows_fn blocks = padded ? oi_dc_rows_for(g) : NULL;
     if (padded) {
         if (!a->shared) memset(pp, 0, sizeof(float) * (size_t)oi_dw_scratch_floats(g, a->pad_h, a->pad_w));
@@ -354,11 +365,29 @@ static void oi_dwconv_run(void *ctx, int64_t begin, int64_t end, int slot) {
             off[t] = (((t / (g->KH * g->KW)) * g->SW + col % g->SW) * rows + (tap / g->KW) * g->DH) * width +
                      col / g->SW;
         }
-        for (t = 0; t < taps / g->KH; t++) /* column tap t: channel t / KW, kernel column t % KW */
-            coff[t] = off[(t / g->KW) * g->KH * g->KW + t % g->KW];
+        for (t = 0; t < taps / g->KH; t++) { /* column tap t: channel t / KW, kernel column t % KW */
+            woff[t] = (t / g->KW) * g->KH * g->KW + t % g->KW; /* (no division per block) */
+            coff[t] = off[woff[t]];
+        }
+    }
+    if (padded && end - begin > 1 && oi_dc_group_of(a, begin) == oi_dc_group_of(a, end - 1)) {
+        /* output channels of one input group (an RGB stem): block of rows by block of rows,
+           every channel in turn, so the input rows of a block stay in cache for all of them */
+        const int64_t group = oi_dc_group_of(a, begin), step = oi_dc_step(g);
+        if (group != held)
+            for (c = 0; c < g->C; c++)
+                oi_dc_copy(g, a->x + (group * g->C + c) * plane_in, pp + c * chan, rows, width);
+        for (oy = 0; oy < g->OH; oy += step)
+            for (unit = begin; unit < end; unit++) {
+                const int64_t m = unit % a->M;
+                oi_dc_channel(a, pp, width, off, coff, woff, blocks, a->w + m * taps, taps,
+                              a->bias ? a->bias[m] : 0.0f, a->bias != NULL, a->y + unit * plane_out, oy,
+                              oi_min64(oy + step, g->OH));
+            }
+        return;
     }
     for (unit = begin; unit < end; unit++) { /* unit = image * M + output channel */
-        const int64_t m = unit % a->M, image_group = (unit / a->M) * a->G + m / mg;
+        const int64_t m = unit % a->M, image_group = oi_dc_group_of(a, unit);
         const float *wc = a->w + m * taps;
         float *out = a->y + unit * plane_out;
         if (padded) {
@@ -367,8 +396,8 @@ static void oi_dwconv_run(void *ctx, int64_t begin, int64_t end, int slot) {
                     oi_dc_copy(g, a->x + (image_group * g->C + c) * plane_in, pp + c * chan, rows, width);
                 held = image_group;
             }
-            oi_dc_channel(a, pp, width, off, coff, blocks, wc, taps, a->bias ? a->bias[m] : 0.0f, a->bias != NULL,
-                          out);
+            oi_dc_channel(a, pp, width, off, coff, woff, blocks, wc, taps, a->bias ? a->bias[m] : 0.0f,
+                          a->bias != NULL, out, 0, g->OH);
             continue;
         } else { /* depthwise without scratch */
             const float b = a->bias ? a->bias[m] : 0.0f;
