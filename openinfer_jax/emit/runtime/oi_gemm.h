@@ -435,18 +435,52 @@ static void oi_gemm_edge_half_f32(int64_t kc, const float *a, int64_t lda, const
 }
 
 /* A last panel of a single column (the 49 pixels of a 7 x 7 image leave one): per row, the
- * block's dot product of the A row with the column in vector lanes, oi_vsum, the tail of kc,
- * then added to the partial sum in C (later blocks) and the biases. A fixed order whatever
- * the split, like every other element; one vector of work per OI_VL products instead of
- * one per product. The panel holds the column at stride OI_NR. */
+ * block's dot product of the A row with the column in vector lanes (two partial sums: even
+ * and odd vectors of k), oi_vsum, the tail of kc, then added to the partial sum in C (later
+ * blocks), the biases and the clamp. A fixed order whatever the split, like every other
+ * element; one vector of work per OI_VL products instead of one per product. `col` holds
+ * the column's kc values contiguously (gathered once per block); rows go three at a time,
+ * sharing each load of the column. */
+static inline void oi_gemm_col1_put(float t, float *c, int load, const float *bias, const float *rbias,
+                                    const float *act) {
+    if (load) t += *c;
+    if (bias) t += bias[0];
+    if (rbias) t += *rbias;
+    if (act) oi_clamp_span(&t, 1, act);
+    *c = t;
+}
 static OI_VEC_FN void oi_gemm_col1_f32(int64_t kc, const float *restrict a, int64_t lda,
-                                       const float *restrict bp, float *restrict c, int64_t ldc, int64_t mr,
+                                       const float *restrict col, float *restrict c, int64_t ldc, int64_t mr,
                                        int load, const float *restrict bias, const float *restrict rbias,
                                        const float *restrict act) {
-    float col[OI_KC];
-    int64_t k, r;
-    for (k = 0; k < kc; k++) col[k] = bp[k * OI_NR];
-    for (r = 0; r < mr; r++) {
+    int64_t k, r = 0;
+    for (; r + 3 <= mr; r += 3) {
+        const float *a0 = a + r * lda, *a1 = a0 + lda, *a2 = a1 + lda;
+        oi_vf s0 = oi_vzero(), s1 = oi_vzero(), u0 = oi_vzero(), u1 = oi_vzero();
+        oi_vf v0 = oi_vzero(), v1 = oi_vzero();
+        float t0, t1, t2;
+        for (k = 0; k + 2 * OI_VL <= kc; k += 2 * OI_VL) {
+            const oi_vf c0 = oi_vload(col + k), c1 = oi_vload(col + k + OI_VL);
+            s0 = OI_VFMA(oi_vload(a0 + k), c0, s0);
+            s1 = OI_VFMA(oi_vload(a0 + k + OI_VL), c1, s1);
+            u0 = OI_VFMA(oi_vload(a1 + k), c0, u0);
+            u1 = OI_VFMA(oi_vload(a1 + k + OI_VL), c1, u1);
+            v0 = OI_VFMA(oi_vload(a2 + k), c0, v0);
+            v1 = OI_VFMA(oi_vload(a2 + k + OI_VL), c1, v1);
+        }
+        t0 = oi_vsum(OI_VADD(s0, s1));
+        t1 = oi_vsum(OI_VADD(u0, u1));
+        t2 = oi_vsum(OI_VADD(v0, v1));
+        for (; k < kc; k++) {
+            t0 = OI_FMAF(a0[k], col[k], t0);
+            t1 = OI_FMAF(a1[k], col[k], t1);
+            t2 = OI_FMAF(a2[k], col[k], t2);
+        }
+        oi_gemm_col1_put(t0, c + r * ldc, load, bias, rbias ? rbias + r : NULL, act);
+        oi_gemm_col1_put(t1, c + (r + 1) * ldc, load, bias, rbias ? rbias + r + 1 : NULL, act);
+        oi_gemm_col1_put(t2, c + (r + 2) * ldc, load, bias, rbias ? rbias + r + 2 : NULL, act);
+    }
+    for (; r < mr; r++) { /* the same operations, one row */
         const float *ar = a + r * lda;
         oi_vf s0 = oi_vzero(), s1 = oi_vzero();
         float t;
@@ -456,18 +490,14 @@ static OI_VEC_FN void oi_gemm_col1_f32(int64_t kc, const float *restrict a, int6
         }
         t = oi_vsum(OI_VADD(s0, s1));
         for (; k < kc; k++) t = OI_FMAF(ar[k], col[k], t);
-        if (load) t += c[r * ldc];
-        if (bias) t += bias[0];
-        if (rbias) t += rbias[r];
-        if (act) oi_clamp_span(&t, 1, act);
-        c[r * ldc] = t;
+        oi_gemm_col1_put(t, c + r * ldc, load, bias, rbias ? rbias + r : NULL, act);
     }
 }
 
 /* C[i0 .. i1, j0 .. j1] of the product; `pack` is this thread's scratch. */
 static void oi_gemm_block_f32(const oi_gemm_f32_args *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                               float *pack) {
-    float *bp = pack, *ap = pack + OI_KC * (OI_NC + 32);
+    float *bp = pack, *ap = pack + OI_KC * (OI_NC + 32), *col = ap - OI_KC;
     int64_t jc, pc, ic, jr, r, k;
     for (jc = j0; jc < j1; jc += OI_NC) {
         const int64_t nc = oi_min64(OI_NC, j1 - jc);
@@ -478,6 +508,11 @@ static void oi_gemm_block_f32(const oi_gemm_f32_args *g, int64_t i0, int64_t i1,
             const float *panels = g->b_panels ? g->b_panels + (jc / OI_NR) * g->K * OI_NR + pc * OI_NR : bp;
             const int64_t stride = g->b_panels ? g->K * OI_NR : kc * OI_NR;
             if (!g->b_panels) oi_gemm_pack_b_f32(g, pc, kc, jc, nc, bp);
+            if (nc % OI_NR == 1) { /* the last panel's one column, contiguous (the end of the
+                                      B area: the panels take at most OI_KC * (OI_NC + 15)) */
+                const float *last_panel = panels + (nc / OI_NR) * stride;
+                for (k = 0; k < kc; k++) col[k] = last_panel[k * OI_NR];
+            }
             for (ic = i0; ic < i1; ic += OI_MR) {
                 const int64_t mr = oi_min64(OI_MR, i1 - ic);
                 const float *a = g->a + ic * g->lda + pc;
@@ -498,7 +533,7 @@ static void oi_gemm_block_f32(const oi_gemm_f32_args *g, int64_t i0, int64_t i1,
                     if (mr == OI_MR && nr == OI_NR)
                         oi_gemm_micro_f32(kc, a, la, panel, c, g->ldc, load, bias, rbias, act);
                     else if (nr == 1)
-                        oi_gemm_col1_f32(kc, a, la, panel, c, g->ldc, mr, load, bias, rbias, act);
+                        oi_gemm_col1_f32(kc, a, la, col, c, g->ldc, mr, load, bias, rbias, act);
                     else if (nr <= OI_VL)
                         oi_gemm_edge_half_f32(kc, a, la, panel, c, g->ldc, mr, nr, load, bias, rbias, act);
                     else
