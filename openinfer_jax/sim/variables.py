@@ -67,6 +67,7 @@ class Variables:
         # Host copies of constant scalars (loop bounds such as num_layers): reading a device
         # scalar on the host every step would be a device-to-host copy per step.
         self._host_scalars: dict[str, Any] = {}
+        self._assign_shapes: dict[int, tuple[Any, tuple[int, ...]]] = {}  # see assign
 
     # ---- declarations ----------------------------------------------------------------------
     def names(self, kind: MemoryKind) -> str:
@@ -302,8 +303,13 @@ class Variables:
             raise SimulationError(
                 f"assign {node.name!r} shadows a declared variable; pick another name"
             )
-        shape = self.sim.resolve_dims(node.dims, f"assign {node.name!r}")
-        self.store[node.name] = Zeros(shape, node.dtype.numpy)
+        # Sizevars are fixed for the simulator: a node's shape is resolved once (device
+        # "vulkan"/"numpy" run every assign of every step through here).
+        shape = self._assign_shapes.get(id(node))
+        if shape is None or shape[0] is not node:
+            shape = (node, self.sim.resolve_dims(node.dims, f"assign {node.name!r}"))
+            self._assign_shapes[id(node)] = shape
+        self.store[node.name] = Zeros(shape[1], node.dtype.numpy)
         self.dtypes[node.name] = node.dtype
 
     def initial(self, decl: VarDecl) -> Any:

@@ -139,10 +139,13 @@ class DeviceTensor:
 
 @dataclass(eq=False)
 class _Pipeline:
-    """A cached `kp.Algorithm` and, without batching, its recorded sequences by push bytes."""
+    """A cached `kp.Algorithm` and, by push-constant bytes, its recorded sequences (without
+    batching) or its (barrier, dispatch) ops (with batching: kp ops can be recorded into
+    any number of sequences, so a repeating step makes no new ones)."""
 
     algo: Any
     sequences: dict[bytes, Any] = field(default_factory=dict)
+    ops: dict[bytes, tuple[Any, Any]] = field(default_factory=dict)
 
 
 def _env_int(name: str, default: int) -> int:
@@ -544,6 +547,8 @@ class VulkanBackend:
 
         `out` writes into an existing tensor instead of a new one: in-place when it is one
         of `inputs` (allowed only for ops whose declaration permits in-place writes).
+        Without `out`, a `reshape` returns a view of its input's buffer (`DeviceTensor.view`,
+        no dispatch): a later write into that input with `out=` shows through the view.
 
         Raises:
             BackendError: unsupported op/dtypes/capability (see `supports`), an output
@@ -573,6 +578,10 @@ class VulkanBackend:
                 )
             if any(out is t for t in inputs) and not opdef.inplace_ok:
                 raise BackendError(f"op {op_name} does not support inplace writes")
+        if out is None and op_name == "reshape" and inputs[0].dtype is out_dtype:
+            # The same row-major words: a view of the input's buffer (results are never
+            # written in place), no dispatch.
+            return inputs[0].view(out_dtype, out_shape)
         target = out if out is not None else self.empty(out_dtype, out_shape)
         if math.prod(out_shape) == 0:
             return target
@@ -747,7 +756,7 @@ class VulkanBackend:
         try:
             pipeline = self._algorithm(kernel, tensors)
             if self.batching:
-                self._record_batched(pipeline.algo, kernel, tensors)
+                self._record_batched(pipeline, kernel, tensors)
                 return
             self._wait()
             # A recorded sequence is resubmitted as is when the push constants match too.
@@ -768,7 +777,7 @@ class VulkanBackend:
         self.submit_count += 1
 
     def _record_batched(
-        self, algo: Any, kernel: kernels.Kernel, tensors: Sequence[DeviceTensor]
+        self, pipeline: _Pipeline, kernel: kernels.Kernel, tensors: Sequence[DeviceTensor]
     ) -> None:
         """Append a dispatch to the open sequence, after a barrier on its buffers.
 
@@ -776,11 +785,19 @@ class VulkanBackend:
         buffers this dispatch binds) orders it after every earlier dispatch that wrote or
         read them, so a chain of ops is one submission. Needs kp's OpShaderBarrier.
         """
-        kp = self._kp
         seq, refs = self._batch()
-        seq.record(kp.OpShaderBarrier([t.handle for t in tensors]))
-        seq.record(kp.OpAlgoDispatch(algo, kernel.push))
-        refs.append((algo, tensors))
+        push = kernel.push.tobytes()
+        ops = pipeline.ops.get(push)
+        if ops is None:
+            kp = self._kp
+            # The pipeline binds these tensors' buffers, so the barrier's buffers are fixed too.
+            ops = (kp.OpShaderBarrier([t.handle for t in tensors]),
+                   kp.OpAlgoDispatch(pipeline.algo, kernel.push))  # fmt: skip
+            if len(pipeline.ops) < 8:
+                pipeline.ops[push] = ops
+        seq.record(ops[0])
+        seq.record(ops[1])
+        refs.append((pipeline.algo, tensors))
         self.dispatch_count += 1
         if len(refs) >= _MAX_BATCH:
             self._flush()

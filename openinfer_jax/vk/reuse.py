@@ -104,8 +104,10 @@ class BufferPool:
         free = self._free.get(words)
         if not free:
             return None
-        chosen = next((b for b in self._sites.get(site, ()) if b in free), None)
-        if chosen is None:
+        for chosen in self._sites.get(site, ()):
+            if chosen in free:
+                break
+        else:
             chosen = next(reversed(free))
         handle = free.pop(chosen)
         self._bytes -= 4 * words
