@@ -71,6 +71,26 @@ def test_a_copy_keeps_its_buffer_from_the_pool(own: VulkanBackend) -> None:
     np.testing.assert_array_equal(own.download(twin), np.arange(16, dtype=np.float32))
 
 
+def test_a_reshape_is_a_view_that_keeps_its_input_buffer(own: VulkanBackend) -> None:
+    x = np.arange(24, dtype=np.float32)
+    t = own.run("neg", [_f32(own, x)], {}, DType.F32, (24,))
+    before = own.stats["dispatches"]
+    r = own.run("reshape", [t], {"shape": [4, 6]}, DType.F32, (4, 6))
+    assert own.stats["dispatches"] == before and r.buffer == t.buffer
+    buffer = t.buffer
+    del t
+    gc.collect()
+    assert own.empty(DType.F32, (24,)).buffer != buffer  # the view holds its input
+    np.testing.assert_array_equal(own.download(r), -x.reshape(4, 6))
+
+
+def test_a_result_buffer_is_bucketed_and_its_data_exact(own: VulkanBackend) -> None:
+    x = np.arange(9, dtype=np.float32)
+    t = own.run("neg", [_f32(own, x)], {}, DType.F32, (9,))
+    assert t.words == 10 and t.nbytes == 36  # launch.bucket(9) words, 9 floats of data
+    np.testing.assert_array_equal(own.download(t), -x)
+
+
 def test_a_repeated_step_reuses_its_buffers_and_pipelines(own: VulkanBackend) -> None:
     w = _f32(own, np.linspace(-1, 1, 48).reshape(6, 8))
     rng = np.random.default_rng(0)
