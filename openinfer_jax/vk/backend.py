@@ -341,8 +341,11 @@ class VulkanBackend:
         if words is None:
             site, self._site = self._site, self._site + 1
             # Results get a buffer of a bucketed size: a result that grows a little every
-            # step (a cache read) keeps its buffer, and so the pipelines bound to it.
-            n = launch.bucket(n)
+            # step (a cache read) keeps its buffer, and so the pipelines bound to it. Not
+            # past the device's buffer limit (the exact size may still fit).
+            bucketed = launch.bucket(n)
+            if 4 * bucketed <= self.capabilities.limits["max_storage_buffer_range"]:
+                n = bucketed
         else:
             site, self._upload_site = self._upload_site, self._upload_site - 1
         taken = self._pool.take(n, site)

@@ -5,6 +5,7 @@ persistent variable, an input of a later op of the same step)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gc
 from pathlib import Path
 
@@ -89,6 +90,14 @@ def test_a_result_buffer_is_bucketed_and_its_data_exact(own: VulkanBackend) -> N
     t = own.run("neg", [_f32(own, x)], {}, DType.F32, (9,))
     assert t.words == 10 and t.nbytes == 36  # launch.bucket(9) words, 9 floats of data
     np.testing.assert_array_equal(own.download(t), -x)
+
+
+def test_a_bucket_past_the_buffer_limit_falls_back_to_the_exact_size() -> None:
+    be = new_backend()
+    limits = {**be.capabilities.limits, "max_storage_buffer_range": 4000}
+    be.capabilities = dataclasses.replace(be.capabilities, limits=limits)
+    assert be.empty(DType.F32, (1000,)).words == 1000  # bucket(1000) = 1024 words won't fit
+    assert be.empty(DType.F32, (800,)).words == 896  # bucket(800) fits
 
 
 def test_a_repeated_step_reuses_its_buffers_and_pipelines(own: VulkanBackend) -> None:
