@@ -27,17 +27,19 @@ pytestmark = pytest.mark.skipif(shutil.which(CC) is None, reason="no C compiler"
 
 # Rows 1..3 take GEMV, 4+ the packed GEMM; 37 columns leave an edge panel, K = 70 spans
 # three K blocks of 32 and N = 150 three column blocks of 64 with the small blocking below.
+# 25 and 30 columns leave panels of one vector and more (AVX2: 9 = a vector and a lone
+# column, 14; AVX-512: 25, 30; 4 lanes: 1, 6), as 49 pixels leave 17 columns with AVX-512.
 GRAPH = """
 graph {
   dynamic {
     x1: f32[1, 70]; x3: f32[3, 70]; x9: f32[9, 70]; x2: f32[2, 7, 70]; xv: f32[70];
     bb: f32[2, 70, 37]; bm: f32[70, 150];
   }
-  constant { w: f32[37, 70]; wb: f32[37]; wide: f32[150, 70]; bc: f32[70, 150]; }
+  constant { w: f32[37, 70]; wb: f32[37]; wide: f32[150, 70]; bc: f32[70, 150]; w25: f32[25, 70]; b30: f32[70, 30]; }
   volatile {
     l1: f32[1, 37]; l3: f32[3, 37]; l9: f32[9, 37]; l2: f32[2, 7, 37]; lw: f32[9, 150];
     m1: f32[1, 150]; m9: f32[9, 150]; mb: f32[2, 7, 37]; mv: f32[150]; ms: f32[2, 7, 150];
-    mc: f32[9, 150];
+    mc: f32[9, 150]; l25: f32[9, 25]; m30: f32[9, 30];
   }
   block entry {
     op linear(x1, w, wb) >> l1;
@@ -51,11 +53,13 @@ graph {
     op matmul(xv, bm) >> mv;
     op matmul(x2, bm) >> ms;
     op matmul(x9, bc) >> mc;
+    op linear(x9, w25) >> l25;
+    op matmul(x9, b30) >> m30;
     return;
   }
 }
 """
-OUTPUTS = ["l1", "l3", "l9", "l2", "lw", "m1", "m9", "mb", "mv", "ms", "mc"]
+OUTPUTS = ["l1", "l3", "l9", "l2", "lw", "m1", "m9", "mb", "mv", "ms", "mc", "l25", "m30"]
 
 
 def _model(tmp: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
@@ -66,7 +70,8 @@ def _model(tmp: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
 
     model = tmp / "m.oinf"
     write_oinf(model, sizevars={}, metadata={},
-               tensors={"w": f32(37, 70), "wb": f32(37), "wide": f32(150, 70), "bc": f32(70, 150)})  # fmt: skip
+               tensors={"w": f32(37, 70), "wb": f32(37), "wide": f32(150, 70), "bc": f32(70, 150),
+                        "w25": f32(25, 70), "b30": f32(70, 30)})  # fmt: skip
     shapes = {"x1": (1, 70), "x3": (3, 70), "x9": (9, 70), "x2": (2, 7, 70), "xv": (70,),
               "bb": (2, 70, 37), "bm": (70, 150)}  # fmt: skip
     steps = [{name: f32(*shape) for name, shape in shapes.items()} for _ in range(2)]

@@ -494,6 +494,38 @@ static OI_VEC_FN void oi_gemm_col1_f32(int64_t kc, const float *restrict a, int6
     }
 }
 
+/* One tile: mr rows of A times the nr columns of `panel`, into c. Which kernel computes a
+ * column depends only on how many columns its panel has, never on the split over threads:
+ * a full panel the micro-kernel (or a local tile for the last rows); a panel of one column
+ * oi_gemm_col1_f32 on `col` (the column gathered); of at most one vector the one-vector
+ * kernel; of more (a 7 x 7 image's 49 pixels leave 17 with AVX-512) a one-vector half and
+ * then the rest the same way, never the full tile for what is mostly padding. */
+static void oi_gemm_tile_f32(int64_t kc, const float *a, int64_t lda, const float *panel, const float *col,
+                             float *c, int64_t ldc, int64_t mr, int64_t nr, int load, const float *bias,
+                             const float *rbias, const float *act) {
+    if (nr == OI_NR) {
+        if (mr == OI_MR)
+            oi_gemm_micro_f32(kc, a, lda, panel, c, ldc, load, bias, rbias, act);
+        else
+            oi_gemm_edge_f32(kc, a, lda, panel, c, ldc, mr, nr, load, bias, rbias, act);
+        return;
+    }
+    if (nr > OI_VL) {
+        if (mr == OI_MR)
+            oi_gemm_micro_half_f32(kc, a, lda, panel, c, ldc, load, bias, rbias, act);
+        else
+            oi_gemm_edge_half_f32(kc, a, lda, panel, c, ldc, mr, OI_VL, load, bias, rbias, act);
+        panel += OI_VL;
+        c += OI_VL;
+        bias = bias ? bias + OI_VL : NULL;
+        nr -= OI_VL;
+    }
+    if (nr == 1)
+        oi_gemm_col1_f32(kc, a, lda, col, c, ldc, mr, load, bias, rbias, act);
+    else
+        oi_gemm_edge_half_f32(kc, a, lda, panel, c, ldc, mr, nr, load, bias, rbias, act);
+}
+
 /* C[i0 .. i1, j0 .. j1] of the product; `pack` is this thread's scratch. */
 static void oi_gemm_block_f32(const oi_gemm_f32_args *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                               float *pack) {
@@ -508,9 +540,10 @@ static void oi_gemm_block_f32(const oi_gemm_f32_args *g, int64_t i0, int64_t i1,
             const float *panels = g->b_panels ? g->b_panels + (jc / OI_NR) * g->K * OI_NR + pc * OI_NR : bp;
             const int64_t stride = g->b_panels ? g->K * OI_NR : kc * OI_NR;
             if (!g->b_panels) oi_gemm_pack_b_f32(g, pc, kc, jc, nc, bp);
-            if (nc % OI_NR == 1) { /* the last panel's one column, contiguous (the end of the
-                                      B area: the panels take at most OI_KC * (OI_NC + 15)) */
-                const float *last_panel = panels + (nc / OI_NR) * stride;
+            if (nc % OI_NR == 1 || nc % OI_NR == OI_VL + 1) {
+                /* the last panel's lone column (oi_gemm_tile_f32), contiguous, at the end of
+                   the B area (the panels take at most OI_KC * (OI_NC + 15) floats) */
+                const float *last_panel = panels + (nc / OI_NR) * stride + nc % OI_NR - 1;
                 for (k = 0; k < kc; k++) col[k] = last_panel[k * OI_NR];
             }
             for (ic = i0; ic < i1; ic += OI_MR) {
@@ -530,14 +563,7 @@ static void oi_gemm_block_f32(const oi_gemm_f32_args *g, int64_t i0, int64_t i1,
                     const float *rbias = last && g->bias_m ? g->bias_m + ic : NULL;
                     const float *act = last ? g->act : NULL;
                     const float *panel = panels + (jr / OI_NR) * stride;
-                    if (mr == OI_MR && nr == OI_NR)
-                        oi_gemm_micro_f32(kc, a, la, panel, c, g->ldc, load, bias, rbias, act);
-                    else if (nr == 1)
-                        oi_gemm_col1_f32(kc, a, la, col, c, g->ldc, mr, load, bias, rbias, act);
-                    else if (nr <= OI_VL)
-                        oi_gemm_edge_half_f32(kc, a, la, panel, c, g->ldc, mr, nr, load, bias, rbias, act);
-                    else
-                        oi_gemm_edge_f32(kc, a, la, panel, c, g->ldc, mr, nr, load, bias, rbias, act);
+                    oi_gemm_tile_f32(kc, a, la, panel, col, c, g->ldc, mr, nr, load, bias, rbias, act);
                 }
                 if (last && g->epilogue) g->epilogue(g->epilogue_ctx, g->c, g->ldc, ic, mr, jc, nc);
             }
