@@ -147,6 +147,14 @@ class Simulator:
             and self.jax_device == jax.devices()[0]
         ):
             self.wide.store = ExecutableStore(self.compile_cache_dir / "regions")
+        # On a GPU a region call writes its outputs into its last outputs' buffers (wide.py).
+        self.wide.recycle = (
+            self.sharded is None
+            and self.vulkan is None
+            and not self.eager
+            and self.jax_device is not None
+            and self.jax_device.platform == "gpu"
+        )
         self.resolved_regions: dict[int, RegionPlan] = {}
         entry = self.graph.block("entry") or (self.graph.blocks[0] if self.graph.blocks else None)
         if entry is None:

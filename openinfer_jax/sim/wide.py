@@ -30,6 +30,7 @@ writes; a failed step replays them backwards (docs/semantics.md).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -65,7 +66,7 @@ if TYPE_CHECKING:
     from openinfer_jax.sim.executable_store import ExecutableStore
     from openinfer_jax.sim.executor import Executor
 
-__all__ = ["WideProgram", "WideRunner"]
+__all__ = ["WideProgram", "WideRunner", "unshared"]
 
 # ("v", name) a variable, ("m", decl, tensor) a prefix-table entry, ("p", name) a
 # persistent variable that is not a table.
@@ -144,6 +145,9 @@ class _Compiled:
     trace: Any = None  # traces `fn` (fills out_rags, shapes, layout, recipe)
     olds_args: tuple[Any, ...] = ()  # abstract arguments of `olds`
     recipe_fn: Any = None
+    # Recycled outputs (WideRunner.recycle): the outputs' shapes and dtypes; `fn` then
+    # takes the last call's outputs as a fourth, donated argument.
+    slot_avals: tuple[Any, ...] | None = None
 
     def with_layout(self) -> None:
         """Keep the recipe once the layout is known: only deferred slots need it."""
@@ -191,6 +195,14 @@ class WideRunner:
         # Compiled executables kept across processes (executable_store.py); set by the
         # simulator when the compile cache is on.
         self.store: ExecutableStore | None = None
+        # Recycled outputs (set by the simulator on a GPU): a call donates the buffers of
+        # its region's last outputs, so XLA writes the new outputs into the same memory.
+        # XLA runs a region as CUDA-graph command buffers and re-records them (about 1.3 ms
+        # for a GPT-2-small step) whenever a buffer they write moved; with every output
+        # aliased to a donated buffer, nothing moves between calls. The executor copies its
+        # variable store at each step's start (Executor.detach_outputs), so the last
+        # outputs are referenced by nobody else when the next call donates them.
+        self.recycle = False
 
     def lean_for(self, region: RegionPlan) -> bool:
         """Whether `region` leaves its dead outputs out (never when sharded)."""
@@ -267,7 +279,7 @@ class WideRunner:
                 del templates[_TEMPLATES_PER_KEY:]
             call = _Call(prog, tuple(prog.inputs), prog.packed_ints(), prog.lengths)
         prog, compiled = call.prog, call.prog.compiled
-        outs = self._execute(ex, call, compiled)
+        outs = self._execute(ex, call, compiled, region.id)
         # Dead writes come back as Zeros/Deferred placeholders (regions.py, plan_layout).
         values = [
             slot_value(slot, k, outs, compiled.out_rags, call.lengths, compiled.recipe,
@@ -290,11 +302,14 @@ class WideRunner:
                     ex.persistent.set_value(key[1], value)
         return prog, compiled, outs
 
-    def _execute(self, ex: Executor, call: _Call, compiled: _Compiled) -> Any:
+    def _execute(self, ex: Executor, call: _Call, compiled: _Compiled, region_id: int) -> Any:
         """Run the executable: new counts, donated table buffers, undo records, as one
         transaction (interrupts.atomic): each table must hold its returned buffer, with the
         undo records, before a signal lands."""
         prog = call.prog
+        slots: tuple[Any, ...] = ()
+        if compiled.slot_avals is not None:
+            slots = _slots(ex, compiled, region_id)
         tables = ex.persistent.tables
         undo = ex.persistent.undo
         with atomic():
@@ -315,10 +330,12 @@ class WideRunner:
             if compiled.fresh:  # XLA compiles it now: counted for this executor
                 compiled.fresh = False
                 outs, new_buffers = ex.compile_stats.first_call(
-                    compiled.fn, call.inputs, buffers, call.ints
+                    compiled.fn, call.inputs, buffers, call.ints, slots
                 )
             else:
-                outs, new_buffers = compiled.fn(call.inputs, buffers, call.ints)
+                outs, new_buffers = compiled.fn(call.inputs, buffers, call.ints, slots)
+            if compiled.slot_avals is not None:
+                ex.region_state[("slots", region_id)] = (compiled, outs)
             for name, buf in zip(prog.tables, new_buffers):
                 tables[name].buffer = buf
             if prog.writes:
@@ -455,7 +472,8 @@ class WideRunner:
                 lean = self.lean_for(region)
                 compiled = self._build(prog, buffers, region, lean)
                 if self.store is not None and self.constrain is None and self.wrap is None:
-                    _keep(self.store, ex, compiled, _description(region, prog, buffers, lean))
+                    description = _description(region, prog, buffers, lean, self.recycle)
+                    _keep(self.store, ex, compiled, description)
                 if self.wrap is not None:
                     compiled.fn = self.wrap(f"region {region.id}", compiled.fn)
             except NeedExact:
@@ -613,23 +631,36 @@ class WideRunner:
 
         buffers0 = tuple(jax.ShapeDtypeStruct(b.shape, b.dtype) for b in buffers)
         args = (tuple(prog.inputs), buffers0, prog.packed_ints())
+        recycle = self.recycle
+
+        def call(
+            inputs: tuple[Any, ...], buffers: tuple[Any, ...], ints: Any, slots: tuple[Any, ...]
+        ) -> Any:
+            # `slots`: the last call's outputs (recycled) or (); donated, never read: kept
+            # as parameters (keep_unused), JAX aliases each to the output of its shape and
+            # dtype.
+            return run(inputs, buffers, ints)
 
         def trace(name: str | None = None) -> Any:
             # Traced before the first call so NeedExact and node errors surface before any
             # buffer is donated (`_keep` skips it when the store has the executable). A
             # `name` names the XLA modules (so JAX's cache files them apart).
             if name is not None:
-                run.__name__, read_olds.__name__ = name, f"{name}_olds"
-                compiled.fn = jax.jit(run, donate_argnums=(1,))
+                call.__name__, read_olds.__name__ = name, f"{name}_olds"
+                compiled.fn = jax.jit(call, donate_argnums=(1, 3), keep_unused=recycle)
                 compiled.olds = jax.jit(read_olds) if olds else None
-            traced = compiled.fn.trace(*args)
+            traced = compiled.fn.trace(*args, ())
+            if recycle:  # again, now with the outputs' buffers as the last argument
+                compiled.slot_avals = tuple(traced.out_info[0])
+                traced = compiled.fn.trace(*args, compiled.slot_avals)
             compiled.out_rags[:] = out_rags
             compiled.layout[:] = layout
             compiled.with_layout()
             return traced
 
         compiled = _Compiled(
-            jax.jit(run, donate_argnums=(1,)), jax.jit(read_olds) if olds else None,
+            jax.jit(call, donate_argnums=(1, 3), keep_unused=recycle),
+            jax.jit(read_olds) if olds else None,
             [], shapes, [], None,
         )  # fmt: skip
         compiled.trace = trace
@@ -876,7 +907,7 @@ class _Walk:
 
 
 def _description(
-    region: RegionPlan, prog: WideProgram, buffers: list[Any], lean: bool
+    region: RegionPlan, prog: WideProgram, buffers: list[Any], lean: bool, recycle: bool
 ) -> tuple[Any, ...]:
     """What the traced function of `prog` computes, without object identities: the
     executable store's key (executable_store.py). Node ids in the steps become what
@@ -909,6 +940,7 @@ def _description(
         prog.writes,
         lean,
         sorted(region.used_after),
+        recycle,
     )
 
 
@@ -925,7 +957,7 @@ def _keep(store: ExecutableStore, ex: Executor, compiled: _Compiled, description
         return
     stored = store.load(key)
     if stored is not None:
-        out_rags, shapes, layout = stored.meta
+        out_rags, shapes, layout, slots = stored.meta
         compiled.out_rags[:] = out_rags
         compiled.shapes.update(shapes)
         compiled.layout[:] = layout
@@ -933,6 +965,9 @@ def _keep(store: ExecutableStore, ex: Executor, compiled: _Compiled, description
         compiled.fn = _Executable(stored.fn, compiled.fn)
         if stored.olds is not None:
             compiled.olds = _Executable(stored.olds, compiled.olds)
+        compiled.slot_avals = (
+            None if slots is None else tuple(jax.ShapeDtypeStruct(*a) for a in slots)
+        )
         compiled.fresh = False
         ex.compile_stats.cache_hits += 1
         return
@@ -947,7 +982,10 @@ def _keep(store: ExecutableStore, ex: Executor, compiled: _Compiled, description
     if compiled.olds is not None:
         olds = compiled.olds.trace(*compiled.olds_args).lower().compile()
     if persistent_cache_hits() == hits:
-        meta = (list(compiled.out_rags), dict(compiled.shapes), list(compiled.layout))
+        slots = compiled.slot_avals
+        if slots is not None:
+            slots = [(tuple(a.shape), np.dtype(a.dtype)) for a in slots]
+        meta = (list(compiled.out_rags), dict(compiled.shapes), list(compiled.layout), slots)
         store.save(key, exe, olds, meta)
     compiled.fn = _Executable(exe, compiled.fn)
     if olds is not None:
@@ -1012,6 +1050,32 @@ def _check_write(
                 f"{where}value dtype {np.dtype(value.dtype)} does not match the table's {dtype.short}"
             ),
         )
+
+
+def _slots(ex: Executor, compiled: _Compiled, region_id: int) -> tuple[Any, ...]:
+    """The buffers a recycled call donates: the region's last outputs, if they came from
+    this executable and nothing but this executor's region state references them (the
+    step's start replaced the store's references by copies); otherwise new zeros."""
+    last = ex.region_state.pop(("slots", region_id), None)
+    if last is not None and last[0] is compiled:
+        outs = last[1]
+        del last
+        if unshared(outs):
+            return outs
+    assert compiled.slot_avals is not None
+    return tuple(jnp.zeros(a.shape, a.dtype, device=ex.device) for a in compiled.slot_avals)
+
+
+def unshared(arrays: tuple[Any, ...]) -> bool:
+    """Whether each of `arrays` is live and referenced by the tuple alone. CPython reference
+    counts, compared with those of an object only a tuple holds, counted the same way (so
+    the interpreter's own temporary references cancel out)."""
+    alone = _refcounts((object(),))[0]
+    return all(n <= alone for n in _refcounts(arrays)) and not any(x.is_deleted() for x in arrays)
+
+
+def _refcounts(items: tuple[Any, ...]) -> list[int]:
+    return [sys.getrefcount(x) for x in items]
 
 
 def _restore_blocks(

@@ -1,0 +1,97 @@
+"""Recycled region outputs (wide.py `WideRunner.recycle`, on by default on a GPU): a wide
+region's call donates its last outputs' buffers, and each step ends by copying the
+regions' outputs in the store (Executor._detach_store). Forced on here on the CPU: values,
+fetches, held device arrays and rollback must be exactly as without it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from openinfer_jax.core.errors import SimulationError
+from openinfer_jax.sim import Simulator
+
+from .test_wide_state import STATE_GRAPH
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+from kv_cache_decode import Config, graph_text, numpy_step, write_model
+
+
+def _recycling(sim: Simulator) -> Simulator:
+    sim.wide.recycle = True  # before the first executor and the first compilation
+    return sim
+
+
+def _slot_pointers(ex) -> list[int]:
+    (_compiled, outs), *_ = [v for k, v in ex.region_state.items() if isinstance(k, tuple)]
+    return [x.unsafe_buffer_pointer() for x in outs]
+
+
+def test_recycling_is_off_on_the_cpu(make_model) -> None:
+    sim = Simulator(make_model(sizevars={"D": 2}), STATE_GRAPH)
+    assert sim.wide.recycle is False
+    assert sim.make_executor().detach_outputs is False
+
+
+def test_decode_with_recycled_outputs_matches_numpy(tmp_path: Path) -> None:
+    cfg = Config(layers=2, d=32, heads=2)
+    path = tmp_path / "m.oinf"
+    write_model(path, cfg)
+    sim = _recycling(Simulator(path, graph_text(cfg)))
+    ex = sim.make_executor()
+    assert ex.detach_outputs
+    rng = np.random.default_rng(0)
+    context = 40  # inside one read bucket for the steps below: one executable
+    shape = (cfg.layers, context, cfg.heads, cfg.head_dim)
+    tables = {name: rng.standard_normal(shape).astype(np.float32) for name in ("K", "V")}
+    for name, value in tables.items():
+        ex.set_persistent(name, value)
+    ex.set_persistent("step", np.asarray(context, np.int32))
+    weights = {name: np.array(sim.model.tensor(name)) for name in sim.model.tensors}
+    cache = [
+        ([tables["K"][n, t] for t in range(context)], [tables["V"][n, t] for t in range(context)])
+        for n in range(cfg.layers)
+    ]
+    held, held_value, pointers = None, None, []
+    for k in range(6):
+        x = rng.standard_normal((1, cfg.d)).astype(np.float32)
+        ex.insert(x=x)
+        ex.step()
+        want = numpy_step(weights, cfg, x, cache)
+        np.testing.assert_allclose(ex.fetch("y"), want, rtol=1e-4, atol=1e-4)
+        # A cache-read view of the last layer: the table's entries so far, this step's too.
+        ks = ex.fetch("ks")
+        np.testing.assert_allclose(ks, np.stack(cache[-1][0]), rtol=1e-4, atol=1e-4)
+        pointers.append(_slot_pointers(ex))
+        if k == 1:
+            held = ex.fetch_device("y")  # held across later steps: never donated
+            held_value = np.array(held)
+    assert not held.is_deleted()
+    np.testing.assert_array_equal(np.array(held), held_value)
+    # From the second call of the executable on, its outputs stay in the same buffers.
+    assert all(p == pointers[1] for p in pointers[2:])
+
+
+def test_recycled_outputs_roll_back_with_the_step(make_model) -> None:
+    sim = _recycling(Simulator(make_model(sizevars={"D": 2}), STATE_GRAPH))
+    ex = sim.make_executor()
+    for k in range(2):
+        ex.insert(x=np.full(2, k + 1, np.float32))
+        ex.step()
+    before = {name: ex.fetch(name).copy() for name in ("s", "total", "A", "B", "step")}
+    np.testing.assert_array_equal(before["s"], [3.0, 3.0])
+    ex.insert(x=np.full(2, 3, np.float32))
+    with pytest.raises(SimulationError, match="fixed size"):
+        ex.step()  # the wide region ran (into its recycled buffers), then B[3] failed
+    for name, value in before.items():
+        np.testing.assert_array_equal(ex.fetch(name), value)
+    ex.set_persistent("B", np.zeros((0, 2), np.float32))
+    ex.set_persistent("step", np.asarray(0, np.int32))
+    for _ in range(2):  # the executor goes on from the restored state, recycling again
+        ex.insert(x=np.full(2, 3, np.float32))
+        ex.step()
+    np.testing.assert_array_equal(ex.fetch("total"), [9.0, 9.0])
+    np.testing.assert_array_equal(ex.fetch("s"), [9.0, 9.0])
