@@ -431,6 +431,10 @@ static void oi_gemm_edge_half_f32(int64_t kc, const float *a, int64_t lda, const
     if (bias)
         for (jj = 0; jj < OI_VL; jj++) pad[jj] = jj < nr ? bias[jj] : 0.0f;
     oi_gemm_micro_half_f32(kc, a, lda, bp, tile, OI_VL, load, bias ? pad : NULL, rbias ? rpad : NULL, act);
+    /* (1 <= nr <= OI_VL and mr <= OI_MR always: said so for GCC, which warns of overreads
+       of `tile` at -O3 otherwise) */
+    nr = nr < 1 ? 1 : nr > OI_VL ? OI_VL : nr;
+    mr = mr > OI_MR ? OI_MR : mr;
     for (r = 0; r < mr; r++) oi_copy_short(c + r * ldc, tile + r * OI_VL, nr);
 }
 
