@@ -95,3 +95,29 @@ def test_recycled_outputs_roll_back_with_the_step(make_model) -> None:
         ex.step()
     np.testing.assert_array_equal(ex.fetch("total"), [9.0, 9.0])
     np.testing.assert_array_equal(ex.fetch("s"), [9.0, 9.0])
+
+
+def test_recycled_regions_stored_and_loaded(make_model, tmp_path: Path) -> None:
+    """A stored executable keeps its donated output buffers (the store's key and metadata
+    carry them): a second simulator loads it and recycles the same way."""
+    from openinfer_jax.sim.executable_store import ExecutableStore
+
+    model = make_model(sizevars={"D": 2})
+    graph = STATE_GRAPH.replace("@fixed(t=3)", "")
+    results = []
+    for _ in range(2):
+        sim = _recycling(Simulator(model, graph))
+        sim.wide.store = ExecutableStore(tmp_path / "regions")
+        ex = sim.make_executor()
+        pointers = []
+        for k in range(5):
+            ex.insert(x=np.full(2, k + 1, np.float32))
+            ex.step()
+            pointers.append(_slot_pointers(ex))
+        assert all(p == pointers[1] for p in pointers[2:])
+        results.append((ex.fetch("total"), ex.fetch("A"), ex.stats["compile_cache_hits"]))
+    (total0, a0, hits0), (total1, a1, hits1) = results
+    assert hits0 == 0 and hits1 > 0
+    np.testing.assert_array_equal(total0, [15.0, 15.0])
+    np.testing.assert_array_equal(total1, total0)
+    np.testing.assert_array_equal(a1, a0)
