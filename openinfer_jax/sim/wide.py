@@ -1066,10 +1066,17 @@ def _slots(ex: Executor, compiled: _Compiled, region_id: int) -> tuple[Any, ...]
     return tuple(jnp.zeros(a.shape, a.dtype, device=ex.device) for a in compiled.slot_avals)
 
 
+# Reference counts tell who else holds an array only with the GIL (a free-threaded build
+# defers some counts): without it nothing is taken as unshared, and nothing is donated.
+_EXACT_REFCOUNTS = getattr(sys, "_is_gil_enabled", lambda: True)()
+
+
 def unshared(arrays: tuple[Any, ...]) -> bool:
     """Whether each of `arrays` is live and referenced by the tuple alone. CPython reference
     counts, compared with those of an object only a tuple holds, counted the same way (so
     the interpreter's own temporary references cancel out)."""
+    if not _EXACT_REFCOUNTS:
+        return False
     alone = _refcounts((object(),))[0]
     return all(n <= alone for n in _refcounts(arrays)) and not any(x.is_deleted() for x in arrays)
 
