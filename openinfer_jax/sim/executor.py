@@ -141,10 +141,10 @@ class Executor:
         # (bench/bench_vk_caches.py's baseline; also a way out for a device short of memory).
         self._vk_device_caches = sim.vulkan is not None and device_caches_enabled()
         # Inserted inputs stay host arrays in the store (see _guarded_step_events) where an
-        # XLA call given one runs on this executor's device anyway: not sharded, not Vulkan.
-        self._host_inputs = (
-            sim.sharded is None and sim.vulkan is None and self.device == jax.devices()[0]
-        )
+        # XLA call given one runs on this executor's device anyway: not sharded, the default
+        # device (a Vulkan executor's XLA fallbacks run on the CPU device: host arrays when
+        # that is the default; its uploads and downloads then skip a JAX round trip).
+        self._host_inputs = sim.sharded is None and self.device == jax.devices()[0]
         # Recycled region outputs (wide.py WideRunner.recycle, on a GPU): each step ends by
         # copying the regions' outputs in the store (_detach_store), so the next step's
         # snapshot and store hold copies and its region calls may donate their last outputs.
@@ -850,7 +850,7 @@ class Executor:
             ) from err
         self._vk_transfers["vk_downloads"] += 1
         self._vk_transfers["vk_bytes"] += tensor.nbytes
-        return jax.device_put(host, self.device)
+        return host if self._host_inputs else jax.device_put(host, self.device)
 
     def _vk_input(self, ref: VarRef, dtype: DType, scope: dict[str, int]) -> Any:
         """A device tensor for an op input: the resident buffer when there is one."""

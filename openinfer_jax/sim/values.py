@@ -155,6 +155,8 @@ def to_host(value: Value) -> np.ndarray:
 
     A block-quantized weight stays packed: its planes come to the host as they are.
     """
+    if type(value) is np.ndarray:  # already on the host (inserted inputs, Vulkan reads)
+        return value
     if getattr(value, "is_block_quantized", False):
         return jax.device_get(value)  # type: ignore[no-any-return]
     return np.asarray(jax.device_get(materialize(value)))

@@ -129,7 +129,7 @@ class DeviceTensor:
     @property
     def numel(self) -> int:
         """Number of elements."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -249,6 +249,7 @@ class VulkanBackend:
         self._plans: dict[Any, tuple[selection.Selection, nn_kernels.NnPlan]] = {}
         self._by_params: dict[int, tuple[Any, ...]] = {}
         self._shapes: dict[Any, tuple[selection.Selection, tuple[int, ...]]] = {}
+        self._calls: dict[Any, tuple[Any, Any, tuple[int, ...]]] = {}  # checked calls, see run
         self._checked: dict[int, nn_kernels.NnPlan] = {}  # plans whose bindings fit the device
         # Batching needs a shader-to-shader barrier, which stock kp 0.9 lacks; the patch
         # openinfer_jax/vk/kp-0.9.0-shader-barrier.patch adds kp.OpShaderBarrier.
@@ -450,7 +451,7 @@ class VulkanBackend:
         """
         self._check_own(src)
         out_shape = (length,) if shape is None else tuple(int(d) for d in shape)
-        if int(np.prod(out_shape, dtype=np.int64)) != length:
+        if math.prod(out_shape) != length:
             raise BackendError(f"read_slice: shape {out_shape} does not hold {length} elements")
         if start < 0 or length < 0 or start + length > src.numel:
             raise BackendError(
@@ -560,6 +561,15 @@ class VulkanBackend:
         """
         if any(isinstance(t, DeviceQuantized) for t in inputs):
             return self._run_quantized(op_name, inputs, params, out_dtype, out_shape)
+        call = None
+        if out is None:
+            # The simulator passes a node's cached params dict every step: a call seen
+            # before with these dtypes and shapes passed its checks and has its plan.
+            call = (op_name, id(params), out_dtype, tuple(out_shape),
+                    tuple(t.shape for t in inputs), tuple(t.dtype for t in inputs))  # fmt: skip
+            known = self._calls.get(call)
+            if known is not None and known[0] is params:
+                return self._result(known[1], inputs, out_dtype, known[2])
         self._check_own(*inputs)
         in_dtypes = [t.dtype for t in inputs]
         chosen = self._select(op_name, in_dtypes, params)
@@ -581,15 +591,36 @@ class VulkanBackend:
                 )
             if any(out is t for t in inputs) and not opdef.inplace_ok:
                 raise BackendError(f"op {op_name} does not support inplace writes")
-        if out is None and op_name == "reshape" and inputs[0].dtype is out_dtype:
-            # The same row-major words: a view of the input's buffer (results are never
-            # written in place), no dispatch.
-            return inputs[0].view(out_dtype, out_shape)
-        target = out if out is not None else self.empty(out_dtype, out_shape)
+        if call is not None:
+            plan: nn_kernels.NnPlan | str | None = None  # None: an empty result
+            if op_name == "reshape" and inputs[0].dtype is out_dtype:
+                plan = "view"  # the same row-major words: no dispatch
+            elif math.prod(out_shape):
+                plan = self._op_plan(chosen, in_shapes, out_shape)
+            if len(self._calls) >= _PLAN_CACHE:
+                self._calls.clear()
+            self._calls[call] = (params, plan, out_shape)
+            return self._result(plan, inputs, out_dtype, out_shape)
+        assert out is not None
         if math.prod(out_shape) == 0:
-            return target
-        plan = self._op_plan(chosen, in_shapes, out_shape, any(target is t for t in inputs))
-        self._run_plan(plan, inputs, target)
+            return out
+        self._run_plan(self._op_plan(chosen, in_shapes, out_shape, out in inputs), inputs, out)
+        return out
+
+    def _result(
+        self,
+        plan: nn_kernels.NnPlan | str | None,
+        inputs: Sequence[DeviceTensor],
+        out_dtype: DType,
+        out_shape: tuple[int, ...],
+    ) -> DeviceTensor:
+        """A new result of a checked call: a view of the input (a reshape: results are never
+        written in place), an empty tensor, or the plan's dispatches into a new tensor."""
+        if isinstance(plan, str):
+            return inputs[0].view(out_dtype, out_shape)
+        target = self.empty(out_dtype, out_shape)
+        if plan is not None:
+            self._run_plan(plan, inputs, target)  # type: ignore[arg-type]
         return target
 
     def _output_shape(

@@ -18,6 +18,7 @@ zero-sized buffers); the padding bits are zero and never read back.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -62,7 +63,7 @@ def encode_words(values: Any, dtype: DType) -> np.ndarray:
 
 def decode_words(words: np.ndarray, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:
     """The simulator representation (a fresh array of `shape`) of a word buffer."""
-    numel = int(np.prod(shape, dtype=np.int64))
+    numel = math.prod(shape)
     raw = np.ascontiguousarray(words, dtype=np.uint32).view(np.uint8)
     if dtype.is_packed:
         return unpack(raw, dtype, numel).reshape(shape)
