@@ -147,13 +147,13 @@ static OI_VEC_FN void oi_dc_group(const float *restrict pp, const int64_t *restr
     }
 }
 
-/* Four output rows x two vectors of outputs for KH x KW kernels with KH = 3 or 5, row stride
- * SH = 1 or 2 and no row dilation: each input vector is loaded once per column tap and
- * multiplied into every output row it reaches (up to KH), the column's KH weights held in
- * registers. Column tap q (input channel q / KW, kernel column q % KW) of output row r reads
- * row r * SH + ky of pp + coff[q] + oy0 * SH * width + ox, its weights from wc + woff[q] (every
- * KW). Sum order per output: column taps
- * in order, kernel rows within each, then the bias. */
+/* Four output rows (`nrows` <= 4 for the last block) x two vectors of outputs for KH x KW
+ * kernels with KH = 3 or 5, row stride SH = 1 or 2 and no row dilation: each input vector is
+ * loaded once per column tap and multiplied into every output row it reaches (up to KH), the
+ * column's KH weights held in registers. Column tap q (input channel q / KW, kernel column
+ * q % KW) of output row r reads row r * SH + ky of pp + coff[q] + oy0 * SH * width + ox, its
+ * weights from wc + woff[q] (every KW). Sum order per output: column taps in order, kernel
+ * rows within each, then the bias. */
 #if defined(__GNUC__) || defined(__clang__)
 #define OI_DC_INLINE static inline __attribute__((always_inline))
 #else
@@ -167,7 +167,7 @@ static OI_VEC_FN void oi_dc_group(const float *restrict pp, const int64_t *restr
 #else
 #define OI_DC_UNROLL
 #endif
-OI_DC_INLINE void oi_dc_rows4(const int KH, const int SH, const float *restrict pp, int64_t width,
+OI_DC_INLINE void oi_dc_rows4(const int KH, const int SH, const int nrows, const float *restrict pp, int64_t width,
                               const int64_t *restrict coff, const int64_t *restrict woff, int64_t cols, int64_t KW,
                               const float *restrict wc, int64_t oy0, int64_t ox, float bias, int has_bias,
                               const float *restrict act, float *restrict out, int64_t ow) {
@@ -183,11 +183,14 @@ OI_DC_INLINE void oi_dc_rows4(const int KH, const int SH, const float *restrict 
         for (i = 0; i < KH; i++) w[i] = oi_vsplat(wq[i * KW]);
         OI_DC_UNROLL
         for (i = 0; i < 3 * SH + KH; i++) {
-            const oi_vf d0 = oi_vload(base + i * width), d1 = oi_vload(base + i * width + OI_VL);
+            oi_vf d0, d1;
+            if (i >= (nrows - 1) * SH + KH) break; /* the input rows of nrows output rows */
+            d0 = oi_vload(base + i * width);
+            d1 = oi_vload(base + i * width + OI_VL);
             if (i < KH) { a00 = OI_VFMA(w[i], d0, a00); a01 = OI_VFMA(w[i], d1, a01); }
-            if (i >= SH && i - SH < KH) { a10 = OI_VFMA(w[i - SH], d0, a10); a11 = OI_VFMA(w[i - SH], d1, a11); }
-            if (i >= 2 * SH && i - 2 * SH < KH) { a20 = OI_VFMA(w[i - 2 * SH], d0, a20); a21 = OI_VFMA(w[i - 2 * SH], d1, a21); }
-            if (i >= 3 * SH && i - 3 * SH < KH) { a30 = OI_VFMA(w[i - 3 * SH], d0, a30); a31 = OI_VFMA(w[i - 3 * SH], d1, a31); }
+            if (nrows > 1 && i >= SH && i - SH < KH) { a10 = OI_VFMA(w[i - SH], d0, a10); a11 = OI_VFMA(w[i - SH], d1, a11); }
+            if (nrows > 2 && i >= 2 * SH && i - 2 * SH < KH) { a20 = OI_VFMA(w[i - 2 * SH], d0, a20); a21 = OI_VFMA(w[i - 2 * SH], d1, a21); }
+            if (nrows > 3 && i >= 3 * SH && i - 3 * SH < KH) { a30 = OI_VFMA(w[i - 3 * SH], d0, a30); a31 = OI_VFMA(w[i - 3 * SH], d1, a31); }
         }
     }
     if (has_bias) {
@@ -204,10 +207,13 @@ OI_DC_INLINE void oi_dc_rows4(const int KH, const int SH, const float *restrict 
     out += oy0 * ow + ox;
     oi_dc_store(out, a00, ow - ox);
     oi_dc_store(out + OI_VL, a01, ow - ox - OI_VL);
+    if (nrows < 2) return;
     oi_dc_store(out + ow, a10, ow - ox);
     oi_dc_store(out + ow + OI_VL, a11, ow - ox - OI_VL);
+    if (nrows < 3) return;
     oi_dc_store(out + 2 * ow, a20, ow - ox);
     oi_dc_store(out + 2 * ow + OI_VL, a21, ow - ox - OI_VL);
+    if (nrows < 4) return;
     oi_dc_store(out + 3 * ow, a30, ow - ox);
     oi_dc_store(out + 3 * ow + OI_VL, a31, ow - ox - OI_VL);
 }
@@ -259,8 +265,11 @@ typedef void (*oi_dc_rows_fn)(const float *, int64_t, const int64_t *, const int
                                                    const int64_t *woff, int64_t cols, int64_t KW, const float *wc, int64_t oy0,      \
                                                    int64_t oh, int64_t ox, float bias, int has_bias,            \
                                                    const float *act, float *out, int64_t ow) {                  \
-        (void)oh;                                                                                               \
-        oi_dc_rows4(KH, SH, pp, width, coff, woff, cols, KW, wc, oy0, ox, bias, has_bias, act, out, ow);              \
+        if (oh - oy0 >= 4) /* (a whole block: the row tests fold away) */                                        \
+            oi_dc_rows4(KH, SH, 4, pp, width, coff, woff, cols, KW, wc, oy0, ox, bias, has_bias, act, out, ow);   \
+        else                                                                                                    \
+            oi_dc_rows4(KH, SH, (int)(oh - oy0), pp, width, coff, woff, cols, KW, wc, oy0, ox, bias, has_bias,  \
+                        act, out, ow);                                                                          \
     }
 #define OI_DC_ROWS8(KH, SH)                                                                                   \
     static OI_VEC_FN void oi_dc_rows8_##KH##_##SH(const float *pp, int64_t width, const int64_t *coff,       \
@@ -296,8 +305,8 @@ static inline int64_t oi_dc_step(const oi_conv_geom *g) { return g->OW <= OI_VL 
 /* Output rows [oy0, oy1) of one output channel (oy0 a multiple of oi_dc_step, oy1 one too
  * or OH) from its group's copies `pp` (row oy, column ox of the output reads
  * pp + oy * SH * width + ox + off[t]): blocks of rows on `rows` when there is one (column
- * offsets `coff`), the other rows eight vectors of outputs at a time (the last group padded
- * with vectors that store nothing). */
+ * offsets `coff`; the last block may be short), else eight vectors of outputs at a time (the
+ * last group padded with vectors that store nothing). */
 static void oi_dc_channel(const oi_conv_f32_args *a, const float *pp, int64_t width, const int64_t *off,
                           const int64_t *coff, const int64_t *woff, oi_dc_rows_fn rows, const float *wc,
                           int64_t taps, float bias, int has_bias, float *out, int64_t oy0, int64_t oy1) {
@@ -308,7 +317,7 @@ static void oi_dc_channel(const oi_conv_f32_args *a, const float *pp, int64_t wi
     int n = 0;
     /* the fused epilogue on each block of rows as soon as it is final (still in cache) */
     if (rows)
-        for (; oy + (step == 8 ? 1 : 4) <= oy1; oy += step) {
+        for (; oy < oy1; oy += step) { /* (the last block may have fewer rows) */
             const int64_t r = oi_min64(step, oy1 - oy);
             for (ox = 0; ox < g->OW; ox += 2 * OI_VL)
                 rows(pp, width, coff, woff, taps / g->KH, g->KW, wc, oy, oy1, ox, bias, has_bias, a->act, out, g->OW);
