@@ -440,8 +440,9 @@ class TableCache:
     ) -> ReadPlan:
         """Grow counts for scalar indices (undoable) and plan the block a read copies.
 
-        With `bucket`, a read with exactly one sliced table axis whose padded bucket still
-        fits the buffer is planned padded: the result will be a `Ragged`.
+        With `bucket`, a read with exactly one sliced table axis is planned padded to its
+        bucket, or to the buffer's end where the bucket does not fit: the result will be a
+        `Ragged`.
         """
         starts, sizes, kept, counts = self._plan(sel)
         if counts != self.counts:
@@ -458,10 +459,13 @@ class TableCache:
             if not self.storage.padded_reads:
                 growing = (out_axis, length)
                 return ReadPlan(tuple(starts), tuple(sizes), out_shape, None, 0, growing)
-            padded = bucket_size(length)
-            if starts[axis] + padded <= self.storage.shape(self.buffer)[axis]:
+            # Capped at the buffer's end: near a fixed capacity that is not a bucket (a
+            # 2056-entry cache read at 2049 entries: bucket 2560) the read pads to the end
+            # instead, one shape for the rest of the buffer rather than one per length.
+            room = self.storage.shape(self.buffer)[axis] - starts[axis]
+            if room > 0:  # (an empty read at the very end stays exact: no block to pad)
                 psizes = list(sizes)
-                psizes[axis] = padded
+                psizes[axis] = bucket_size(length, limit=room)
                 pshape = tuple(s for s, k in zip(psizes, kept) if k)
                 return ReadPlan(tuple(starts), tuple(psizes), pshape, out_axis, length)
         return ReadPlan(tuple(starts), tuple(sizes), out_shape, None, 0)

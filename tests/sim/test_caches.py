@@ -81,6 +81,21 @@ def test_bucketed_slice_is_padded_to_power_of_two() -> None:
     np.testing.assert_array_equal(np.asarray(out.exact())[:, 0], [1, 2, 3, 4, 5])
 
 
+def test_bucketed_read_near_a_fixed_capacity_pads_to_the_buffer_end() -> None:
+    # Capacity 6: lengths 5 and 6 would pad to bucket 8, past the buffer; both read a block
+    # of the 6 entries there are (one shape, one compilation), lengths kept apart.
+    t, undo = table(fixed={"t": 6}), []
+    for n in (5, 6):
+        t.write((n - 1,), entry(n), undo)
+        out = t.read((Slice(0, n),), undo, bucket=True)
+        assert isinstance(out, Ragged)
+        assert out.data.shape == (6, 2) and out.length == n
+        np.testing.assert_array_equal(np.asarray(out.exact())[:, 0], [0, 0, 0, 0, 5, 6][:n])
+    # a read starting later has less room: padded to the end from its start
+    out = t.read((Slice(2, 5),), undo, bucket=True)
+    assert isinstance(out, Ragged) and out.data.shape == (4, 2) and out.length == 3
+
+
 def test_fixed_capacity_presized_and_overflow_raises() -> None:
     t, undo = table(fixed={"t": 4}), []
     assert t.capacity["t"] == 4
@@ -97,7 +112,9 @@ def test_two_index_table_multi_index_read_shapes() -> None:
             t.write((layer, step), np.full(3, 10 * layer + step, np.float32), undo)
     assert materialize(t.read((1, 2), undo, bucket=False)).shape == (3,)
     assert materialize(t.read((1, Slice(0, 4)), undo, bucket=False)).shape == (4, 3)
-    whole = np.asarray(materialize(t.read((Slice(None, None), Slice(None, None)), undo, bucket=False)))
+    whole = np.asarray(
+        materialize(t.read((Slice(None, None), Slice(None, None)), undo, bucket=False))
+    )
     assert whole.shape == (2, 5, 3)
     assert whole[1, 3, 0] == 13
 
@@ -190,6 +207,8 @@ def test_range_write_appends_several_entries_and_rolls_back() -> None:
 
 def test_range_write_past_fixed_capacity_names_the_table() -> None:
     table = TableCache("K", DType.F32, ("t",), (), (2,), {"t": 4}, jax.devices("cpu")[0])
-    with pytest.raises(SimulationError, match="cache table 'K': index 5 of 't' exceeds fixed size t=4"):
+    with pytest.raises(
+        SimulationError, match="cache table 'K': index 5 of 't' exceeds fixed size t=4"
+    ):
         table.write((Slice(2, 6),), np.zeros((4, 2), np.float32), [])
     assert table.size("t") == 0
