@@ -217,6 +217,67 @@ def _sim_side(argv: list[str]) -> int:
     return 0
 
 
+# XLA CPU on one thread: no Eigen thread pool. (`intra_op_parallelism_threads=1`, often seen
+# next to it, is no XLA flag: XLA stops reading XLA_FLAGS at it.) taskset pins the process.
+SIM_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false"
+
+
+def run_sim_decode(
+    model: Path, graph: Path, contexts: list[int], steps: int
+) -> list[dict[str, float]]:
+    """The simulator's decode step at each context, in a fresh process pinned to one CPU:
+    ms per token (cpu, wall) over `steps` steps after the cache was filled to the context."""
+    env = {
+        **os.environ,
+        "XLA_FLAGS": SIM_XLA_FLAGS,
+        "JAX_PLATFORMS": "cpu",
+        "PYTHONPATH": str(ROOT),
+    }
+    cmd = [sys.executable, str(Path(__file__)), "--sim-decode-side", str(model), str(graph),
+           ",".join(map(str, contexts)), str(steps)]  # fmt: skip
+    out = _run(_pinned(cmd, 1), env=env)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _sim_decode_side(argv: list[str]) -> int:
+    """(subprocess) per context: fill the K/V tables to it with `set_persistent` (random
+    entries: a step's cost does not depend on their values) and `step` to match, run one
+    step (compiles the context's bucket), fill again, time `steps` tokens (each until the
+    logits are fetched). Prints one {cpu_ms, wall_ms} per context."""
+    model, graph, contexts_arg, steps_arg = argv
+    contexts, steps = [int(c) for c in contexts_arg.split(",")], int(steps_arg)
+    from edge_peers import decode_tokens
+
+    from openinfer_jax.models.llama import LlamaConfig
+    from openinfer_jax.oinf import ModelLoader
+    from openinfer_jax.sim import Simulator
+
+    tokens = decode_tokens(max(contexts) + steps)
+    rng = np.random.default_rng(0)
+    rows = []
+    with ModelLoader.open(model) as loader:
+        ex = Simulator(loader, Path(graph).read_text()).make_executor()
+        cfg = LlamaConfig.from_model(loader)
+        for ctx in contexts:
+            shape = (cfg.layers, ctx, cfg.kv_heads, cfg.head_dim)  # K(l, t): [kv_heads, head_dim]
+            tables = {name: rng.standard_normal(shape, np.float32) for name in ("K", "V")}
+            cpu = wall = 0.0
+            for timed in (False, True):
+                for name, table in tables.items():
+                    ex.set_persistent(name, table)
+                ex.set_persistent("step", np.int32(ctx))
+                for i in range(steps if timed else 1):
+                    ex.insert(tokens=np.asarray([tokens[ctx + i]], np.int32))
+                    c0, w0 = time.process_time(), time.perf_counter()
+                    ex.step()
+                    np.asarray(ex.fetch("logits"))
+                    cpu += (time.process_time() - c0) * timed
+                    wall += (time.perf_counter() - w0) * timed
+            rows.append({"cpu_ms": cpu * 1e3 / steps, "wall_ms": wall * 1e3 / steps})
+    print(json.dumps(rows))
+    return 0
+
+
 # ---- sides and rounds -------------------------------------------------------------------------
 @dataclass
 class Side:
@@ -372,8 +433,13 @@ def cnn_sides(
     return sides, [{"workload": tag, "dir": work, "model": model, "output": "logits"}]
 
 
+# The sides of the SmolLM2 decode workload (`--decode-sides`).
+DECODE_SIDES = ("c", "c-q4_1", "llama", "llama-q4_1", "sim")
+
+
 def smollm2_sides(cache: Path, venv: Path | None, contexts: list[int], steps: int,
-                  sim_contexts: list[int]) -> tuple[list[Side], dict[str, Any]]:  # fmt: skip
+                  which: set[str]) -> tuple[list[Side], dict[str, Any]]:  # fmt: skip
+    """SmolLM2 decode sides among `which` (DECODE_SIDES), each timing every context."""
     import importlib.util
 
     from openinfer_jax.converters import convert
@@ -396,7 +462,8 @@ def smollm2_sides(cache: Path, venv: Path | None, contexts: list[int], steps: in
     total = max(contexts) + steps
     # the llama decode step of openinfer_jax.models: one token per step, a K/V cache of `total`
     graph = format_graph(build_graph(model, "llama", chunk=1, context=total))
-    (work / f"graph_{total}.txt").write_text(graph)  # per capacity: runs may share work/
+    graph_file = work / f"graph_{total}.txt"  # per capacity: runs may share work/
+    graph_file.write_text(graph)
     sys.path.insert(0, str(HERE))
     from edge_peers import decode_tokens
 
@@ -407,30 +474,32 @@ def smollm2_sides(cache: Path, venv: Path | None, contexts: list[int], steps: in
         path = ins / f"tokens.{s}.bin"
         if not path.exists():
             _write_tensor(path, np.asarray([tok], np.int32))
-    exe = build_c(model, graph, work / f"c_{total}", 1, ["logits"])
     windows = [(c, steps) for c in contexts]
-    sides = [Side("smollm2 C", lambda: run_c(exe, model, ins, total, total, windows, 1))]
-    # the packaged Q4_1 GGUF as is: blocks kept packed on our side (quantized C kernels)
-    q_model = work / "smollm2-q4_1.oinf"
-    if not q_model.exists():
-        convert(q41, q_model, pattern="llama", force=True)
-    q_graph = format_graph(build_graph(q_model, "llama", chunk=1, context=total))
-    q_exe = build_c(q_model, q_graph, work / f"cq_{total}", 1, ["logits"])
-    sides.append(
-        Side("smollm2 C q4_1", lambda: run_c(q_exe, q_model, ins, total, total, windows, 1))
-    )
+    sides = []
+    if "c" in which:
+        exe = build_c(model, graph, work / f"c_{total}", 1, ["logits"])
+        sides.append(Side("smollm2 C", lambda: run_c(exe, model, ins, total, total, windows, 1)))
+    if "c-q4_1" in which:
+        # the packaged Q4_1 GGUF as is: blocks kept packed on our side (quantized C kernels)
+        q_model = work / "smollm2-q4_1.oinf"
+        if not q_model.exists():
+            convert(q41, q_model, pattern="llama", force=True)
+        q_graph = format_graph(build_graph(q_model, "llama", chunk=1, context=total))
+        q_exe = build_c(q_model, q_graph, work / f"cq_{total}", 1, ["logits"])
+        sides.append(
+            Side("smollm2 C q4_1", lambda: run_c(q_exe, q_model, ins, total, total, windows, 1))
+        )
     if venv is not None:
         for tag, gguf in (("", f32), (" q4_1", q41)):
+            if f"llama{tag.replace(' ', '-')}" not in which:
+                continue
             sides.append(Side(f"smollm2 llama.cpp{tag}", lambda g=gguf: [
                 v for _, v in sorted(_peer(venv, "llama", str(g), "--contexts", ",".join(map(str, contexts)),
                                            "--steps", str(steps)).items(), key=lambda kv: int(kv[0]))]))  # fmt: skip
-    for c in sim_contexts:
-        np.savez(
-            work / "sim_in.npz",
-            **{f"tokens.{s}": np.asarray([t], np.int32) for s, t in enumerate(tokens)},
+    if "sim" in which:
+        sides.append(
+            Side("smollm2 sim", lambda: run_sim_decode(model, graph_file, contexts, steps))
         )
-        sides.append(Side(f"smollm2 sim ctx{c}", lambda c=c: [
-            run_sim("logits", model, work / f"graph_{total}.txt", work / "sim_in.npz", c + steps, (c, steps))]))  # fmt: skip
     return sides, {"contexts": contexts, "steps": steps}
 
 
@@ -458,6 +527,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--sim-side":
         return _sim_side(argv[1:])
+    if argv and argv[0] == "--sim-decode-side":
+        return _sim_decode_side(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small shapes and contexts")
     parser.add_argument(
@@ -472,6 +543,18 @@ def main(argv: list[str] | None = None) -> int:
         "--contexts",
         default=None,
         help="SmolLM2 decode contexts, comma-separated (default 64,512,2048; quick 16,64)",
+    )
+    parser.add_argument(
+        "--decode-sides",
+        default=",".join(DECODE_SIDES),
+        help=f"SmolLM2 decode sides, comma-separated among {','.join(DECODE_SIDES)} (default all; "
+        "--no-sim / --no-peers drop theirs)",
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="SmolLM2 tokens timed per context (default 8; quick 4)",
     )
     args = parser.parse_args(argv)
     rounds = max(args.rounds, 3)
@@ -508,11 +591,19 @@ def main(argv: list[str] | None = None) -> int:
         contexts = [16, 64] if args.quick else [64, 512, 2048]
         if args.contexts:
             contexts = sorted(int(c) for c in args.contexts.split(","))
-        sim_ctx = [contexts[0]] if sim else []
-        sides, meta = smollm2_sides(cache, venv, contexts, 4 if args.quick else 8, sim_ctx)
+        which = set(args.decode_sides.split(",")) - ({"sim"} if not sim else set())
+        unknown = which - set(DECODE_SIDES)
+        if unknown:
+            parser.error(f"--decode-sides: unknown {', '.join(sorted(unknown))}")
+        steps = args.steps or (4 if args.quick else 8)
+        sides, meta = smollm2_sides(cache, venv, contexts, steps, which)
         print("\n=== SmolLM2-135M decode, f32 weights ===", flush=True)
         interleave(sides, rounds)
-        results["smollm2"] = {"contexts": contexts, **{s.name: s.best for s in sides}}
+        results["smollm2"] = {
+            "contexts": contexts,
+            "steps": steps,
+            **{s.name: s.best for s in sides},
+        }
     _report(results)
     path = results_file("edge.json", args.quick)
     path.write_text(json.dumps(results, indent=2, default=str) + "\n")
@@ -572,34 +663,46 @@ def _report(results: dict[str, Any]) -> None:
     results["table"] = rows
 
 
+def _slope(rows: list[dict[str, float]], contexts: list[int], clock: str) -> float:
+    """us per extra context token between the first and the last context."""
+    return 1e3 * (rows[-1][clock] - rows[0][clock]) / (contexts[-1] - contexts[0])
+
+
 def _decode_rows(block: dict[str, Any], tag: str) -> list[str]:
-    """SmolLM2 decode lines of weights `tag` ("" f32, " q4_1"): C vs llama.cpp per context."""
+    """SmolLM2 decode lines of weights `tag` ("" f32, " q4_1"): C, llama.cpp and (f32) the
+    simulator per context, then each side's cost per extra context token."""
     rows: list[str] = []
     contexts = block["contexts"]
     c, peer = block.get(f"smollm2 C{tag}"), block.get(f"smollm2 llama.cpp{tag}")
-    if not c:
+    sim = block.get("smollm2 sim") if not tag else None
+    if not (c or sim):
         return rows
     name = f"smollm2{tag or ' f32'}"
     for clock in ("cpu_ms", "wall_ms"):
         for i, ctx in enumerate(contexts):
-            line = f"{name} ctx {ctx:<5} {clock[:-3]:<4} C {c[i][clock]:8.2f} ms/token"
+            line = f"{name} ctx {ctx:<5} {clock[:-3]:<4} ms/token:"
+            if c:
+                line += f" C {c[i][clock]:8.2f}"
             if peer:
-                line += f"  llama.cpp {peer[i][clock]:8.2f}  C/llama {_ratio(c[i][clock], peer[i][clock])}"
-            sim = block.get(f"smollm2 sim ctx{ctx}") if not tag else None
+                line += f"  llama.cpp {peer[i][clock]:8.2f}"
+                if c:
+                    line += f"  C/llama {_ratio(c[i][clock], peer[i][clock])}"
             if sim:
-                line += f"  sim {sim[0][clock]:8.2f}"
+                line += f"  sim {sim[i][clock]:8.2f}"
             rows.append(line)
-        if clock == "cpu_ms" and "peak_rss_kb" in c[-1]:  # at the largest context: the peak
+        if c and clock == "cpu_ms" and "peak_rss_kb" in c[-1]:  # at the largest context: the peak
             line = f"{name} peak RSS (VmHWM) at ctx {contexts[-1]}: C {c[-1]['peak_rss_kb'] / 1024:.0f} MB"
             if peer and "peak_rss_kb" in peer[-1]:
                 line += f", llama.cpp {peer[-1]['peak_rss_kb'] / 1024:.0f} MB"
                 line += f" (C/llama {_ratio(c[-1]['peak_rss_kb'], peer[-1]['peak_rss_kb'])})"
             rows.append(line)
-        span = contexts[-1] - contexts[0]
-        if span:
-            line = f"{name} per context token ({clock[:-3]}): C {1e3 * (c[-1][clock] - c[0][clock]) / span:.2f} us"
-            if peer:
-                line += f", llama.cpp {1e3 * (peer[-1][clock] - peer[0][clock]) / span:.2f} us"
+        if contexts[-1] > contexts[0]:
+            parts = [f"{label} {_slope(side, contexts, clock):.2f} us"
+                     for label, side in (("C", c), ("llama.cpp", peer), ("sim", sim)) if side]  # fmt: skip
+            line = f"{name} per context token ({clock[:-3]}): {', '.join(parts)}"
+            if peer and sim:
+                ratio = _ratio(_slope(sim, contexts, clock), _slope(peer, contexts, clock))
+                line += f" (sim/llama {ratio})"
             rows.append(line)
     return rows
 
