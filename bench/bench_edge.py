@@ -61,6 +61,10 @@ from results_file import results_file  # noqa: E402  (bench/results_file.py)
 CC = os.environ.get("CC", "cc")
 CFLAGS = ["-std=c99", "-O3", "-march=native", "-w"]
 
+# XLA CPU on one thread: no Eigen thread pool. (`intra_op_parallelism_threads=1`, often seen
+# next to it, is no XLA flag: XLA stops reading XLA_FLAGS at it.) taskset pins the process.
+SIM_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false"
+
 
 # ---- plumbing ---------------------------------------------------------------------------------
 def _cpus() -> list[int]:
@@ -184,8 +188,12 @@ def run_sim(
 ) -> dict[str, float]:
     """The simulator in a fresh process, one XLA thread, pinned: ms per step in `window`
     (each step until `output` is fetched: XLA dispatches asynchronously)."""
-    env = {**os.environ, "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
-           "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}  # fmt: skip
+    env = {
+        **os.environ,
+        "XLA_FLAGS": SIM_XLA_FLAGS,
+        "JAX_PLATFORMS": "cpu",
+        "PYTHONPATH": str(ROOT),
+    }
     cmd = [sys.executable, str(Path(__file__)), "--sim-side", str(model), str(graph), str(inputs),
            str(steps), f"{window[0]}:{window[1]}", output]  # fmt: skip
     out = _run(_pinned(cmd, 1), env=env)
@@ -215,11 +223,6 @@ def _sim_side(argv: list[str]) -> int:
                 wall += time.perf_counter() - w0
     print(json.dumps({"cpu_ms": cpu * 1e3 / count, "wall_ms": wall * 1e3 / count}))
     return 0
-
-
-# XLA CPU on one thread: no Eigen thread pool. (`intra_op_parallelism_threads=1`, often seen
-# next to it, is no XLA flag: XLA stops reading XLA_FLAGS at it.) taskset pins the process.
-SIM_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false"
 
 
 def run_sim_decode(
