@@ -97,11 +97,15 @@ def parity(
     outputs: Sequence[str] | None = None,
     arch: Any = "c",
     embed: bool = False,
+    flags: Sequence[str] = CFLAGS,
 ) -> dict[str, Any]:
-    """Emit, build, run both sides, compare every output of every step. Returns a summary."""
+    """Emit, build (with `flags`), run both sides, compare every output of every step.
+
+    Returns a summary: the plan, how many outputs were compared and the executable (the
+    driver's outputs are under `tmp / "out"`)."""
     synth = Synthesizer(arch) if not isinstance(arch, Synthesizer) else arch
     plan = synth.synthesize(model, graph, name="prog", outputs=outputs, embed_weights=embed)
-    exe = build(plan, tmp / "c")
+    exe = build(plan, tmp / "c", flags=flags)
     result = run_driver(exe, model, steps, tmp)
     assert result.returncode == 0, result.stderr
     with ModelLoader.open(model) as loader:
@@ -122,7 +126,7 @@ def parity(
                 dtype = dtypes.get(var) or _assign_dtype(sim.graph, var)
                 assert_close(f"step {s} {var}", read_tensor(path, dtype), want, dtype)
                 compared += 1
-    return {"plan": plan, "compared": compared}
+    return {"plan": plan, "compared": compared, "exe": exe}
 
 
 def _assign_dtype(graph: Any, var: str) -> DType:
