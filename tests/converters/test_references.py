@@ -127,20 +127,18 @@ class Llama:
 
 
 @pytest.fixture(scope="module")
-def smollm_oinf(smollm_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelLoader]:
-    out = tmp_path_factory.mktemp("smol") / "smollm2.oinf"
-    convert(smollm_gguf, out, pattern="llama")
-    with ModelLoader.open(out) as m:
+def smollm_loader(smollm_packed_oinf: Path) -> Iterator[ModelLoader]:
+    with ModelLoader.open(smollm_packed_oinf) as m:
         yield m
 
 
 @pytest.mark.slow
-def test_smollm2_greedy_tokens_and_logits_match_transformers(smollm_oinf: ModelLoader) -> None:
+def test_smollm2_greedy_tokens_and_logits_match_transformers(smollm_loader: ModelLoader) -> None:
     ref = np.load(REFERENCES / "smollm2.npz")
     manifest = json.loads((REFERENCES / "manifest.json").read_text())
     steps = 4  # the full 32 steps x 3 prompts are the simulator's job; 4 keep this test short
     for i in range(len(manifest["smollm2"]["prompts"])):
-        model = Llama(smollm_oinf)
+        model = Llama(smollm_loader)
         logits = model.step(ref[f"prompt{i}_ids"])
         first = ref[f"prompt{i}_first_logits"].astype(np.float32)
         # the reference logits are stored as float16: compare at that precision

@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from openinfer_jax.converters import convert
 from tests.converters.example_loader import load_example
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,10 +15,10 @@ REFERENCES = ROOT / "tests" / "fixtures" / "references"
 
 
 @pytest.mark.slow
-def test_dsl_decoder_greedy_tokens_and_logits(smollm_gguf: Path, tmp_path: Path) -> None:
+def test_dsl_decoder_greedy_tokens_and_logits(smollm_oinf: Path) -> None:
+    """`smollm_oinf` is the GGUF converted with pattern="llama", dtype="f32" (tests/conftest.py)."""
     example = load_example("smollm2/decoder.py")
-    out = tmp_path / "smollm2.oinf"
-    convert(smollm_gguf, out, pattern="llama", dtype="f32")
+    out = smollm_oinf
     ref = np.load(REFERENCES / "smollm2.npz")
     steps = 3  # the example runs all 32 steps x 3 prompts; a few steps keep the suite short
     decoder = example.Decoder(out)

@@ -31,20 +31,12 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.mark.parametrize(("weights", "generated"), [("f32", GENERATED), ("q4", 32)])
 def test_smollm2_prefill_and_decode_in_emitted_c(
-    tmp_path: Path, weights: str, generated: int
+    request: pytest.FixtureRequest, tmp_path: Path, weights: str, generated: int
 ) -> None:
-    from openinfer_jax.converters import convert
     from openinfer_jax.models import build_graph
 
-    assert CHECKPOINT is not None and CHECKPOINT.origin is not None
-    model = tmp_path / "smollm2.oinf"
-    convert(
-        Path(CHECKPOINT.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf",
-        model,
-        pattern="llama",
-        dtype="f32" if weights == "f32" else None,
-        force=True,
-    )
+    # the GGUF converted with the llama preset: weights as f32, or Q4_1/Q8_0 kept packed
+    model = request.getfixturevalue("smollm_oinf" if weights == "f32" else "smollm_packed_oinf")
     chunk = 8
     graph = build_graph(model, "llama", chunk=chunk, context=48)
     ref = np.load(ROOT / "tests" / "fixtures" / "references" / "smollm2.npz")
