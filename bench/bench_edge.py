@@ -244,9 +244,10 @@ def run_sim_decode(
 
 def _sim_decode_side(argv: list[str]) -> int:
     """(subprocess) per context: fill the K/V tables to it with `set_persistent` (random
-    entries: a step's cost does not depend on their values) and `step` to match, run one
-    step (compiles the context's bucket), fill again, time `steps` tokens (each until the
-    logits are fetched). Prints one {cpu_ms, wall_ms} per context."""
+    entries: a step's cost does not depend on their values) and `step` to match, run two
+    steps (compile or load what the context's bucket needs, a region's later calls too),
+    fill again, time `steps` tokens (each until the logits are fetched). Prints one
+    {cpu_ms, wall_ms} per context."""
     model, graph, contexts_arg, steps_arg = argv
     contexts, steps = [int(c) for c in contexts_arg.split(",")], int(steps_arg)
     from edge_peers import decode_tokens
@@ -269,7 +270,7 @@ def _sim_decode_side(argv: list[str]) -> int:
                 for name, table in tables.items():
                     ex.set_persistent(name, table)
                 ex.set_persistent("step", np.int32(ctx))
-                for i in range(steps if timed else 1):
+                for i in range(steps if timed else 2):
                     ex.insert(tokens=np.asarray([tokens[ctx + i]], np.int32))
                     c0, w0 = time.process_time(), time.perf_counter()
                     ex.step()
