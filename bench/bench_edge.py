@@ -225,6 +225,10 @@ def _sim_side(argv: list[str]) -> int:
     return 0
 
 
+# Untimed decode steps of the simulator side before its timed ones, at each context.
+WARM_STEPS = 2
+
+
 def run_sim_decode(
     model: Path, graph: Path, contexts: list[int], steps: int
 ) -> list[dict[str, float]]:
@@ -244,10 +248,10 @@ def run_sim_decode(
 
 def _sim_decode_side(argv: list[str]) -> int:
     """(subprocess) per context: fill the K/V tables to it with `set_persistent` (random
-    entries: a step's cost does not depend on their values) and `step` to match, run two
-    steps (compile or load what the context's bucket needs, a region's later calls too),
-    fill again, time `steps` tokens (each until the logits are fetched). Prints one
-    {cpu_ms, wall_ms} per context."""
+    entries: a step's cost does not depend on their values) and `step` to match, run
+    WARM_STEPS steps (compile or load the context's bucket; the first steps after
+    `set_persistent` also run slower), then time `steps` tokens (each until the logits are
+    fetched). Prints one {cpu_ms, wall_ms} per context."""
     model, graph, contexts_arg, steps_arg = argv
     contexts, steps = [int(c) for c in contexts_arg.split(",")], int(steps_arg)
     from edge_peers import decode_tokens
@@ -256,7 +260,7 @@ def _sim_decode_side(argv: list[str]) -> int:
     from openinfer_jax.oinf import ModelLoader
     from openinfer_jax.sim import Simulator
 
-    tokens = decode_tokens(max(contexts) + steps)
+    tokens = decode_tokens(max(contexts) + WARM_STEPS + steps)
     rng = np.random.default_rng(0)
     rows = []
     with ModelLoader.open(model) as loader:
@@ -265,18 +269,18 @@ def _sim_decode_side(argv: list[str]) -> int:
         for ctx in contexts:
             shape = (cfg.layers, ctx, cfg.kv_heads, cfg.head_dim)  # K(l, t): [kv_heads, head_dim]
             tables = {name: rng.standard_normal(shape, np.float32) for name in ("K", "V")}
+            for name, table in tables.items():
+                ex.set_persistent(name, table)
+            ex.set_persistent("step", np.int32(ctx))
             cpu = wall = 0.0
-            for timed in (False, True):
-                for name, table in tables.items():
-                    ex.set_persistent(name, table)
-                ex.set_persistent("step", np.int32(ctx))
-                for i in range(steps if timed else 2):
-                    ex.insert(tokens=np.asarray([tokens[ctx + i]], np.int32))
-                    c0, w0 = time.process_time(), time.perf_counter()
-                    ex.step()
-                    np.asarray(ex.fetch("logits"))
-                    cpu += (time.process_time() - c0) * timed
-                    wall += (time.perf_counter() - w0) * timed
+            for i in range(WARM_STEPS + steps):
+                ex.insert(tokens=np.asarray([tokens[ctx + i]], np.int32))
+                c0, w0 = time.process_time(), time.perf_counter()
+                ex.step()
+                np.asarray(ex.fetch("logits"))
+                timed = i >= WARM_STEPS
+                cpu += (time.process_time() - c0) * timed
+                wall += (time.perf_counter() - w0) * timed
             rows.append({"cpu_ms": cpu * 1e3 / steps, "wall_ms": wall * 1e3 / steps})
     print(json.dumps(rows))
     return 0
@@ -463,7 +467,7 @@ def smollm2_sides(cache: Path, venv: Path | None, contexts: list[int], steps: in
     if not model.exists():
         # the F32 GGUF llama.cpp runs, when there is one: identical weights on both sides
         convert(f32 if f32.exists() else q41, model, pattern="llama", force=True, dtype="f32")
-    total = max(contexts) + steps
+    total = max(contexts) + WARM_STEPS + steps  # (the simulator warms up within the context)
     # the llama decode step of openinfer_jax.models: one token per step, a K/V cache of `total`
     graph = format_graph(build_graph(model, "llama", chunk=1, context=total))
     graph_file = work / f"graph_{total}.txt"  # per capacity: runs may share work/
