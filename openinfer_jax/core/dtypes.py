@@ -68,6 +68,11 @@ class DType(enum.Enum):
     F8E8M0 = 29
     F4E2M1 = 30
 
+    # Members are singletons compared by identity, so the identity hash agrees with ==;
+    # Enum's own __hash__ (hash of the name, in Python) is a hot spot of the simulator's
+    # per-op caches, which key on dtypes.
+    __hash__ = object.__hash__
+
     # ---- names -------------------------------------------------------------------
     @property
     def code(self) -> int:

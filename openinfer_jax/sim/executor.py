@@ -38,6 +38,7 @@ from openinfer_jax.ir.nodes import (
     Return,
     Transfer,
     VarDecl,
+    VarName,
     VarRef,
     Yield,
 )
@@ -130,6 +131,8 @@ class Executor:
         self._params_cache = sim.params_cache
         self._vk_weights: dict[int, tuple[Any, Any]] = {}
         self._vk_shapes: dict[Any, tuple[dict[str, Any], Any]] = {}  # see _vk_out_shape
+        self._vk_verdicts: dict[int, tuple[Any, ...]] = {}  # see _vk_verdict
+        self._static_ops: dict[int, tuple[Op, dict[str, Any]]] = {}  # see op_setup
         self._vk_transfers = {
             "vk_uploads": 0,
             "vk_downloads": 0,
@@ -911,13 +914,8 @@ class Executor:
         try:
             params, out_dtype, _bound = self.op_setup(node, scope)
             dtypes = [self.vars.dtype(r) for r in node.inputs]
-            decls = self.vars.decls
-            quantized = [decls[r.name].quant is not None if r.name in decls else False
-                         for r in node.inputs]  # fmt: skip
-            verdict = backend.supports(node.op, dtypes, params, quantized)
+            verdict, opdef = self._vk_verdict(node, params, dtypes)
             if verdict is True:
-                opdef = registry.get(node.op)
-                assert opdef is not None
                 try:
                     tensors = [self._vk_input(r, d, scope) for r, d in zip(node.inputs, dtypes)]
                     shape = self._vk_out_shape(opdef, dtypes, tensors, params)
@@ -954,6 +952,29 @@ class Executor:
             )
             ev.op_name = node.op
             yield ev
+
+    def _vk_verdict(
+        self, node: Op, params: dict[str, Any], dtypes: list[DType]
+    ) -> tuple[bool | str, Any]:
+        """`VulkanBackend.supports` for a node's call and the op's definition, kept per node:
+        the verdict is a function of the op, its params (op_setup's cached dict, the same
+        object while the node's runtime-scalar params keep their values), its input dtypes
+        and which inputs are quantized (declarations), all checked or fixed here."""
+        memo = self._vk_verdicts.get(id(node))
+        key = tuple(dtypes)
+        if memo is not None and memo[0] is node and memo[1] is params and memo[2] == key:
+            return memo[3], memo[4]
+        decls = self.vars.decls
+        quantized = [decls[r.name].quant is not None if r.name in decls else False
+                     for r in node.inputs]  # fmt: skip
+        verdict = self.sim.vulkan.supports(node.op, dtypes, params, quantized)
+        opdef = registry.get(node.op)
+        if verdict is True:
+            assert opdef is not None
+        if len(self._vk_verdicts) >= 4096:
+            self._vk_verdicts.clear()
+        self._vk_verdicts[id(node)] = (node, params, key, verdict, opdef)
+        return verdict, opdef
 
     def _vk_out_shape(
         self, opdef: Any, dtypes: list[DType], tensors: list[Any], params: dict[str, Any]
@@ -1183,6 +1204,12 @@ class Executor:
         Raises:
             NodeFailure: unknown op, bad params, or an undeclared output.
         """
+        static = self._static_ops.get(id(node))
+        if static is not None and static[0] is node:
+            # A node without scalar-variable params: the same resolved params every step.
+            out_dtype = self.vars.dtypes.get(node.output.name)
+            if out_dtype is not None:
+                return static[1], out_dtype, {}
         opdef = registry.get(node.op)
         if opdef is None:
             raise NodeFailure(
@@ -1204,6 +1231,10 @@ class Executor:
             except OpenInferError as err:
                 raise NodeFailure(node, err) from None
             self._params_cache[key] = params
+        if not any(isinstance(value, VarName) for _key, value in node.params):
+            if len(self._static_ops) >= 4096:
+                self._static_ops.clear()
+            self._static_ops[id(node)] = (node, params)
         out_dtype = self.vars.dtypes.get(node.output.name)
         if out_dtype is None:
             raise NodeFailure(

@@ -27,6 +27,7 @@ import hashlib
 import itertools
 import math
 import os
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -47,6 +48,7 @@ __all__ = ["DeviceTensor", "VulkanBackend", "vulkan_available"]
 
 _SERIALS = itertools.count()
 _MAX_BATCH = 256  # dispatches per submission before the batch is flushed
+_REPLAYS = 16  # recorded batches kept for resubmission (VulkanBackend._flush)
 _POOL_BYTES = 256 << 20  # free buffers kept for reuse (OPENINFER_VK_POOL_MB overrides)
 # Pipelines kept (OPENINFER_VK_PIPELINES overrides): a repeating step needs two per dispatch
 # (its results alternate between two buffers); one holds about 1.5-2.5 MB on lavapipe.
@@ -235,7 +237,12 @@ class VulkanBackend:
         self.split_attention = self.capabilities.device_type != "cpu"
         self._pending: list[tuple[Any, ...]] = []
         self._constants: dict[tuple[Any, ...], DeviceTensor] = {}
-        self._open: tuple[Any, list[Any]] | None = None
+        #: The open batch: the kp operations to record (in order) and what they keep alive.
+        self._open: tuple[list[Any], list[Any]] | None = None
+        #: Recorded batches by their operations' identities (see _flush), oldest first.
+        self._replays: OrderedDict[tuple[int, ...], tuple[Any, list[Any]]] = OrderedDict()
+        self._syncs: dict[tuple[bool, int], tuple[Any, Any]] = {}  # see _sync_op
+        self.replayed = 0  # batches submitted again without recording
         #: Dispatches recorded and queue submissions made (a batch is one submission).
         self.dispatch_count = 0
         self.submit_count = 0
@@ -268,11 +275,13 @@ class VulkanBackend:
 
     @property
     def stats(self) -> dict[str, int]:
-        """Counters since this backend started: dispatches, submissions, pipelines
-        (`kp.Algorithm`) created and reused, buffers allocated and reused from the pool."""
+        """Counters since this backend started: dispatches, submissions (and those that
+        resubmitted a recorded batch), pipelines (`kp.Algorithm`) created and reused, buffers
+        allocated and reused from the pool."""
         return {
             "dispatches": self.dispatch_count,
             "submits": self.submit_count,
+            "replayed": self.replayed,
             "pipelines_created": self._pipelines.created,
             "pipelines_reused": self._pipelines.reused,
             "buffers_allocated": self._pool.allocated,
@@ -323,10 +332,10 @@ class VulkanBackend:
         and has finished when this returns.
         """
         tensor = self._tensor(dtype, shape, int(words.size), words)
-        sync = self._kp.OpTensorSyncDevice([tensor.handle])
+        sync = self._sync_op(tensor, to_device=True)
         if self.batching:
-            seq, refs = self._batch()
-            seq.record(sync)
+            ops, refs = self._batch()
+            ops.append(sync)
             refs.append((sync, [tensor]))
             return tensor
         self._eval(self._manager.sequence().record(sync), "upload")
@@ -394,12 +403,12 @@ class VulkanBackend:
     def download(self, tensor: DeviceTensor) -> np.ndarray:
         """Copy a device tensor back: the simulator representation (packed -> int8/uint8)."""
         self._check_own(tensor)
-        sync = self._kp.OpTensorSyncLocal([tensor.handle])
+        sync = self._sync_op(tensor, to_device=False)
         if self._open is not None:
             # The copy ends the open batch (kp records its compute -> transfer -> host
             # barriers): one submission for the chain and its read-back.
-            seq, refs = self._open
-            seq.record(sync)
+            ops, refs = self._open
+            ops.append(sync)
             refs.append((sync, [tensor]))
             self._wait()
         else:
@@ -819,7 +828,7 @@ class VulkanBackend:
         buffers this dispatch binds) orders it after every earlier dispatch that wrote or
         read them, so a chain of ops is one submission. Needs kp's OpShaderBarrier.
         """
-        seq, refs = self._batch()
+        batch, refs = self._batch()
         push = kernel.push.tobytes()
         ops = pipeline.ops.get(push)
         if ops is None:
@@ -829,26 +838,60 @@ class VulkanBackend:
                    kp.OpAlgoDispatch(pipeline.algo, kernel.push))  # fmt: skip
             if len(pipeline.ops) < 8:
                 pipeline.ops[push] = ops
-        seq.record(ops[0])
-        seq.record(ops[1])
+        batch += ops
         refs.append((pipeline.algo, tensors))
         self.dispatch_count += 1
         if len(refs) >= _MAX_BATCH:
             self._flush()
 
-    def _batch(self) -> tuple[Any, list[Any]]:
-        """The open batch (sequence, references it keeps alive), opened if needed."""
+    def _batch(self) -> tuple[list[Any], list[Any]]:
+        """The open batch (kp operations, references it keeps alive), opened if needed."""
         if self._open is None:
-            self._open = (self._manager.sequence(), [])
+            self._open = ([], [])
         return self._open
 
+    def _sync_op(self, tensor: DeviceTensor, to_device: bool) -> Any:
+        """The host -> device (or device -> host) copy of a tensor's buffer: one kp operation
+        per pooled buffer, so a step that repeats records the same operations (see _flush).
+        It copies whatever the buffer's host side holds when it runs."""
+        key = (to_device, tensor.buffer)
+        found = self._syncs.get(key)
+        if found is None or found[0] is not tensor.handle:
+            kp = self._kp
+            make = kp.OpTensorSyncDevice if to_device else kp.OpTensorSyncLocal
+            if len(self._syncs) >= _PLAN_CACHE:
+                self._syncs.clear()
+            found = self._syncs[key] = (tensor.handle, make([tensor.handle]))
+        return found[1]
+
     def _flush(self) -> None:
-        """Submit the open batch, if any (asynchronously)."""
+        """Submit the open batch, if any (asynchronously).
+
+        A batch whose operations are the very ones of a batch recorded before (a step that
+        repeats: the same pipelines, pushes and buffers) submits that recorded command
+        buffer again instead of recording a new one (kp runs a recorded sequence as often
+        as it is evaluated); the operations carry everything the commands depend on (a
+        dispatch's push constants, a copy's buffer), so the same operations are the same
+        commands. A recorded batch still running is not reused.
+        """
         if self._open is None:
             return
-        seq, refs = self._open
+        ops, refs = self._open
         self._open = None
+        key = tuple(map(id, ops))  # the entry keeps its operations alive: ids stay theirs
+        found = self._replays.get(key)
         try:
+            if found is not None and not found[0].is_running():
+                seq = found[0]
+                self._replays.move_to_end(key)
+                self.replayed += 1
+            else:
+                seq = self._manager.sequence()
+                for op in ops:
+                    seq.record(op)
+                self._replays[key] = (seq, ops)
+                if len(self._replays) > _REPLAYS:
+                    self._replays.popitem(last=False)
             seq.eval_async()
         except RuntimeError as exc:
             raise BackendError(f"submitting {len(refs)} dispatches failed: {exc}") from None

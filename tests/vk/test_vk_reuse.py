@@ -125,6 +125,30 @@ def test_a_repeated_step_reuses_its_buffers_and_pipelines(own: VulkanBackend) ->
     assert after["pipelines_created"] == before["pipelines_created"]
     assert after["buffers_allocated"] == before["buffers_allocated"]
     assert after["pipelines_reused"] - before["pipelines_reused"] == 15
+    # Each step's batch (its uploads, three dispatches, the read-back) is the recorded one
+    # submitted again, and still reads each step's new input.
+    assert after["replayed"] - before["replayed"] == 5
+
+
+def test_a_batch_is_recorded_anew_when_its_operations_change(own: VulkanBackend) -> None:
+    rng = np.random.default_rng(1)
+
+    def step(n: int) -> None:
+        own.begin_step()
+        x = rng.standard_normal((n,)).astype(np.float32)
+        y = own.run("relu", [_f32(own, x)], {}, DType.F32, (n,))
+        y = own.run("mul", [y, y], {}, DType.F32, (n,))
+        np.testing.assert_allclose(own.download(y), np.maximum(x, 0) ** 2, rtol=1e-6)
+
+    for _ in range(2):
+        step(40)
+    before = own.stats["replayed"]
+    step(40)
+    assert own.stats["replayed"] == before + 1
+    step(3000)  # other buffers and grids: other operations, recorded and submitted anew
+    assert own.stats["replayed"] == before + 1
+    step(40)  # back to the first shape: its recorded batch again
+    assert own.stats["replayed"] == before + 2
 
 
 def test_pool_limit_releases_buffers_and_their_pipelines() -> None:
@@ -213,6 +237,7 @@ def test_streaming_state_and_fetches_match_the_cpu_with_no_new_pipelines(tmp_pat
         results[device] = [(np.array(y), np.array(s)) for y, s in fetched], fetched
         if device == "vulkan":
             assert created[0] > 0 and created[3:] == [0] * (len(xs) - 3), created
+            assert sim.vulkan.stats["replayed"] >= len(xs) - 3  # later steps resubmit
     (cpu, _), (vk, raw) = results["cpu"], results["vulkan"]
     for (y_cpu, s_cpu), (y_vk, s_vk), (y_raw, s_raw) in zip(cpu, vk, raw):
         np.testing.assert_allclose(y_vk, y_cpu, rtol=1e-4, atol=1e-5)
