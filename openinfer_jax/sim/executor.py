@@ -860,8 +860,9 @@ class Executor:
         plain = not ref.indices and ref.name not in scope
         store = self.vars.store
         assert isinstance(store, DeviceStore)
-        resident = self._vk_resident(ref, scope)
-        if resident is not None:
+        # A plain variable's entry is read directly (the common case: `_vk_resident` for it).
+        resident = dict.get(store, ref.name) if plain else self._vk_resident(ref, scope)
+        if isinstance(resident, DeviceResident):
             return resident.tensor
         value = materialize(self.vars.read(ref, scope))
         tensor = self._vk_upload(value, dtype)

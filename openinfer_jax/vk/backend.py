@@ -242,6 +242,7 @@ class VulkanBackend:
         #: Recorded batches by their operations' identities (see _flush), oldest first.
         self._replays: OrderedDict[tuple[int, ...], tuple[Any, list[Any]]] = OrderedDict()
         self._syncs: dict[tuple[bool, int], tuple[Any, Any]] = {}  # see _sync_op
+        self._kernels: dict[int, tuple[Any, ...]] = {}  # see _algorithm
         self.replayed = 0  # batches submitted again without recording
         #: Dispatches recorded and queue submissions made (a batch is one submission).
         self.dispatch_count = 0
@@ -342,20 +343,22 @@ class VulkanBackend:
         return tensor
 
     def _tensor(
-        self, dtype: DType, shape: tuple[int, ...], n: int, words: np.ndarray | None = None
+        self,
+        dtype: DType,
+        shape: tuple[int, ...],
+        n: int,
+        words: np.ndarray | None = None,
+        sized: bool = False,
     ) -> DeviceTensor:
         """A tensor of `n` words in a pooled buffer (host side set to `words` if given),
-        or in a new one; its buffer goes back to the pool when it is garbage."""
+        or in a new one; its buffer goes back to the pool when it is garbage. A result's
+        `n` is bucketed here unless `sized` says it already is (`_result_words`)."""
         # Sites: outputs and scratch count up from 0, uploads down from -1, so the weights
         # uploaded in a first step do not shift the sites of the step's results.
         if words is None:
             site, self._site = self._site, self._site + 1
-            # Results get a buffer of a bucketed size: a result that grows a little every
-            # step (a cache read) keeps its buffer, and so the pipelines bound to it. Not
-            # past the device's buffer limit (the exact size may still fit).
-            bucketed = launch.bucket(n)
-            if 4 * bucketed <= self.capabilities.limits["max_storage_buffer_range"]:
-                n = bucketed
+            if not sized:
+                n = self._result_words(n)
         else:
             site, self._upload_site = self._upload_site, self._upload_site - 1
         taken = self._pool.take(n, site)
@@ -370,6 +373,15 @@ class VulkanBackend:
         if words is not None:
             handle.data()[:] = words
         return DeviceTensor(dtype, shape, handle, n, buffer=buffer, pool=self._pool)
+
+    def _result_words(self, n: int) -> int:
+        """The buffer size of a result of `n` words: bucketed (a result that grows a little
+        every step keeps its buffer, and so the pipelines bound to it), but not past the
+        device's buffer limit (the exact size may still fit)."""
+        bucketed = launch.bucket(n)
+        if 4 * bucketed <= self.capabilities.limits["max_storage_buffer_range"]:
+            return bucketed
+        return n
 
     def upload_quantized(self, value: Any) -> DeviceQuantized:
         """Put a block-quantized weight (`openinfer_jax.ops.quantized.QuantizedArray`) on the
@@ -578,7 +590,7 @@ class VulkanBackend:
                     tuple(t.shape for t in inputs), tuple(t.dtype for t in inputs))  # fmt: skip
             known = self._calls.get(call)
             if known is not None and known[0] is params:
-                return self._result(known[1], inputs, out_dtype, known[2])
+                return self._result(known[1], inputs, out_dtype, known[2], known[3])
         self._check_own(*inputs)
         in_dtypes = [t.dtype for t in inputs]
         chosen = self._select(op_name, in_dtypes, params)
@@ -608,8 +620,9 @@ class VulkanBackend:
                 plan = self._op_plan(chosen, in_shapes, out_shape)
             if len(self._calls) >= _PLAN_CACHE:
                 self._calls.clear()
-            self._calls[call] = (params, plan, out_shape)
-            return self._result(plan, inputs, out_dtype, out_shape)
+            words = self._result_words(storage_words(out_dtype, math.prod(out_shape)))
+            self._calls[call] = (params, plan, out_shape, words)
+            return self._result(plan, inputs, out_dtype, out_shape, words)
         assert out is not None
         if math.prod(out_shape) == 0:
             return out
@@ -622,12 +635,14 @@ class VulkanBackend:
         inputs: Sequence[DeviceTensor],
         out_dtype: DType,
         out_shape: tuple[int, ...],
+        words: int,
     ) -> DeviceTensor:
         """A new result of a checked call: a view of the input (a reshape: results are never
-        written in place), an empty tensor, or the plan's dispatches into a new tensor."""
+        written in place), an empty tensor, or the plan's dispatches into a new tensor of
+        `words` words (its bucketed size, kept with the call)."""
         if isinstance(plan, str):
             return inputs[0].view(out_dtype, out_shape)
-        target = self.empty(out_dtype, out_shape)
+        target = self._tensor(out_dtype, out_shape, words, sized=True)
         if plan is not None:
             self._run_plan(plan, inputs, target)  # type: ignore[arg-type]
         return target
@@ -771,11 +786,19 @@ class VulkanBackend:
         """The `_Pipeline` for `kernel` bound to these tensors' buffers: reused when the same
         buffers (a step that repeats gets them back from the pool, vk/reuse.py), else built.
         """
-        spirv, digest = self._shader(kernel)
-        buffers = tuple(t.buffer for t in tensors)
-        # kp fixes an algorithm's grid: a flat kernel gets a bucketed one (its extra groups
-        # return at once), so a count that grows every step keeps its pipeline too.
-        grid = launch.bucket_grid(kernel.grid) if kernel.flat else kernel.grid
+        # A plan's kernels are the same objects every step (plans are cached): their SPIR-V
+        # and grid are looked up by identity (the entry holds the kernel: its id stays its).
+        known = self._kernels.get(id(kernel))
+        if known is None or known[0] is not kernel:
+            spirv, digest = self._shader(kernel)
+            # kp fixes an algorithm's grid: a flat kernel gets a bucketed one (its extra
+            # groups return at once), so a count that grows every step keeps its pipeline.
+            grid = launch.bucket_grid(kernel.grid) if kernel.flat else kernel.grid
+            if len(self._kernels) >= _PLAN_CACHE:
+                self._kernels.clear()
+            known = self._kernels[id(kernel)] = (kernel, spirv, digest, grid)
+        _kernel, spirv, digest, grid = known
+        buffers = tuple([t.buffer for t in tensors])
         key = (digest, buffers, grid, kernel.push.size)
 
         def make() -> _Pipeline:
