@@ -1,6 +1,6 @@
 """The generated C driver checks its input files before allocating: a negative or huge dim
 is refused (it went straight into malloc), a truncated file is reported as truncated (it
-was "cannot read the model file"), an extra byte too. Built with ASan/UBSan when clang is
+was "cannot read the model file"), an extra byte too, a missing output directory by its path. Built with ASan/UBSan when clang is
 there, so an overflow would also show."""
 
 from __future__ import annotations
@@ -77,3 +77,19 @@ def test_good_input_still_runs(driver: tuple[Path, Path], tmp_path: Path) -> Non
         [str(exe), str(model), "1", str(ins), str(outs)], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_missing_output_directory_is_named(driver: tuple[Path, Path], tmp_path: Path) -> None:
+    """An OUT_DIR that does not exist is reported as the output file that cannot be written,
+    not as an unreadable model."""
+    exe, model = driver
+    ins, outs = tmp_path / "in", tmp_path / "missing"
+    ins.mkdir()
+    (ins / "x.0.bin").write_bytes(_header(4) + np.arange(4, dtype=np.float32).tobytes())
+    result = subprocess.run(
+        [str(exe), str(model), "1", str(ins), str(outs)], capture_output=True, text=True
+    )
+    assert result.returncode == 1, result.stderr
+    assert f"output {outs}/" in result.stderr, result.stderr
+    assert f"cannot open it for writing (does the directory {outs} exist?)" in result.stderr
+    assert "model file" not in result.stderr

@@ -30,7 +30,7 @@ void oi_set_error(const char *fmt, ...) {
 const char *oi_status_string(int code) {
     switch (code) {
     case OI_OK: return "ok";
-    case OI_ERR_IO: return "cannot read the model file";
+    case OI_ERR_IO: return "a file cannot be opened, read or written";
     case OI_ERR_FORMAT: return "invalid .oinf file";
     case OI_ERR_MODEL: return "the model does not match the synthesized graph";
     case OI_ERR_NOMEM: return "out of memory";

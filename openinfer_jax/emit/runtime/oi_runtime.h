@@ -12,7 +12,7 @@
 /* Error codes shared by the runtime and the generated API (see oi_status_string). */
 enum {
     OI_OK = 0,
-    OI_ERR_IO = 1,          /* the model file cannot be opened or read */
+    OI_ERR_IO = 1,          /* a file (the model, a driver output) cannot be opened, read or written */
     OI_ERR_FORMAT = 2,      /* the model file breaks a rule of docs/oinf.md (see oi_last_error) */
     OI_ERR_MODEL = 3,       /* the model does not match the synthesized graph (sizes, tensors) */
     OI_ERR_NOMEM = 4,       /* malloc failed (model buffer, unpacked tensors) */
