@@ -1,4 +1,5 @@
-"""Shared pytest configuration: keep JAX on the CPU; the converted real models.
+"""Shared pytest configuration: keep JAX on the CPU and compiling quickly; the converted
+real models.
 
 JAX's 64-bit mode is left at its default (off), as a user has it: the simulator scopes it to
 its own calls (sim/precision.py), and the suite checks that this is enough.
@@ -13,6 +14,16 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # Tests compile from scratch (hermetic, no files left in ~/.cache); the compile-cache tests
 # turn it on for their own directory.
 os.environ.setdefault("OPENINFER_COMPILE_CACHE", "0")
+# XLA's CPU backend runs LLVM at -O0 in the tests (set before jax starts; subprocesses inherit
+# it). The suite's programs are small and run a few times, so LLVM's optimisation passes were
+# a large part of its CPU time (a SmolLM2 generate test: 62 -> 36 CPU s). XLA's own HLO passes
+# (fusion, layouts, algebraic rewrites) still run; the results the tests check are the same.
+# Benchmarks and users keep XLA's default. A level already given in XLA_FLAGS is kept.
+if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
+    ).strip()
+
 # ---- the packaged real models, converted once per session (per xdist worker) ------------------
 # Converting SmolLM2 takes 5-8 CPU seconds; every test that needs a converted model takes it
 # from here (read-only) instead of converting its own copy. A test of the conversion itself

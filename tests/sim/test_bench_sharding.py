@@ -22,7 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _bench(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    env["XLA_FLAGS"] = (
+        env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
+    ).strip()
     env["JAX_PLATFORMS"] = "cpu"
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).strip(os.pathsep)
     proc = subprocess.run(
