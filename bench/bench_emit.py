@@ -50,9 +50,7 @@ def _configure_xla(threads: str) -> None:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     if threads == "1":
         flags = os.environ.get("XLA_FLAGS", "")
-        os.environ["XLA_FLAGS"] = (
-            f"{flags} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1".strip()
-        )
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_cpu_multi_thread_eigen=false".strip()
 
 
 def _encoder_graph(layers: int, seq: int, d: int, heads: int, ffn: int) -> str:

@@ -135,7 +135,7 @@ def run(model: Path, env: dict[str, str], *args: str) -> dict[str, float]:
 def steady_rows(model: Path, tokens: int) -> dict[str, dict[str, float]]:
     """In this process, one thread: each configuration generates twice and the second run
     (every bucket already compiled) is measured in CPU seconds: steady prefill and decode."""
-    os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false"
     from openinfer_jax.generate import Generator
 
     rows: dict[str, dict[str, float]] = {}
@@ -193,7 +193,7 @@ def main() -> int:
             **os.environ,
             "OPENINFER_COMPILE_CACHE": str(Path(cache) / "jax"),
             "XDG_CACHE_HOME": cache,
-            "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
+            "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false",
             "OMP_NUM_THREADS": "1",
         }
         for label, extra in (

@@ -52,7 +52,7 @@ from bench_edge import find_peervenv  # noqa: E402
 from results_file import results_file  # noqa: E402
 
 WORK = ROOT / "build" / "bench_quant"
-XLA_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+XLA_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false"
 CFLAGS = ["-std=c99", "-O3", "-march=native", "-Wall", "-Wextra", "-Werror"]
 
 C_MAIN = r"""

@@ -52,7 +52,7 @@ def run_c(exe: Path, pinned: Any, m: int, n: int, k: int, seconds: float) -> flo
 
 
 def run_xla(pinned: Any, shapes: list[tuple[str, int, int, int]], seconds: float) -> list[float]:
-    env = {**os.environ, "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
+    env = {**os.environ, "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false",
            "JAX_PLATFORMS": "cpu"}  # fmt: skip
     spec = json.dumps([[m, n, k] for _, m, n, k in shapes])
     cmd = [sys.executable, str(Path(__file__)), "--xla-side", spec, str(seconds)]
