@@ -397,7 +397,7 @@ def attention(
     batch = qc.shape[:-3]
     # Group q heads under their kv head instead of repeating k/v: no copy of the cache.
     qg = qc.reshape((*batch, hkv, group, sq, d))
-    decode = skv > 0 and group * sq <= _DECODE_ROWS and hkv <= _DECODE_KV_HEADS
+    decode = 0 < skv and group * sq <= _DECODE_ROWS and hkv <= _DECODE_KV_HEADS
     if decode:
         scores = _decode_scores(qg, kc) * factor
     else:
