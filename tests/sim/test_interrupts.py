@@ -49,6 +49,16 @@ PERSISTENT = ("step", "K", "S")
 POINTS = 80
 
 
+@pytest.fixture(autouse=True)
+def _python_sigint_handler() -> Any:
+    """Python's own Ctrl-C handler during each test: a process started in the background by a
+    non-interactive shell inherits SIGINT ignored, and Python then leaves it ignored."""
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> ModelLoader:
     path = tmp_path_factory.mktemp("intr") / "m.oinf"

@@ -76,12 +76,19 @@ static int write_output(const char *dir, const char *var, int step, const void *
     int d;
     snprintf(path, sizeof path, "%s/%s.%d.bin", dir, var, step);
     f = fopen(path, "wb");
-    if (!f) return 1;
+    if (!f) {
+        oi_set_error("output %s: cannot open it for writing (does the directory %s exist?)", path, dir);
+        return 1;
+    }
     for (d = 0; d < ndim; d++) n *= dims[d];
     fwrite(&nd, 4, 1, f);
     if (ndim) fwrite(dims, 8, (size_t)ndim, f);
     if (n) fwrite(data, elem, (size_t)n, f);
-    return fclose(f) != 0;
+    if (fclose(f) != 0) {
+        oi_set_error("output %s: the write failed (disk full?)", path);
+        return 1;
+    }
+    return 0;
 }
 
 static int insert_all(const char *dir, int step) {
