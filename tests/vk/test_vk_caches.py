@@ -629,15 +629,21 @@ def test_host_value_written_to_a_table_is_uploaded_once(make_model) -> None:
     assert stats["vk_cache_bytes"] == 3 * 8 + (1 + 2 + 3) * 8
 
 
+def _kv_example() -> Any:
+    """examples/kv_cache_decode.py as a module."""
+    sys.path.insert(0, str(EXAMPLES_DIR))
+    try:
+        import kv_cache_decode
+    finally:
+        sys.path.remove(str(EXAMPLES_DIR))
+    return kv_cache_decode
+
+
 def test_kv_cache_decode_example_keeps_its_caches_on_the_device(tmp_path: Path) -> None:
     # examples/kv_cache_decode.py, 2 layers: the K/V writes and reads stay on the device.
     # What still crosses per step is the attention fallback (no Vulkan kernel yet: qh, kt,
     # vt down, its output up) and x; with an attention kernel it would be less still.
-    sys.path.insert(0, str(EXAMPLES_DIR))
-    try:
-        import kv_cache_decode as kv
-    finally:
-        sys.path.remove(str(EXAMPLES_DIR))
+    kv = _kv_example()
     cfg = kv.Config(layers=2, d=16, heads=2)
     path = tmp_path / "kv.oinf"
     kv.write_model(path, cfg)
@@ -761,11 +767,7 @@ def test_a_growing_kv_cache_builds_pipelines_only_when_a_bucket_changes(tmp_path
     # buffer, kept for rollback, goes back to the pool and other results take it).
     from openinfer_jax.vk.launch import bucket
 
-    sys.path.insert(0, str(EXAMPLES_DIR))
-    try:
-        import kv_cache_decode as kv
-    finally:
-        sys.path.remove(str(EXAMPLES_DIR))
+    kv = _kv_example()
     cfg = kv.Config(layers=1, d=16, heads=2)
     path = tmp_path / "kv.oinf"
     kv.write_model(path, cfg)
