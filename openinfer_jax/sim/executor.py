@@ -63,6 +63,7 @@ from openinfer_jax.sim.values import (
     value_shape,
 )
 from openinfer_jax.sim.variables import Variables
+from openinfer_jax.sim.vulkan_replay import VulkanReplay, VulkanSegment, replay_enabled
 from openinfer_jax.sim.vulkan_store import DeviceResident, DeviceStore
 from openinfer_jax.sim.vulkan_tables import (
     CACHE_STATS,
@@ -143,6 +144,12 @@ class Executor:
         # OPENINFER_VK_HOST_CACHES=1 keeps it in JAX host memory, the layout before issue 7
         # (bench/bench_vk_caches.py's baseline; also a way out for a device short of memory).
         self._vk_device_caches = sim.vulkan is not None and device_caches_enabled()
+        # Runs of Vulkan ops recorded once and replayed per step (vulkan_replay.py).
+        self._vk_replay = (
+            VulkanReplay(self)
+            if sim.vulkan is not None and not sim.eager and replay_enabled()
+            else None
+        )
         # Inserted inputs stay host arrays in the store (see _guarded_step_events) where an
         # XLA call given one runs on this executor's device anyway: not sharded, the default
         # device (a Vulkan executor's XLA fallbacks run on the CPU device: host arrays when
@@ -188,7 +195,8 @@ class Executor:
         fallbacks, region calls; with ``device="vulkan"`` also host-to-device tensor uploads
         and device-to-host downloads (``vk_uploads``/``vk_downloads``, ``vk_bytes`` moved),
         and the part of them made by persistent memory (``vk_cache_uploads``/
-        ``vk_cache_downloads``, ``vk_cache_bytes``)."""
+        ``vk_cache_downloads``, ``vk_cache_bytes``), and runs of ops replayed from a recorded
+        walk and walks recorded (``vk_replayed``/``vk_recorded``, sim/vulkan_replay.py)."""
         counts = self.compile_stats
         stats = {
             "steps": self._steps,
@@ -200,6 +208,9 @@ class Executor:
         }
         if self.sim.vulkan is not None:
             stats.update(self._vk_transfers)
+            replay = self._vk_replay
+            stats["vk_replayed"] = replay.replayed if replay is not None else 0
+            stats["vk_recorded"] = replay.recorded if replay is not None else 0
         return stats
 
     def insert(self, tensors: Mapping[str, Any] | None = None, /, **named: Any) -> None:
@@ -535,9 +546,15 @@ class Executor:
     ) -> Generator[TraceEvent, None, bool]:
         """Run items of one node list; returns True when a `return` ended the block."""
         self._current_block = block
+        if self._vk_replay is not None:
+            items = self._vk_replay.items(items)
         for item in items:
             if isinstance(item, RegionPlan):
                 yield from self._run_region(item, scope)
+                continue
+            if isinstance(item, VulkanSegment):
+                assert self._vk_replay is not None
+                yield from self._vk_replay.run(item, scope)
                 continue
             node: Node = item
             start = time.perf_counter_ns()
@@ -863,12 +880,17 @@ class Executor:
         # A plain variable's entry is read directly (the common case: `_vk_resident` for it).
         resident = dict.get(store, ref.name) if plain else self._vk_resident(ref, scope)
         if isinstance(resident, DeviceResident):
-            return resident.tensor
-        value = materialize(self.vars.read(ref, scope))
-        tensor = self._vk_upload(value, dtype)
-        if plain and dict.get(store, ref.name) is not None:
-            # Later ops in this step read the same buffer instead of uploading it again.
-            store.keep_resident(ref.name, dict.__getitem__(store, ref.name), tensor)
+            tensor = resident.tensor
+        else:
+            value = materialize(self.vars.read(ref, scope))
+            tensor = self._vk_upload(value, dtype)
+            if plain and dict.get(store, ref.name) is not None:
+                # Later ops in this step read the same buffer instead of uploading it again.
+                store.keep_resident(ref.name, dict.__getitem__(store, ref.name), tensor)
+        replay = self._vk_replay
+        if replay is not None and replay.recording is not None:
+            recording = replay.recording
+            recording.inputs.append((recording.position, ref, dtype, tensor))
         return tensor
 
     def _vk_resident(self, ref: VarRef, scope: dict[str, int]) -> DeviceResident | None:
@@ -932,6 +954,8 @@ class Executor:
                 raise
             raise self._node_error(node, err) from err
         if out is None:
+            if self._vk_replay is not None and self._vk_replay.recording is not None:
+                self._vk_replay.recording.fallback = True
             self._pending_warnings.append(warning)
             yield from self._run_region(region, scope, allow_vulkan=False)
             self._pending_warnings.clear()

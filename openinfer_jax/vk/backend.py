@@ -18,7 +18,9 @@ stock kp each dispatch is therefore its own submission, and the next one waits f
 With kp patched by openinfer_jax/vk/kp-0.9.0-shader-barrier.patch (kp.OpShaderBarrier),
 dispatches are recorded into one sequence with a barrier before each, and submitted
 together at `sync`/`download` (or every 256 dispatches): one submission per chain of ops, the
-uploads it reads included.
+uploads it reads included. With batching, a run of dispatches can also be recorded as a
+`Tape` (`start_tape`/`stop_tape`) and replayed in one call (`replay_tape`): the simulator
+replays a step's op walk that way (sim/vulkan_replay.py).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from openinfer_jax.vk import kernels, launch, nn_kernels, selection
 from openinfer_jax.vk.capabilities import DeviceCapabilities, query_capabilities
 from openinfer_jax.vk.compiler import compile_glsl, compile_many
 from openinfer_jax.vk.quant_kernels import DeviceQuantized, quant_kernel, quantized_reason
-from openinfer_jax.vk.reuse import BufferPool, PipelineCache
+from openinfer_jax.vk.reuse import BufferPool, PipelineCache, Tape
 from openinfer_jax.vk.storage import decode_words, encode_words, storage_words
 
 __all__ = ["DeviceTensor", "VulkanBackend", "vulkan_available"]
@@ -243,6 +245,7 @@ class VulkanBackend:
         self._replays: OrderedDict[tuple[int, ...], tuple[Any, list[Any]]] = OrderedDict()
         self._syncs: dict[tuple[bool, int], tuple[Any, Any]] = {}  # see _sync_op
         self._kernels: dict[int, tuple[Any, ...]] = {}  # see _algorithm
+        self._tape: Tape | None = None  # the tape being recorded (start_tape)
         self.replayed = 0  # batches submitted again without recording
         #: Dispatches recorded and queue submissions made (a batch is one submission).
         self.dispatch_count = 0
@@ -368,11 +371,17 @@ class VulkanBackend:
             self._pool.allocated += 1
             tensor = DeviceTensor(dtype, shape, handle, n, pool=self._pool)
             self._pool.note(site, tensor.buffer)
-            return tensor
-        buffer, handle = taken
-        if words is not None:
-            handle.data()[:] = words
-        return DeviceTensor(dtype, shape, handle, n, buffer=buffer, pool=self._pool)
+        else:
+            buffer, handle = taken
+            if words is not None:
+                handle.data()[:] = words
+            tensor = DeviceTensor(dtype, shape, handle, n, buffer=buffer, pool=self._pool)
+        tape = self._tape
+        if tape is not None and words is None:  # results and scratch; uploads are the caller's
+            tape.allocs.append((n, tensor.buffer, dtype, shape))
+            assert tape.made is not None
+            tape.made.append(tensor)
+        return tensor
 
     def _result_words(self, n: int) -> int:
         """The buffer size of a result of `n` words: bucketed (a result that grows a little
@@ -432,7 +441,14 @@ class VulkanBackend:
 
     def begin_step(self) -> None:
         """Mark the start of a step: the k-th allocation of every step is one site, so a
-        step that repeats gets back the buffers of the step before (and their pipelines)."""
+        step that repeats gets back the buffers of the step before (and their pipelines).
+
+        Work of the step before that nothing has read back yet is submitted and waited for
+        here: until then its batch holds every tensor it binds, and the step would get new
+        buffers (and build new pipelines) instead of those of the step before.
+        """
+        if self._open is not None or self._pending:
+            self._wait()
         self._site, self._upload_site = 0, -1
 
     def sync(self) -> None:
@@ -736,6 +752,8 @@ class VulkanBackend:
             self._checked[id(plan)] = plan
         scratch = [self.empty(dtype, shape) for dtype, shape in plan.scratch]
         constants = [self._constant(dtype, values) for dtype, values in plan.constants]
+        if self._tape is not None:
+            self._tape.keep += constants
         pools = {"input": list(inputs), "output": [target], "scratch": scratch,
                  "constant": constants}  # fmt: skip
         for dispatch in plan.dispatches:
@@ -864,8 +882,61 @@ class VulkanBackend:
         batch += ops
         refs.append((pipeline.algo, tensors))
         self.dispatch_count += 1
+        tape = self._tape
+        if tape is not None:
+            tape.ops += ops
+            tape.dispatches += 1
         if len(refs) >= _MAX_BATCH:
             self._flush()
+
+    # ---- tapes: a recorded run of dispatches, replayed in one call -------------------------------
+    def start_tape(self) -> bool:
+        """Start recording the dispatches and result allocations that follow into a `Tape`
+        (vk/reuse.py); False (nothing recorded) without batching, or while recording."""
+        if not self.batching or self._tape is not None:
+            return False
+        self._tape = Tape()
+        return True
+
+    def stop_tape(self) -> Tape:
+        """The tape recorded since `start_tape`; recording stops. Its `made` still holds the
+        result tensors (the caller matches its values against them, then sets it to None).
+
+        Raises:
+            BackendError: no tape is being recorded.
+        """
+        tape, self._tape = self._tape, None
+        if tape is None:
+            raise BackendError("stop_tape without start_tape")
+        return tape
+
+    def replay_tape(self, tape: Tape) -> list[DeviceTensor] | None:
+        """Run a recorded tape again: its results get the buffers they had (taken back from
+        the pool) and its kp operations are appended to the open batch, as recorded.
+
+        The operations read whatever their input buffers hold now: the caller checks that
+        its inputs are in the recorded buffers, with the recorded shapes and dtypes. Returns
+        the new result tensors in the tape's allocation order, or None, with nothing changed,
+        when one of the buffers is not free (a live tensor holds it, or the pool let it go).
+        """
+        pool = self._pool
+        if not pool.all_free(tape.allocs):
+            return None
+        take, note, site = pool.take_buffer, pool.note, self._site
+        made = []
+        for words, buffer, dtype, shape in tape.allocs:
+            made.append(DeviceTensor(dtype, shape, take(words, buffer), words, buffer=buffer,
+                                     pool=pool))  # fmt: skip
+            note(site, buffer)  # as a walk would: its sites prefer these buffers next time
+            site += 1
+        self._site = site
+        ops, refs = self._batch()
+        ops += tape.ops
+        refs.append((tape, made))  # until the batch has finished
+        self.dispatch_count += tape.dispatches
+        if len(ops) >= 2 * _MAX_BATCH:
+            self._flush()
+        return made
 
     def _batch(self) -> tuple[list[Any], list[Any]]:
         """The open batch (kp operations, references it keeps alive), opened if needed."""

@@ -12,20 +12,27 @@ other way round: the same buffers come back.
   dispatch or view (views hold their base) can still see it, so reuse never aliases a
   live value. A take names its site (the backend uses the allocation's position in the
   step), and the pool prefers the buffers it gave that site before, so a streaming step that
-  allocates the same sizes in the same order gets the same buffers every step (two per
-  site remembered: a persistent value written each step alternates between two buffers).
+  allocates the same sizes in the same order gets the same buffers every step (three per
+  site remembered: a persistent value written each step alternates between two buffers,
+  or three when the step also holds it under another name).
 * `PipelineCache` maps (kernel, bound buffers, grid, push-constant size) to the algorithm,
   least recently used first out, and forgets the algorithms of a buffer that leaves the
   pool (they would keep its memory alive).
+* `Tape` is a recorded run of dispatches (`VulkanBackend.start_tape`): the buffers its
+  results were given and the kp operations that computed them. Replaying it
+  (`VulkanBackend.replay_tape`) takes those very buffers back from the pool and appends the
+  same operations, so a step that repeats skips the per-op work entirely; it is refused
+  (nothing changed) when one of the buffers is not free.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["BufferPool", "PipelineCache"]
+__all__ = ["BufferPool", "PipelineCache", "Tape"]
 
 
 class PipelineCache:
@@ -115,15 +122,32 @@ class BufferPool:
         self.note(site, chosen)
         return chosen, handle
 
+    def all_free(self, wanted: list[tuple[Any, ...]]) -> bool:
+        """Whether every buffer of `wanted` ((words, buffer id, ...) each, no id twice) is
+        in the pool."""
+        free = self._free
+        empty: dict[int, Any] = {}
+        return all(buffer in free.get(words, empty) for words, buffer, *_rest in wanted)
+
+    def take_buffer(self, words: int, buffer: int) -> Any | None:
+        """The handle of free buffer `buffer` (of `words` words), taken; None if it is not
+        free (a live tensor holds it, or it left the pool)."""
+        free = self._free.get(words)
+        handle = free.pop(buffer, None) if free else None
+        if handle is not None:
+            self._bytes -= 4 * words
+            self.reused += 1
+        return handle
+
     def note(self, site: Hashable, buffer: int) -> None:
-        """Remember that `site` got `buffer` (its last two are preferred next time)."""
+        """Remember that `site` got `buffer` (its last three are preferred next time)."""
         if site is None:
             return
         last = self._sites.get(site, ())
         if last[:1] != (buffer,):
             if len(self._sites) >= _SITES:
                 self._sites.clear()
-            self._sites[site] = (buffer, *last[:1])
+            self._sites[site] = (buffer, *[b for b in last if b != buffer][:2])
 
     def give(self, words: int, buffer: int, handle: Any) -> None:
         """Take back a buffer whose last tensor died; beyond the limit it is released."""
@@ -140,3 +164,22 @@ class BufferPool:
                 self._on_drop(buffer)
         self._free.clear()
         self._bytes = 0
+
+
+@dataclass(eq=False)
+class Tape:
+    """A recorded run of dispatches, replayable while its result buffers are free.
+
+    `allocs` are the results and scratch tensors in allocation order, as (words, buffer
+    id, dtype, shape); `ops` the kp operations appended to the batch (barriers and
+    dispatches: they bind the buffers, so the buffers must be the same on a replay);
+    `keep` what the operations bind besides results and the caller's inputs (uploaded
+    constants), held so that their buffers stay theirs. `made` holds the result tensors
+    themselves while recording (for the caller to match its values against), then None.
+    """
+
+    allocs: list[tuple[int, int, Any, tuple[int, ...]]] = field(default_factory=list)
+    ops: list[Any] = field(default_factory=list)
+    keep: list[Any] = field(default_factory=list)
+    dispatches: int = 0
+    made: list[Any] | None = field(default_factory=list)
