@@ -88,6 +88,10 @@ class VulkanSegment:
     written_before: tuple[frozenset[str], ...]
     #: The external inputs in the order the walk resolved them (from the first trace).
     externals: tuple[tuple[VarRef, DType], ...] | None = None
+    #: Per external input, (model value, its device tensor) when the walk read a model
+    #: tensor or initial value uploaded once per executor, else None: a replay takes that
+    #: tensor while the name has no value of the step and the value is still the initial one.
+    models: tuple[tuple[Any, Any] | None, ...] = ()
     traces: OrderedDict[Any, list[_Trace]] = field(default_factory=OrderedDict)
     #: A walk that cannot be replayed (an op ran on the CPU, a quantized input).
     broken: bool = False
@@ -247,7 +251,15 @@ class VulkanReplay:
         ex = self.executor
         assert segment.externals is not None
         vk_input = ex._vk_input
-        tensors = [vk_input(ref, dtype, scope) for ref, dtype in segment.externals]
+        store, initial = ex.vars.store, ex.vars.initial_values
+        tensors = [
+            model[1]
+            if model is not None
+            and dict.get(store, ref.name) is None
+            and initial.get(ref.name) is model[0]
+            else vk_input(ref, dtype, scope)
+            for (ref, dtype), model in zip(segment.externals, segment.models)
+        ]
         device_tensor = self._device_tensor
         if any(type(t) is not device_tensor for t in tensors):
             return False
@@ -270,7 +282,6 @@ class VulkanReplay:
         if trace is not traces[-1]:
             traces.remove(trace)
             traces.append(trace)
-        store = ex.vars.store
         for name, recipe in trace.outputs:
             if type(recipe) is int:
                 dict.__setitem__(store, name, DeviceResident(made[recipe]))
@@ -312,6 +323,9 @@ class VulkanReplay:
             tensors.append(tensor)
         if segment.externals is None:
             segment.externals = tuple(externals)
+            segment.models = tuple(
+                self._model(ref.name, t) for (ref, _dtype), t in zip(externals, tensors)
+            )
         elif segment.externals != tuple(externals):
             return
         ext_index = {id(t): j for j, t in enumerate(tensors)}
@@ -338,6 +352,25 @@ class VulkanReplay:
         while len(segment.traces) > _SIGNATURES:
             segment.traces.popitem(last=False)
         self.recorded += 1
+
+    def _model(self, name: str, tensor: Any) -> tuple[Any, Any] | None:
+        """(value, tensor) when `name` holds its initial value, uploaded as `tensor` once per
+        executor (Executor._vk_upload keeps model values), else None."""
+        ex = self.executor
+        value = ex.vars.initial_values.get(name)
+        raw = dict.get(ex.vars.store, name)
+        uploaded = ex._vk_weights.get(id(value))
+        if (
+            value is not None
+            and isinstance(raw, DeviceResident)
+            and raw.host is value
+            and raw.tensor is tensor
+            and uploaded is not None
+            and uploaded[0] is value
+            and uploaded[1] is tensor
+        ):
+            return value, tensor
+        return None
 
 
 def _recipe(tensor: Any, index: dict[int, int], ext_index: dict[int, int]) -> Any:

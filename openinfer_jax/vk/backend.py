@@ -922,14 +922,12 @@ class VulkanBackend:
         pool = self._pool
         if not pool.all_free(tape.allocs):
             return None
-        take, note, site = pool.take_buffer, pool.note, self._site
-        made = []
-        for words, buffer, dtype, shape in tape.allocs:
-            made.append(DeviceTensor(dtype, shape, take(words, buffer), words, buffer=buffer,
-                                     pool=pool))  # fmt: skip
-            note(site, buffer)  # as a walk would: its sites prefer these buffers next time
-            site += 1
-        self._site = site
+        take = pool.take_buffer
+        made = [DeviceTensor(dtype, shape, take(words, buffer), words, buffer=buffer, pool=pool)
+                for words, buffer, dtype, shape in tape.allocs]  # fmt: skip
+        # The allocations after these keep their sites (the pool's memory of these sites is
+        # the recording walk's, which took these buffers).
+        self._site += len(made)
         ops, refs = self._batch()
         ops += tape.ops
         refs.append((tape, made))  # until the batch has finished
