@@ -30,8 +30,9 @@ done
 # kp (Kompute) has no wheel: build it from the sdist against system Vulkan/fmt and PyPI's
 # pybind11 3.x (Debian's pybind11 2.10 returns wrong data with numpy 2). --no-deps keeps
 # kp's numpy<2 pin from downgrading numpy.
-# kp.OpShaderBarrier comes from our patch (below); an unpatched kp is rebuilt.
-if ! .venv/bin/python -c "import kp; kp.OpShaderBarrier" >/dev/null 2>&1; then
+# kp.OpShaderBarrier and kp.openinfer_patch come from our patch (below); an unpatched kp,
+# or one built with an older revision of the patch, is rebuilt.
+if ! .venv/bin/python -c "import kp, sys; kp.OpShaderBarrier; sys.exit(getattr(kp, 'openinfer_patch', 1) < 2)" >/dev/null 2>&1; then
   echo "setup: building kp (Kompute) from source, about a minute"
   export KOMPUTE_OPT_INSTALL=OFF KOMPUTE_OPT_USE_BUILT_IN_VULKAN_HEADER=OFF \
          KOMPUTE_OPT_USE_BUILT_IN_FMT=OFF KOMPUTE_OPT_USE_BUILT_IN_PYBIND11=OFF \
@@ -47,7 +48,8 @@ if ! .venv/bin/python -c "import kp; kp.OpShaderBarrier" >/dev/null 2>&1; then
   sed -i "s/'-DKOMPUTE_OPT_DISABLE_VULKAN_VERSION_CHECK=ON'\$/'-DKOMPUTE_OPT_DISABLE_VULKAN_VERSION_CHECK=ON',/" \
       "$work"/kp-0.9.0/setup.py
   # Our patch adds kp.OpShaderBarrier (a compute-to-compute barrier), so a chain of
-  # dispatches is recorded into one submission (docs/vulkan.md).
+  # dispatches is recorded into one submission, gives each sequence one fence reused by
+  # every evaluation, and makes eval_async() return without waiting (docs/vulkan.md).
   patch -s -p1 -d "$work"/kp-0.9.0 < openinfer_jax/vk/kp-0.9.0-shader-barrier.patch
   .venv/bin/pip install -q --no-deps --no-build-isolation "$work"/kp-0.9.0
   rm -rf "$work"

@@ -12,7 +12,9 @@ what works (docs/vulkan.md, "Installation"):
 1. ``pip install "pybind11>=2.12"`` (pybind11 2.10 makes kp return wrong data with NumPy 2);
 2. download the kp 0.9.0 sdist from the package index (or use ``--sdist FILE``);
 3. fix the setup.py comma and apply the package's patch (adds ``kp.OpShaderBarrier``, so a
-   chain of dispatches records into one submission);
+   chain of dispatches records into one submission; gives each sequence one fence, reset
+   per evaluation instead of created and destroyed; makes ``eval_async()`` return without
+   waiting; ``kp.openinfer_patch`` says its revision, 2);
 4. ``pip install --no-deps --no-build-isolation`` with every ``KOMPUTE_OPT_*`` switch set to
    use the system headers and PyPI's pybind11 instead of fetching.
 """
