@@ -20,6 +20,7 @@ from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import OpenInferError
 from openinfer_jax.ir.nodes import Assign, Dep, Op, Transfer, VarName, VarRef
 from openinfer_jax.ops import registry
+from openinfer_jax.ops.nn_jax import partitioned
 from openinfer_jax.sim.plan import RegionPlan
 from openinfer_jax.sim.ragged import NeedExact, Rag, apply_op
 from openinfer_jax.sim.stats import CompileStats
@@ -349,7 +350,9 @@ class RegionCompiler:
         for x, r, d in zip(xs, rags, dts):
             info.input_shapes.append(_shape_of(x, r))
             info.input_dtypes.append(d.short)
-        out, rag = apply_op(opdef, xs, rags, lengths, dts, params)
+        # A sharded region: ops keep their partitionable formulation.
+        with partitioned(self.constrain is not None):
+            out, rag = apply_op(opdef, xs, rags, lengths, dts, params)
         want = out_dtype.numpy
         if out.dtype != want:
             out = out.astype(want)

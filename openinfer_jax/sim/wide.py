@@ -52,6 +52,7 @@ from openinfer_jax.ir.nodes import (
     VarRef,
 )
 from openinfer_jax.ops import registry
+from openinfer_jax.ops.nn_jax import partitioned
 from openinfer_jax.sim.caches import TableCache
 from openinfer_jax.sim.interrupts import atomic
 from openinfer_jax.sim.long_loops import LoopTooLong, unrolled_iterations
@@ -538,7 +539,9 @@ class WideRunner:
                         info.input_shapes.append(_shape(x, r))
                         info.input_dtypes.append(d.short)
                     try:
-                        y, rag = apply_op(opdef, xs, rs, lengths, ds, params[pid])
+                        # A sharded region: ops keep their partitionable formulation.
+                        with partitioned(self.constrain is not None):
+                            y, rag = apply_op(opdef, xs, rs, lengths, ds, params[pid])
                     except NeedExact:
                         raise
                     except (OpenInferError, TypeError, ValueError, IndexError) as err:

@@ -411,6 +411,23 @@ def test_decode_step_equals_last_row_of_causal_prefill() -> None:
     np.testing.assert_allclose(step[:, 0], full[:, -1], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("skv", [1, 300, 600])
+def test_decode_path_equals_partitioned_path(skv: int) -> None:
+    """Few query rows per kv head (a GQA decode step) take the storage-order path, 256 keys
+    per product with a short last block; inside `partitioned()` (a sharded simulator's
+    regions) attention keeps heads a batch axis. Both match the loops and each other."""
+    from openinfer_jax.ops import nn_jax
+
+    q = normal(9, 1, 16, dtype=np.float64)
+    k, v = normal(3, skv, 16, dtype=np.float64), normal(3, skv, 8, dtype=np.float64)
+    fast = lower("attention", q, k, v, causal=True)
+    with nn_jax.partitioned():
+        batched = lower("attention", q, k, v, causal=True)
+    expected = loop_attention(q, k, v, True)
+    np.testing.assert_allclose(fast, expected, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(batched, expected, rtol=1e-10, atol=1e-12)
+
+
 def test_attention_masks() -> None:
     q, k, v = normal(2, 3, 4), normal(2, 5, 4), normal(2, 5, 2)
     keep = RNG.random((3, 5)) < 0.6
