@@ -249,8 +249,8 @@ def run_sim_decode(
 def _sim_decode_side(argv: list[str]) -> int:
     """(subprocess) per context: fill the K/V tables to it with `set_persistent` (random
     entries: a step's cost does not depend on their values) and `step` to match, run
-    WARM_STEPS steps (compile or load the context's bucket; the first steps after
-    `set_persistent` also run slower), then time `steps` tokens (each until the logits are
+    WARM_STEPS steps (compile or load the context's bucket; the step after a compile also
+    runs slower), then time `steps` tokens (each until the logits are
     fetched). Prints one {cpu_ms, wall_ms} per context."""
     model, graph, contexts_arg, steps_arg = argv
     contexts, steps = [int(c) for c in contexts_arg.split(",")], int(steps_arg)

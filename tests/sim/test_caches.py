@@ -172,6 +172,21 @@ def test_load_prefill_sets_counts() -> None:
     np.testing.assert_array_equal(t.host_view(), data)
 
 
+def test_load_is_done_when_it_returns_and_copies_the_host_array() -> None:
+    """The buffer is on the device when `load` returns (its copy is not left to run inside
+    the next step) and is a copy: later changes to the host array do not show through."""
+    t = table(indices=("l", "t"), entry=(2,))
+    data = np.ones((2, 5, 2), np.float32)
+    t.load(data)
+    assert t.buffer.is_ready() and t.buffer.shape[1] == t.capacity["t"]
+    data[:] = 7
+    np.testing.assert_array_equal(t.host_view(), np.ones((2, 5, 2), np.float32))
+    full = np.ones((2, t.capacity["t"], 2), np.float32)  # exactly the buffer's shape
+    t.load(full)
+    full[:] = 7
+    np.testing.assert_array_equal(t.host_view(), np.ones_like(full))
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.integers(min_value=0, max_value=70), min_size=1, max_size=20))
 def test_random_writes_match_a_dict_model(indices: list[int]) -> None:
