@@ -33,13 +33,13 @@ GRAPH = """
 graph {
   dynamic {
     x1: f32[1, 70]; x3: f32[3, 70]; x9: f32[9, 70]; x2: f32[2, 7, 70]; xv: f32[70];
-    bb: f32[2, 70, 37]; bm: f32[70, 150];
+    bb: f32[2, 70, 37]; bm: f32[70, 150]; x100: f32[100, 70];
   }
   constant { w: f32[37, 70]; wb: f32[37]; wide: f32[150, 70]; bc: f32[70, 150]; w25: f32[25, 70]; b30: f32[70, 30]; }
   volatile {
     l1: f32[1, 37]; l3: f32[3, 37]; l9: f32[9, 37]; l2: f32[2, 7, 37]; lw: f32[9, 150];
     m1: f32[1, 150]; m9: f32[9, 150]; mb: f32[2, 7, 37]; mv: f32[150]; ms: f32[2, 7, 150];
-    mc: f32[9, 150]; l25: f32[9, 25]; m30: f32[9, 30];
+    mc: f32[9, 150]; l25: f32[9, 25]; m30: f32[9, 30]; l100: f32[100, 37];
   }
   block entry {
     op linear(x1, w, wb) >> l1;
@@ -55,11 +55,12 @@ graph {
     op matmul(x9, bc) >> mc;
     op linear(x9, w25) >> l25;
     op matmul(x9, b30) >> m30;
+    op linear(x100, w, wb) >> l100;
     return;
   }
 }
 """
-OUTPUTS = ["l1", "l3", "l9", "l2", "lw", "m1", "m9", "mb", "mv", "ms", "mc", "l25", "m30"]
+OUTPUTS = ["l1", "l3", "l9", "l2", "lw", "m1", "m9", "mb", "mv", "ms", "mc", "l25", "m30", "l100"]
 
 
 def _model(tmp: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
@@ -73,7 +74,7 @@ def _model(tmp: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
                tensors={"w": f32(37, 70), "wb": f32(37), "wide": f32(150, 70), "bc": f32(70, 150),
                         "w25": f32(25, 70), "b30": f32(70, 30)})  # fmt: skip
     shapes = {"x1": (1, 70), "x3": (3, 70), "x9": (9, 70), "x2": (2, 7, 70), "xv": (70,),
-              "bb": (2, 70, 37), "bm": (70, 150)}  # fmt: skip
+              "bb": (2, 70, 37), "bm": (70, 150), "x100": (100, 70)}  # fmt: skip
     steps = [{name: f32(*shape) for name, shape in shapes.items()} for _ in range(2)]
     return model, steps
 
@@ -155,11 +156,12 @@ graph {
   constant {
     ws: f32[8, 3, 3, 3]; bs: f32[8]; wd: f32[8, 1, 5, 5]; bd: f32[8]; wp: f32[12, 8, 1, 1];
     wg: f32[6, 4, 3, 3]; w1: f32[6, 2, 3]; b1: f32[6]; wd3: f32[8, 1, 3, 3]; wq: f32[14, 40, 1, 1]; bq: f32[14];
+    wr: f32[48, 40, 1, 1]; wr3: f32[48, 8, 3, 3];
   }
   volatile {
     c1: f32[2, 8, 9, 8]; c2: f32[2, 8, 5, 4]; c3: f32[2, 12, 5, 4]; c4: f32[2, 6, 5, 2];
     c5: f32[2, 6, 17]; c6: f32[2, 8, 9, 8]; c7: f32[2, 8, 7, 5]; c8: f32[1, 8, 19, 21];
-    c9: f32[1, 8, 19, 21]; c10: f32[1, 14, 7, 7];
+    c9: f32[1, 8, 19, 21]; c10: f32[1, 14, 7, 7]; c11: f32[1, 48, 7, 7]; c12: f32[2, 48, 5, 4];
   }
   block entry {
     op conv2d(img, ws, bs, strides=[2, 2], pads=[1, 1, 1, 1]) >> c1;
@@ -172,11 +174,13 @@ graph {
     op conv2d(big, ws, bs, strides=[2, 2], pads=[1, 1, 1, 1]) >> c8;
     op conv2d(c8, wd, bd, pads=[2, 2, 2, 2], groups=8) >> c9;
     op conv2d(sq, wq, bq) >> c10;
+    op conv2d(sq, wr) >> c11;
+    op conv2d(c2, wr3, pads=[1, 1, 1, 1]) >> c12;
     return;
   }
 }
 """
-CONV_OUTPUTS = ["c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9", "c10"]
+CONV_OUTPUTS = ["c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9", "c10", "c11", "c12"]
 
 
 def _conv_model(tmp_path: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
@@ -187,7 +191,8 @@ def _conv_model(tmp_path: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
 
     shapes = {"ws": (8, 3, 3, 3), "bs": (8,), "wd": (8, 1, 5, 5), "bd": (8,),
               "wp": (12, 8, 1, 1), "wg": (6, 4, 3, 3), "w1": (6, 2, 3), "b1": (6,),
-              "wd3": (8, 1, 3, 3), "wq": (14, 40, 1, 1), "bq": (14,)}  # fmt: skip
+              "wd3": (8, 1, 3, 3), "wq": (14, 40, 1, 1), "bq": (14,), "wr": (48, 40, 1, 1),
+              "wr3": (48, 8, 3, 3)}  # fmt: skip
     model = tmp_path / "m.oinf"
     write_oinf(model, sizevars={}, metadata={}, tensors={k: f32(*v) for k, v in shapes.items()})
     steps = [
@@ -204,7 +209,9 @@ def _conv_model(tmp_path: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
 
 def test_convolutions_match_simulator(tmp_path: Path) -> None:
     """Direct kernel (depthwise; few taps: c1, c4, c8), GEMM (c3 1x1, c5 conv1d; c10: 49
-    pixels, a last single column, K over two blocks)."""
+    pixels, a last single column, K over two blocks; c11 and c12: many channels over few
+    pixels, which threads split by rows, B packed once for both: a plain matrix, and an
+    im2col one)."""
     model, steps = _conv_model(tmp_path)
     arch = _arch(threads=2, **SMALL_BLOCKS)
     result = parity(tmp_path, model, CONV, steps, outputs=CONV_OUTPUTS, arch=arch)

@@ -84,27 +84,52 @@ static OI_VEC_FN void oi_dw_row(const oi_conv_geom *g, const float *restrict pla
 
 #define OI_DW_MAX_TAPS 64
 
-/* Copy one input channel into its zero-padded, phase-split copy `pp` (phase q holds padded
- * columns q, q + SW, ...: `rows` x `width` floats each); the zero borders are left alone. */
-static void oi_dc_copy(const oi_conv_geom *g, const float *restrict plane, float *restrict pp, int64_t rows,
-                       int64_t width) {
+/* Copy input rows [y0, y1) of one channel into its zero-padded, phase-split copy `pp` (phase
+ * q holds padded columns q, q + SW, ...: `rows` x `width` floats each); the zero borders are
+ * left alone. */
+static void oi_dc_copy_rows(const oi_conv_geom *g, const float *restrict plane, float *restrict pp, int64_t rows,
+                            int64_t width, int64_t y0, int64_t y1) {
     int64_t y, q, i;
     if (g->SW == 1) {
-        for (y = 0; y < g->H; y++)
+        for (y = y0; y < y1; y++)
             memcpy(pp + (y + g->PH) * width + g->PW, plane + y * g->W, sizeof(float) * (size_t)g->W);
         return;
     }
     for (q = 0; q < g->SW; q++) { /* input columns x with (x + PW) % SW == q */
         const int64_t x0 = ((q - g->PW) % g->SW + g->SW) % g->SW;
         const int64_t n = x0 < g->W ? (g->W - x0 + g->SW - 1) / g->SW : 0;
-        float *d = pp + (q * rows + g->PH) * width + (x0 + g->PW) / g->SW;
-        for (y = 0; y < g->H; y++, d += width) {
+        float *d = pp + (q * rows + g->PH + y0) * width + (x0 + g->PW) / g->SW;
+        for (y = y0; y < y1; y++, d += width) {
             const float *s = plane + y * g->W + x0;
             if (g->SW == 2)
                 for (i = 0; i < n; i++) d[i] = s[2 * i];
             else
                 for (i = 0; i < n; i++) d[i] = s[i * g->SW];
         }
+    }
+}
+
+/* The whole channel (every input row). */
+static void oi_dc_copy(const oi_conv_geom *g, const float *restrict plane, float *restrict pp, int64_t rows,
+                       int64_t width) {
+    oi_dc_copy_rows(g, plane, pp, rows, width, 0, g->H);
+}
+
+/* Zero what oi_dc_copy leaves alone in one channel's copy `pp` (the padding of every phase),
+ * so a copy made over stale scratch equals one made over zeros; about the perimeter's worth
+ * of stores instead of clearing the whole plane on every call. */
+static void oi_dc_zero_borders(const oi_conv_geom *g, float *restrict pp, int64_t rows, int64_t width) {
+    int64_t q, y;
+    for (q = 0; q < g->SW; q++) { /* the columns oi_dc_copy writes in phase q: [c0, c0 + n) */
+        const int64_t x0 = ((q - g->PW) % g->SW + g->SW) % g->SW;
+        const int64_t n = x0 < g->W ? (g->W - x0 + g->SW - 1) / g->SW : 0, c0 = (x0 + g->PW) / g->SW;
+        float *phase = pp + q * rows * width;
+        memset(phase, 0, sizeof(float) * (size_t)(g->PH * width));
+        for (y = g->PH; y < g->PH + g->H; y++) {
+            memset(phase + y * width, 0, sizeof(float) * (size_t)c0);
+            memset(phase + y * width + c0 + n, 0, sizeof(float) * (size_t)(width - c0 - n));
+        }
+        memset(phase + (g->PH + g->H) * width, 0, sizeof(float) * (size_t)((rows - g->PH - g->H) * width));
     }
 }
 
@@ -368,7 +393,10 @@ static void oi_dwconv_run(void *ctx, int64_t begin, int64_t end, int slot) {
     int64_t unit, oy, ox, c, t, off[OI_DW_MAX_TAPS], coff[OI_DW_MAX_TAPS], woff[OI_DW_MAX_TAPS], held = a->shared ? 0 : -1;
     const oi_dc_rows_fn blocks = padded ? oi_dc_rows_for(g) : NULL;
     if (padded) {
-        if (!a->shared) memset(pp, 0, sizeof(float) * (size_t)oi_dw_scratch_floats(g, a->pad_h, a->pad_w));
+        if (!a->shared) { /* (one call per chunk of units: the borders and the tail only) */
+            for (c = 0; c < g->C; c++) oi_dc_zero_borders(g, pp + c * chan, rows, width);
+            memset(pp + g->C * chan, 0, sizeof(float) * (size_t)(oi_dw_scratch_floats(g, a->pad_h, a->pad_w) - g->C * chan));
+        }
         for (t = 0; t < taps; t++) {
             const int64_t tap = t % (g->KH * g->KW), col = (tap % g->KW) * g->DW;
             off[t] = (((t / (g->KH * g->KW)) * g->SW + col % g->SW) * rows + (tap / g->KW) * g->DH) * width +
@@ -422,21 +450,25 @@ static void oi_dwconv_run(void *ctx, int64_t begin, int64_t end, int slot) {
     }
 }
 
-/* The shared copy (`shared`) of the one image group's channels [begin, end) into slot 0's
- * scratch, borders zeroed: threads split the channels before they split the outputs. */
+/* The shared copy (`shared`) of the one image group's channels into slot 0's scratch, for
+ * units [begin, end) of (channel, input row): threads split the rows (an RGB stem has only
+ * three channels) before they split the outputs. A channel's first row also zeroes its
+ * borders (disjoint from what the rows write), the last unit the tail. */
 static void oi_dc_copy_run(void *ctx, int64_t begin, int64_t end, int slot) {
     const oi_conv_f32_args *a = (const oi_conv_f32_args *)ctx;
     const oi_conv_geom *g = &a->geom;
     const int64_t rows = oi_dw_rows(g, a->pad_h), width = oi_dw_width(g, a->pad_w);
     const int64_t chan = oi_dw_plane_floats(g, a->pad_h, a->pad_w);
     const int64_t tail = oi_dw_scratch_floats(g, a->pad_h, a->pad_w) - g->C * chan;
-    int64_t c;
+    int64_t u = begin;
     (void)slot;
-    for (c = begin; c < end; c++) {
-        memset(a->pack + c * chan, 0, sizeof(float) * (size_t)chan);
-        oi_dc_copy(g, a->x + c * g->H * g->W, a->pack + c * chan, rows, width);
+    while (u < end) { /* the units of one channel at a time */
+        const int64_t c = u / g->H, y0 = u % g->H, y1 = oi_min64(g->H, y0 + (end - u));
+        if (y0 == 0) oi_dc_zero_borders(g, a->pack + c * chan, rows, width);
+        oi_dc_copy_rows(g, a->x + c * g->H * g->W, a->pack + c * chan, rows, width, y0, y1);
+        u += y1 - y0;
     }
-    if (end == g->C) memset(a->pack + g->C * chan, 0, sizeof(float) * (size_t)tail);
+    if (end == g->C * g->H) memset(a->pack + g->C * chan, 0, sizeof(float) * (size_t)tail);
 }
 
 /* Whether the direct kernel takes the convolution: depthwise, or a few taps per output
@@ -456,14 +488,14 @@ static inline void oi_conv_f32(const oi_conv_f32_args *a) {
     int64_t n, grp;
     if (oi_conv_direct(a)) {
         const double work = (double)a->N * (double)a->M * (double)pixels * (double)ck;
-        if (a->N * a->G == 1 && a->M > 1 && g->C > 1 && a->pack && ck <= OI_DW_MAX_TAPS &&
+        if (a->N * a->G == 1 && a->M > 1 && g->C > 1 && g->H > 0 && a->pack && ck <= OI_DW_MAX_TAPS &&
             a->pack_floats >= oi_dw_scratch_floats(g, a->pad_h, a->pad_w) && oi_parallel_threads() > 1 &&
             work >= OI_PARALLEL_MIN_WORK) {
             /* one image group (an RGB stem): every thread would copy the same channels; copy
                them once, split by channel, then split the outputs over the shared copy */
             oi_conv_f32_args b = *a;
             b.shared = 1;
-            oi_parallel_for(g->C, oi_dc_copy_run, (void *)&b);
+            oi_parallel_for(g->C * g->H, oi_dc_copy_run, (void *)&b);
             oi_parallel_for(a->M, oi_dwconv_run, (void *)&b);
             return;
         }

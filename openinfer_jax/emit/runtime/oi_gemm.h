@@ -25,8 +25,9 @@
  * tile is stored (a fused ReLU6): the same value oi_nan_clamp_float gives (NaN passes), so
  * the clamp costs no second pass over C; the epilogue, if any, runs after it.
  *
- * Threads (oi_parallel.h) split the output columns, or the rows when that leaves the busiest
- * thread fewer outputs (few or narrow columns); never K. Cache blocking: OI_KC x OI_NC
+ * Threads (oi_parallel.h) split the output columns or the rows, whichever leaves the busiest
+ * thread less to do (oi_gemm_split_rows); never K. Split by rows, a B packed per call is
+ * packed once for all threads (full-K panels, read as if prepacked). Cache blocking: OI_KC x OI_NC
  * floats of B per thread (the device JSON's preferences can set them); the caller provides
  * OI_GEMM_PACK_FLOATS floats per thread. */
 #ifndef OI_GEMM_H
@@ -164,13 +165,22 @@ static inline const float *oi_gemm_prepacked(const float *b, int64_t n, int64_t 
     return out;
 }
 
-/* Free the packed weights and join the kernel threads (oi_free calls it). */
+/* The threads' shared copy of a B split by rows (oi_gemm_f32), grown as needed. */
+static struct {
+    float *data;
+    int64_t floats;
+} oi_gemm_shared;
+
+/* Free the packed weights and the shared panels, join the kernel threads (oi_free calls it). */
 static inline void oi_kernels_release(void) {
     int64_t i;
     for (i = 0; i < oi_prepack_table.count; i++) free(oi_prepack_table.items[i].panels);
     free(oi_prepack_table.items);
     oi_prepack_table.items = NULL;
     oi_prepack_table.count = oi_prepack_table.cap = 0;
+    free(oi_gemm_shared.data);
+    oi_gemm_shared.data = NULL;
+    oi_gemm_shared.floats = 0;
     oi_parallel_shutdown();
 }
 
@@ -306,8 +316,14 @@ static void oi_gemm_pack_b_f32(const oi_gemm_f32_args *g, int64_t pc, int64_t kc
                 oi_vstore(dst + k * OI_NR, oi_vload(src));
                 oi_vstore(dst + k * OI_NR + OI_VL, oi_vload(src + OI_VL));
             }
-        } else {
-            for (k = 0; k < kc; k++) oi_copy_short(dst + k * OI_NR, g->b + (pc + k) * g->ldb + j, nr);
+        } else { /* the last, narrower panel: each row of it whole, zeros past nr */
+            for (k = 0; k < kc; k++) {
+                float *d = dst + k * OI_NR;
+                oi_vstore(d, oi_vzero());
+                oi_vstore(d + OI_VL, oi_vzero());
+                oi_copy_short(d, g->b + (pc + k) * g->ldb + j, nr);
+            }
+            continue;
         }
         for (jj = nr; jj < OI_NR; jj++)
             for (k = 0; k < kc; k++) dst[k * OI_NR + jj] = 0.0f;
@@ -615,6 +631,67 @@ static void oi_gemv_run_f32(void *ctx, int64_t begin, int64_t end, int slot) {
     if (g->epilogue && g->M > 0) g->epilogue(g->epilogue_ctx, g->c, g->ldc, 0, g->M, j0, j1 - j0);
 }
 
+/* Packing tasks: units are NR-wide panels of B, packed over the full K into `dst` (the
+ * layout of oi_gemm_prepacked, which the GEMM reads through b_panels). */
+typedef struct {
+    const oi_gemm_f32_args *g;
+    float *dst;
+} oi_gemm_pack_task_f32;
+
+static void oi_gemm_pack_run_f32(void *ctx, int64_t begin, int64_t end, int slot) {
+    const oi_gemm_pack_task_f32 *t = (const oi_gemm_pack_task_f32 *)ctx;
+    const int64_t j = begin * OI_NR;
+    (void)slot;
+    oi_gemm_pack_b_f32(t->g, 0, t->g->K, j, oi_min64(end * OI_NR, t->g->N) - j, t->dst + begin * t->g->K * OI_NR);
+}
+
+/* Outputs of the busiest thread when threads claim `units` units of `size` outputs
+ * (oi_pool.h): with fewer than two units per thread, whole units decide; with more, a
+ * thread that runs out takes over units of the others, so the threads end within about one
+ * unit of each other, half a unit on average. */
+static inline double oi_gemm_busiest(int64_t units, int64_t threads, double size) {
+    if (units < 2 * threads) return (double)((units + threads - 1) / threads) * size;
+    return ((double)units / (double)threads + 0.5) * size;
+}
+
+/* What a call of the threaded GEMM re-reads: the operand every thread reads whole (A when
+ * the threads split the columns, B when they split the rows). Re-reading one float of it
+ * from beyond the L2 cache costs about OI_GEMM_STREAM_COST multiply-adds; one that fits in
+ * OI_GEMM_L2_FLOATS is re-read from the L2 at little cost. */
+#ifndef OI_GEMM_STREAM_COST
+#define OI_GEMM_STREAM_COST 6
+#endif
+#ifndef OI_GEMM_L2_FLOATS
+#define OI_GEMM_L2_FLOATS (64 * 1024)
+#endif
+
+/* Whether threads should split the M x N x K product by rows (units of MR rows) rather than
+ * by columns (panels of NR): the split whose busiest thread computes fewer outputs, counting
+ * as outputs (a K-long sum each) what else the split costs it: a split by rows packs B when
+ * B is packed per call (`packs`; once over all threads when `shared`, else by every
+ * thread: one element of B costs about OI_GEMM_PACK_COST multiply-adds), and each of a
+ * thread's calls (about three, oi_pool.h) re-reads the shared operand when it exceeds the
+ * L2 (B by rows, A by columns). */
+#ifndef OI_GEMM_PACK_COST
+#define OI_GEMM_PACK_COST 16
+#endif
+static inline int oi_gemm_split_rows(int64_t M, int64_t N, int64_t K, int64_t threads, int packs, int shared) {
+    const int64_t panels = (N + OI_NR - 1) / OI_NR, blocks = (M + OI_MR - 1) / OI_MR;
+    /* (a last panel or block may be narrower: then it counts whole, which favours neither) */
+    double by_cols = oi_gemm_busiest(panels, threads, (double)oi_min64(OI_NR, N) * (double)M);
+    double by_rows = oi_gemm_busiest(blocks, threads, (double)oi_min64(OI_MR, M) * (double)N);
+    if (threads <= 1) return 0;
+    if (packs) by_rows += (double)OI_GEMM_PACK_COST * (double)N / (shared ? (double)threads : 1.0);
+    if (M * K > OI_GEMM_L2_FLOATS) by_cols += 3.0 * OI_GEMM_STREAM_COST * (double)M;
+    if (K * N > OI_GEMM_L2_FLOATS) by_rows += 3.0 * OI_GEMM_STREAM_COST * (double)N;
+    return by_rows < by_cols;
+}
+
+/* At most this many floats of B are packed once for all threads (else each packs its own). */
+#ifndef OI_GEMM_SHARED_MAX_FLOATS
+#define OI_GEMM_SHARED_MAX_FLOATS (4 << 20)
+#endif
+
 /* The product described by `g` (see the top of this file), split over the threads. */
 static inline void oi_gemm_f32(const oi_gemm_f32_args *g) {
     const double work = (double)g->M * (double)g->N * (double)(g->K ? g->K : 1);
@@ -623,15 +700,32 @@ static inline void oi_gemm_f32(const oi_gemm_f32_args *g) {
         oi_parallel_work((g->N + 3) / 4, work, oi_gemv_run_f32, (void *)g);
     } else {
         oi_gemm_task_f32 t;
+        oi_gemm_f32_args shared;
         const int64_t panels = (g->N + OI_NR - 1) / OI_NR, blocks = (g->M + OI_MR - 1) / OI_MR;
-        const int64_t threads = oi_parallel_threads();
-        /* the split whose busiest thread has the fewest outputs (ranges are near-equal in
-           units, so the first thread gets the most): by columns the last panel may be narrow
-           (49 pixels = 3 panels + 1 column), by rows the last block short */
-        const int64_t by_cols = oi_min64((panels + threads - 1) / threads * OI_NR, g->N) * g->M;
-        const int64_t by_rows = oi_min64((blocks + threads - 1) / threads * OI_MR, g->M) * g->N;
+        const int64_t threads = oi_parallel_threads(), floats = panels * OI_NR * g->K;
+        const int shareable = !g->b_panels && threads > 1 && work >= OI_PARALLEL_MIN_WORK && g->K > 0 &&
+                              floats <= OI_GEMM_SHARED_MAX_FLOATS;
         t.g = g;
-        t.split_rows = by_rows < by_cols;
+        t.split_rows = oi_gemm_split_rows(g->M, g->N, g->K, threads, !g->b_panels, shareable);
+        if (t.split_rows && shareable) {
+            /* every range of rows would pack all of B again: the threads pack its panels
+               once, over the full K, and read them as if prepacked (the same values, so the
+               same results as packing per block) */
+            if (oi_gemm_shared.floats < floats) {
+                free(oi_gemm_shared.data);
+                oi_gemm_shared.data = (float *)malloc(sizeof(float) * (size_t)floats);
+                oi_gemm_shared.floats = oi_gemm_shared.data ? floats : 0;
+            }
+            if (oi_gemm_shared.data) {
+                oi_gemm_pack_task_f32 pk;
+                pk.g = g;
+                pk.dst = oi_gemm_shared.data;
+                oi_parallel_for(panels, oi_gemm_pack_run_f32, &pk);
+                shared = *g;
+                shared.b_panels = oi_gemm_shared.data;
+                t.g = &shared;
+            }
+        }
         oi_parallel_work(t.split_rows ? blocks : panels, work, oi_gemm_run_f32, &t);
     }
 }

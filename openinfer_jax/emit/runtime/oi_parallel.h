@@ -4,16 +4,19 @@
  * later runtime file adds):
  *
  *     oi_parallel_for(n, fn, ctx);   calls fn(ctx, begin, end, slot) on disjoint ranges
- *                                    covering [0, n), one range per thread, and returns when
- *                                    all are done. `slot` (0 <= slot < OI_MAX_THREADS) is
- *                                    distinct per concurrent call: index per-thread scratch
- *                                    with it (packing buffers).
+ *                                    covering [0, n) and returns when all are done; a thread
+ *                                    may get several ranges, of any size, and which thread
+ *                                    gets which varies from call to call (oi_pool.h balances
+ *                                    the threads that way). `slot` (0 <= slot <
+ *                                    OI_MAX_THREADS) is distinct per concurrent call: index
+ *                                    per-thread scratch with it (packing buffers).
  *     oi_parallel_work(n, work, fn, ctx)   the same, but in the caller alone when `work`
  *                                    (multiply-adds or bytes moved) is too small to repay
  *                                    waking the workers.
  *
- * Kernels split OUTPUT elements (rows, columns, heads, channels), never a reduction, so each
- * output is computed by the same instructions in the same order whatever the thread count:
+ * Kernels split OUTPUT elements (rows, columns, heads, channels), never a reduction, and
+ * compute each unit the same way whatever range it comes in, so each output is computed by
+ * the same instructions in the same order whatever the thread count and the ranges:
  * results are bit-identical for 1 and N threads.
  *
  * The program decides the build (<name>.c defines OI_MAX_THREADS before including this):

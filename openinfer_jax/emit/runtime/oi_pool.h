@@ -3,10 +3,18 @@
  * them with -pthread.
  *
  * Workers are started on first use and live until oi_parallel_shutdown(). A call stores
- * (fn, ctx, n, active) and then a new generation number; worker t runs range t of the
- * split and counts itself done; the caller runs range 0 and waits for the count. While
- * work keeps coming (a CNN or decode step issues hundreds of small parallel regions, and
- * waking a sleeping thread costs tens of microseconds) everything goes through atomics:
+ * (fn, ctx, active) and each thread's share of [0, n) (near-equal ranges), then a new
+ * generation number; the caller and the workers t < active then claim chunks
+ * (oi_pool_claim) until none is left, and each worker counts itself done; the caller waits
+ * for the count. A thread claims from its own share first, in a few large chunks, and then
+ * takes half of what another thread has not claimed yet: when the cores run alike (the
+ * usual case) every thread runs its own range in about three calls, and when one runs
+ * slower (a core shared with another program or virtual machine, a worker that woke late,
+ * a costlier share of the outputs) the others take over the rest of its share, so the
+ * threads finish close together whatever the split would have been. Which thread computes
+ * which unit varies from call to call; a kernel's output never depends on it (oi_parallel.h).
+ * While work keeps coming (a CNN or decode step issues hundreds of small parallel regions,
+ * and waking a sleeping thread costs tens of microseconds) everything goes through atomics:
  * workers spin on the generation and the caller on the count, with a pause instruction so
  * a spinning thread leaves the core's resources to a hyper-thread sibling. A thread that
  * spun OI_POOL_SPIN_FOR (about 30-50 microseconds) without news sleeps on a condition
@@ -15,7 +23,8 @@
  * Only then does the other side take the mutex, to wake it: a sleeper registers itself
  * (`sleepers`, `caller_sleeps`) under the mutex before its last look at the counter, and
  * the waker publishes before it looks for sleepers, both sequentially consistent, so no
- * wake-up is lost. Without GCC/Clang atomics every wait sleeps under the mutex. */
+ * wake-up is lost. Without GCC/Clang atomics every wait sleeps under the mutex and chunks
+ * are claimed under it. */
 #ifndef OI_POOL_H
 #define OI_POOL_H
 
@@ -67,16 +76,67 @@ static struct {
     int stop;
     int sleepers;         /* workers asleep on `wake` (or about to be) */
     int caller_sleeps;    /* the caller is asleep on `idle` (or about to be) */
-    int active;           /* ranges of the current generation (<= threads) */
+    int active;           /* threads taking part in the current generation (<= threads) */
     oi_task_fn fn;
     void *ctx;
-    int64_t n;
+    uint64_t share[OI_MAX_THREADS]; /* per thread: its units not yet claimed (oi_pool_claim) */
 } oi_pool; /* mu, wake and idle are initialized when the pool starts */
 
-/* Range t of `active` near-equal ranges of [0, n). */
-static inline void oi_pool_range(int64_t n, int active, int t, int64_t *begin, int64_t *end) {
-    *begin = n * t / active;
-    *end = n * (t + 1) / active;
+/* Thread t's share of the current region: units [front, back) not yet claimed, in one word
+ * (front << 32 | back) so that claims from either end are single compare-and-swaps. */
+#define OI_POOL_FRONT(w) ((int64_t)((w) >> 32))
+#define OI_POOL_BACK(w) ((int64_t)((w) & 0xffffffffu))
+#define OI_POOL_SHARE(f, b) (((uint64_t)(f) << 32) | (uint64_t)(b))
+
+/* Claim a chunk [*begin, *end) of the current region for thread t; 0 when every unit is
+ * claimed. First from the front of its own share: two thirds of what is left of it
+ * (rounded up), so an undisturbed thread makes about three calls (each call has its setup:
+ * a GEMM streams the operand its threads share again, a convolution copies its input rows
+ * again) and the last third stays open to the others for long; then, when its own share
+ * is gone, half of what is left of another thread's share, from the back. */
+static int oi_pool_claim(int t, int active, int64_t *begin, int64_t *end) {
+    int v, i;
+    for (i = 0; i < active; i++) {
+        uint64_t w;
+        int64_t f, b, size;
+        v = (t + i) % active;
+#if OI_POOL_ATOMICS
+        uint64_t next;
+        w = __atomic_load_n(&oi_pool.share[v], __ATOMIC_ACQUIRE);
+        for (;;) {
+            f = OI_POOL_FRONT(w);
+            b = OI_POOL_BACK(w);
+            if (f >= b) break;
+            size = v == t ? (b - f) - (b - f) / 3 : (b - f + 1) / 2;
+            next = v == t ? OI_POOL_SHARE(f + size, b) : OI_POOL_SHARE(f, b - size);
+            if (__atomic_compare_exchange_n(&oi_pool.share[v], &w, next, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+                *begin = v == t ? f : b - size;
+                *end = v == t ? f + size : b;
+                return 1;
+            }
+        }
+#else
+        pthread_mutex_lock(&oi_pool.mu);
+        w = oi_pool.share[v];
+        f = OI_POOL_FRONT(w);
+        b = OI_POOL_BACK(w);
+        size = f >= b ? 0 : v == t ? (b - f) - (b - f) / 3 : (b - f + 1) / 2;
+        if (size) oi_pool.share[v] = v == t ? OI_POOL_SHARE(f + size, b) : OI_POOL_SHARE(f, b - size);
+        pthread_mutex_unlock(&oi_pool.mu);
+        if (size) {
+            *begin = v == t ? f : b - size;
+            *end = v == t ? f + size : b;
+            return 1;
+        }
+#endif
+    }
+    return 0;
+}
+
+/* Run chunks of the current region in thread `t` until none is left. */
+static void oi_pool_work(oi_task_fn fn, void *ctx, int active, int t) {
+    int64_t begin, end;
+    while (oi_pool_claim(t, active, &begin, &end)) fn(ctx, begin, end, t);
 }
 
 /* Wait in a worker until the generation differs from `seen` (or stop); returns it. */
@@ -105,7 +165,6 @@ static void *oi_pool_worker(void *arg) {
         const long gen = oi_pool_next(seen);
         oi_task_fn fn;
         void *ctx;
-        int64_t n, begin, end;
         int active;
         if (OI_POOL_LOAD(&oi_pool.stop)) return NULL;
         /* The caller rewrites these only after every worker of the previous generation
@@ -113,14 +172,12 @@ static void *oi_pool_worker(void *arg) {
            reading them then, so it checks the generation again (a torn read is redone). */
         fn = oi_pool.fn;
         ctx = oi_pool.ctx;
-        n = oi_pool.n;
         active = oi_pool.active;
         OI_POOL_FENCE();
         if (OI_POOL_LOAD(&oi_pool.generation) != gen) continue; /* seen stays: read the next one */
         seen = gen;
         if (t < active) {
-            oi_pool_range(n, active, t, &begin, &end);
-            if (begin < end) fn(ctx, begin, end, t);
+            oi_pool_work(fn, ctx, active, t);
 #if OI_POOL_ATOMICS
             if (OI_POOL_ADD(&oi_pool.done, -1) == 0 && OI_POOL_LOAD(&oi_pool.caller_sleeps)) {
                 pthread_mutex_lock(&oi_pool.mu);
@@ -162,21 +219,21 @@ static inline void oi_pool_start(void) {
 }
 
 static inline void oi_parallel_for(int64_t n, oi_task_fn fn, void *ctx) {
-    int active;
-    int64_t begin, end;
+    int active, t;
     unsigned long long t0, spin;
     if (n <= 0) return;
     if (!oi_pool.threads) oi_pool_start();
     active = n < oi_pool.threads ? (int)n : oi_pool.threads;
-    if (active == 1) {
+    if (active == 1 || n > 0xffffffffLL) { /* (shares count units in 32 bits) */
         fn(ctx, 0, n, 0);
         return;
     }
     if (!OI_POOL_ATOMICS) pthread_mutex_lock(&oi_pool.mu);
     oi_pool.fn = fn;
     oi_pool.ctx = ctx;
-    oi_pool.n = n;
     oi_pool.active = active;
+    for (t = 0; t < active; t++) /* (published by the generation's store below) */
+        OI_POOL_STORE(&oi_pool.share[t], OI_POOL_SHARE(n * t / active, n * (t + 1) / active));
     OI_POOL_STORE(&oi_pool.done, (long)(active - 1));
     /* workers t >= active see the generation and go back to waiting */
     OI_POOL_STORE(&oi_pool.generation, oi_pool.generation + 1);
@@ -188,8 +245,7 @@ static inline void oi_parallel_for(int64_t n, oi_task_fn fn, void *ctx) {
         pthread_cond_broadcast(&oi_pool.wake);
         pthread_mutex_unlock(&oi_pool.mu);
     }
-    oi_pool_range(n, active, 0, &begin, &end);
-    if (begin < end) fn(ctx, begin, end, 0);
+    oi_pool_work(fn, ctx, active, 0);
     t0 = OI_POOL_NOW(0);
     for (spin = 1; OI_POOL_NOW(spin) - t0 < OI_POOL_SPIN_FOR && OI_POOL_LOAD(&oi_pool.done) != 0; spin++)
         OI_POOL_PAUSE();

@@ -1,7 +1,8 @@
 /* Stress test of the emitted runtime's thread pool (oi_pool.h through oi_parallel.h): many
  * regions of every size, with pauses long enough for the workers and the caller to fall
  * asleep and restarts of the pool between them. Every unit of every region must run
- * exactly once, in a slot below the thread count; a lost wake-up hangs (the test's timeout
+ * exactly once, in a slot below the thread count, never in two calls of one slot at once
+ * (per-slot scratch); a lost wake-up hangs (the test's timeout
  * catches it). Prints "ok REGIONS" on success. */
 #define _POSIX_C_SOURCE 199309L
 #include <stdio.h>
@@ -14,16 +15,22 @@
 #define MAX_UNITS 64
 
 static int hits[MAX_UNITS];
-static int bad_slot;
+static int bad_slot, slot_shared;
+static int busy[OI_MAX_THREADS]; /* a call in this slot is running (per-slot scratch) */
 
 static void mark(void *ctx, int64_t begin, int64_t end, int slot) {
     int64_t i;
     volatile long spin;
     (void)ctx;
-    if (slot < 0 || slot >= OI_MAX_THREADS) bad_slot = 1;
+    if (slot < 0 || slot >= OI_MAX_THREADS) {
+        bad_slot = 1;
+        return;
+    }
+    if (__atomic_exchange_n(&busy[slot], 1, __ATOMIC_SEQ_CST)) slot_shared = 1;
     for (i = begin; i < end; i++) hits[i]++;
     for (spin = 0; spin < (begin % 3) * 2000; spin++) {
     } /* uneven ranges: the caller waits on the others sometimes */
+    __atomic_store_n(&busy[slot], 0, __ATOMIC_SEQ_CST);
 }
 
 int main(int argc, char **argv) {
@@ -49,6 +56,10 @@ int main(int argc, char **argv) {
     oi_parallel_shutdown();
     if (bad_slot) {
         printf("a slot outside [0, OI_MAX_THREADS)\n");
+        return 1;
+    }
+    if (slot_shared) {
+        printf("two calls ran in one slot at once\n");
         return 1;
     }
     printf("ok %ld\n", regions);
