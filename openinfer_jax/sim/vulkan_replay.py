@@ -252,14 +252,17 @@ class VulkanReplay:
         assert segment.externals is not None
         vk_input = ex._vk_input
         store, initial = ex.vars.store, ex.vars.initial_values
-        tensors = [
-            model[1]
-            if model is not None
-            and dict.get(store, ref.name) is None
-            and initial.get(ref.name) is model[0]
-            else vk_input(ref, dtype, scope)
-            for (ref, dtype), model in zip(segment.externals, segment.models)
-        ]
+        try:
+            tensors = [
+                model[1]
+                if model is not None
+                and dict.get(store, ref.name) is None
+                and initial.get(ref.name) is model[0]
+                else vk_input(ref, dtype, scope)
+                for (ref, dtype), model in zip(segment.externals, segment.models)
+            ]
+        except OpenInferError:
+            return False  # the walk reports it at the node that reads the input
         device_tensor = self._device_tensor
         if any(type(t) is not device_tensor for t in tensors):
             return False
@@ -301,6 +304,8 @@ class VulkanReplay:
             return
         made = tape.made
         assert made is not None
+        if len({alloc[1] for alloc in tape.allocs}) != len(tape.allocs):
+            return  # a buffer taken twice (freed within the walk): not replayable as is
         index = {id(t): i for i, t in enumerate(made)}
         externals: list[tuple[VarRef, DType]] = []
         tensors: list[Any] = []

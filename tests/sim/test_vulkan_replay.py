@@ -266,3 +266,29 @@ def test_a_tape_replays_into_its_buffers_only_while_they_are_free() -> None:
     assert made is not None and [t.buffer for t in made] == [a[1] for a in tape.allocs]
     assert be.stats["dispatches"] == before + 2
     np.testing.assert_array_equal(be.download(made[1]), x * x)
+
+
+def test_a_run_inside_a_loop_replays_per_iteration_like_a_walk(make_model, monkeypatch) -> None:
+    # The loop index is not among the run's names, so each iteration may replay it (its
+    # input h is the iteration before's result: the buffer signature changes each time).
+    graph = """
+    graph {
+      dynamic { x: f32[D]; }
+      volatile { b: f32[D]; h: f32[D]; g: f32[D]; }
+      block entry {
+        op mul(x, b) >> h;
+        loop layers (l in 0..3) {
+          op add(h, b) >> g;
+          op tanh(g) >> h;
+        }
+        return;
+      }
+    }
+    """
+    rng = np.random.default_rng(3)
+    model = make_model(sizevars={"D": 4}, tensors={"b": rng.standard_normal(4).astype(np.float32)})
+    feeds = [{"x": rng.standard_normal(4).astype(np.float32)} for _ in range(12)]
+    ex, replayed = _run(model, graph, feeds, True, monkeypatch, ("h", "g"))
+    _walk, walked = _run(model, graph, feeds, False, monkeypatch, ("h", "g"))
+    _assert_same(replayed, walked)
+    assert _last_steps(ex)[0] >= 4 * 3  # the loop body at least, every iteration
