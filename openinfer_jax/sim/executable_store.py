@@ -35,7 +35,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ExecutableStore", "StoredRegion", "source_digest"]
+__all__ = ["ExecutableStore", "StoredRegion", "loaded_copy", "source_digest"]
 
 _FORMAT = 1
 _PACKAGE = Path(__file__).resolve().parents[1]
@@ -95,14 +95,30 @@ def _load_once(serialized: tuple[bytes, Any, Any]) -> Any:
     return compiled
 
 
+def loaded_copy(compiled: Any) -> Any:
+    """Another loaded copy of a compiled executable (`jax.stages.Compiled`): the same code
+    with state of its own (on a GPU, its own command buffers; wide.py's lanes)."""
+    from jax.experimental.serialize_executable import deserialize_and_load, serialize
+
+    return deserialize_and_load(*serialize(compiled))
+
+
 class StoredRegion:
     """What the store gives back: the region's executable, its undo-read executable (or
-    None) and the runner's notes from tracing (`meta`)."""
+    None) and the runner's notes from tracing (`meta`); `copy()` loads the region's
+    executable again, as a copy of its own."""
 
-    def __init__(self, fn: Any, olds: Any, meta: Any) -> None:
+    def __init__(self, fn: Any, olds: Any, meta: Any, serialized: Any = None) -> None:
         self.fn = fn
         self.olds = olds
         self.meta = meta
+        self._serialized = serialized
+
+    def copy(self) -> Any:
+        """A second loaded copy of `fn` (not shared through the per-process memo)."""
+        from jax.experimental.serialize_executable import deserialize_and_load
+
+        return deserialize_and_load(*self._serialized)
 
 
 class ExecutableStore:
@@ -140,7 +156,7 @@ class ExecutableStore:
         except Exception:  # a damaged or foreign file: compile instead
             return None
         self.loaded += 1
-        return StoredRegion(fn, olds, record["meta"])
+        return StoredRegion(fn, olds, record["meta"], record["fn"])
 
     def save(self, key: str, fn: Any, olds: Any, meta: Any) -> bool:
         """Store compiled executables (`jax.stages.Compiled`) and `meta`; False when they

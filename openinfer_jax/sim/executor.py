@@ -70,7 +70,6 @@ from openinfer_jax.sim.vulkan_tables import (
     VulkanTableStorage,
     device_caches_enabled,
 )
-from openinfer_jax.sim.wide import unshared
 
 if TYPE_CHECKING:
     from openinfer_jax.sim.simulator import Simulator
@@ -155,13 +154,6 @@ class Executor:
         # device (a Vulkan executor's XLA fallbacks run on the CPU device: host arrays when
         # that is the default; its uploads and downloads then skip a JAX round trip).
         self._host_inputs = sim.sharded is None and self.device == jax.devices()[0]
-        # Recycled region outputs (wide.py WideRunner.recycle, on a GPU): each step ends by
-        # copying the regions' outputs in the store (_detach_store), so the next step's
-        # snapshot and store hold copies and its region calls may donate their last outputs.
-        self.detach_outputs = sim.wide.recycle
-        # The copies of the last two steps, older first (_detach_store).
-        self._spare_copies: tuple[tuple[Any, ...], tuple[Any, ...]] = ((), ())
-        self._copy_parity = 0
         self._volatile = tuple(d.name for d in self.graph.vars if d.kind is MemoryKind.VOLATILE)
         self._pending_warnings: list[str] = []
         self._emit = False
@@ -458,9 +450,6 @@ class Executor:
                 for ev in events:
                     self.sim.sharded.annotate(ev, self)
                     yield ev
-            if self.detach_outputs:
-                # After the step's last region call, while the device still runs it.
-                self._detach_store()
             ok = True
         except SimulationError:
             raise
@@ -489,48 +478,6 @@ class Executor:
                 self._yield_state = None
             finally:
                 GUARD.leave()
-
-    def _detach_store(self) -> None:
-        """Replace references to the regions' last outputs, in the variable store (plain
-        or the data of `Ragged`) and among persistent values, by copies made in one XLA
-        call, so that at the next call those buffers are referenced by their region state
-        alone (wide.py `_slots`).
-
-        The copies are written into those of two steps before (the last step's are still
-        this step's snapshot) where nothing else holds them any more, each parity by its
-        own executable: no buffer an executable writes moves from call to call.
-        """
-        recycled = {
-            id(x)
-            for key, state in self.region_state.items()
-            if isinstance(key, tuple) and key[0] == "slots"
-            for x in state[1]
-        }
-        places = [
-            (where, name)
-            for where in (self.vars.store, self.persistent.values)
-            for name, value in where.items()
-            if id(value.data if isinstance(value, Ragged) else value) in recycled
-        ]
-        if not places:
-            return
-        values = [where[name] for where, name in places]
-        arrays = tuple(v.data if isinstance(v, Ragged) else v for v in values)
-        older, newer = self._spare_copies
-        self._spare_copies = (newer, ())
-        parity = self._copy_parity = 1 - self._copy_parity
-        if len(older) == len(arrays) and all(
-            (a.shape, a.dtype) == (b.shape, b.dtype) for a, b in zip(arrays, older)
-        ):
-            copies = _COPY_INTO[parity](arrays, older) if unshared(older) else _copy(arrays)
-        else:
-            copies = _copy(arrays)
-        del older
-        self._spare_copies = (newer, tuple(copies))
-        for (where, name), value, copy in zip(places, values, copies):
-            where[name] = (
-                Ragged(copy, value.axis, value.length) if isinstance(value, Ragged) else copy
-            )
 
     def _check_inputs(self) -> None:
         missing = [n for n in self.sim.required_inputs if n not in self._inserted]
@@ -1458,24 +1405,3 @@ def _reads(node: Node, ref: VarRef) -> bool:
     if isinstance(node, Transfer):
         return node.src == ref
     return False
-
-
-def _copies(arrays: tuple[Any, ...], spare: tuple[Any, ...] = ()) -> list[Any]:
-    """Device copies of `arrays` (Executor._detach_store); a donated `spare` of the same
-    shapes is written into."""
-    return [jax.numpy.copy(x) for x in arrays]
-
-
-def _copies_into(parity: int) -> Any:
-    """`_copies` into a donated spare set, as an executable of its own per step parity (a
-    function of its own: JAX shares one executable between jits of one function)."""
-
-    def copies(arrays: tuple[Any, ...], spare: tuple[Any, ...]) -> list[Any]:
-        return _copies(arrays)
-
-    copies.__name__ = f"copies_into_{parity}"
-    return jax.jit(copies, donate_argnums=1, keep_unused=True)
-
-
-_copy = jax.jit(_copies)
-_COPY_INTO = (_copies_into(0), _copies_into(1))

@@ -54,6 +54,7 @@ from openinfer_jax.ir.nodes import (
 from openinfer_jax.ops import registry
 from openinfer_jax.ops.nn_jax import partitioned
 from openinfer_jax.sim.caches import TableCache
+from openinfer_jax.sim.executable_store import loaded_copy
 from openinfer_jax.sim.interrupts import atomic
 from openinfer_jax.sim.long_loops import LoopTooLong, unrolled_iterations
 from openinfer_jax.sim.plan import RegionPlan
@@ -147,13 +148,31 @@ class _Compiled:
     olds_args: tuple[Any, ...] = ()  # abstract arguments of `olds`
     recipe_fn: Any = None
     # Recycled outputs (WideRunner.recycle): the outputs' shapes and dtypes; `fn` then
-    # takes the last call's outputs as a fourth, donated argument.
+    # takes its lane's last outputs as a fourth, donated argument.
     slot_avals: tuple[Any, ...] | None = None
+    # Loads another copy of the executable (the second lane), or None (lanes share `fn`).
+    copy: Any = None
+    second: Any = None  # the second lane's executable, loaded at its first call
 
     def with_layout(self) -> None:
         """Keep the recipe once the layout is known: only deferred slots need it."""
         deferred = any(slot[0] == "deferred" for slot in self.layout)
         self.recipe = self.recipe_fn if deferred else None
+
+    def lane(self, k: int) -> Any:
+        """The executable of lane `k` of a recycled region: lane 0 is `fn`, lane 1 a second
+        loaded copy of the same executable (command buffers of its own), loaded at its
+        first call; where no copy can be loaded, both lanes run `fn` (correct, but its
+        command buffers then see their output buffers move at every call)."""
+        if k == 0 or self.copy is None:
+            return self.fn
+        if self.second is None:
+            try:
+                self.second = _Executable(self.copy(), self.fn.fallback)
+            except Exception:  # e.g. a backend that cannot serialize it: one lane
+                self.copy = None
+                return self.fn
+        return self.second
 
 
 @dataclass
@@ -197,12 +216,13 @@ class WideRunner:
         # simulator when the compile cache is on.
         self.store: ExecutableStore | None = None
         # Recycled outputs (set by the simulator on a GPU): a call donates the buffers of
-        # its region's last outputs, so XLA writes the new outputs into the same memory.
-        # XLA runs a region as CUDA-graph command buffers and re-records them (about 1.3 ms
-        # for a GPT-2-small step) whenever a buffer they write moved; with every output
-        # aliased to a donated buffer, nothing moves between calls. The executor copies its
-        # variable store at each step's start (Executor.detach_outputs), so the last
-        # outputs are referenced by nobody else when the next call donates them.
+        # its region's outputs of two calls before, so XLA writes the new outputs into the
+        # same memory. XLA runs a region as CUDA-graph command buffers and re-records them
+        # (about 1.3 ms for a GPT-2-small step) whenever a buffer they write moved. The last
+        # call's outputs cannot be donated (the variable store holds them, the step's
+        # rollback snapshot too), so calls alternate between two lanes, two loaded copies
+        # of the executable, each with its own command buffers and its own outputs: with
+        # every output aliased to a donated buffer of its lane, nothing moves (`_lane`).
         self.recycle = False
 
     def lean_for(self, region: RegionPlan) -> bool:
@@ -309,8 +329,10 @@ class WideRunner:
         undo records, before a signal lands."""
         prog = call.prog
         slots: tuple[Any, ...] = ()
+        fn, lanes, lane = compiled.fn, None, 0
         if compiled.slot_avals is not None:
-            slots = _slots(ex, compiled, region_id)
+            lanes, lane, slots = _lane(ex, compiled, region_id)
+            fn = compiled.lane(lane)
         tables = ex.persistent.tables
         undo = ex.persistent.undo
         with atomic():
@@ -331,12 +353,13 @@ class WideRunner:
             if compiled.fresh:  # XLA compiles it now: counted for this executor
                 compiled.fresh = False
                 outs, new_buffers = ex.compile_stats.first_call(
-                    compiled.fn, call.inputs, buffers, call.ints, slots
+                    fn, call.inputs, buffers, call.ints, slots
                 )
             else:
-                outs, new_buffers = compiled.fn(call.inputs, buffers, call.ints, slots)
-            if compiled.slot_avals is not None:
-                ex.region_state[("slots", region_id)] = (compiled, outs)
+                outs, new_buffers = fn(call.inputs, buffers, call.ints, slots)
+            del slots
+            if lanes is not None:
+                lanes.outs[lane], lanes.last = outs, lane
             for name, buf in zip(prog.tables, new_buffers):
                 tables[name].buffer = buf
             if prog.writes:
@@ -472,9 +495,17 @@ class WideRunner:
                 buffers = [ex.persistent.tables[t].buffer for t in prog.tables]
                 lean = self.lean_for(region)
                 compiled = self._build(prog, buffers, region, lean)
+                kept = False
                 if self.store is not None and self.constrain is None and self.wrap is None:
                     description = _description(region, prog, buffers, lean, self.recycle)
-                    _keep(self.store, ex, compiled, description)
+                    kept = _keep(self.store, ex, compiled, description)
+                if not kept:
+                    # Traced now so NeedExact and node errors surface before any buffer
+                    # is donated. A recycled region is compiled now too: its lanes are
+                    # copies of that executable.
+                    traced = compiled.trace()
+                    if self.recycle:
+                        _compile_here(ex, compiled, traced)
                 if self.wrap is not None:
                     compiled.fn = self.wrap(f"region {region.id}", compiled.fn)
             except NeedExact:
@@ -645,9 +676,9 @@ class WideRunner:
             return run(inputs, buffers, ints)
 
         def trace(name: str | None = None) -> Any:
-            # Traced before the first call so NeedExact and node errors surface before any
-            # buffer is donated (`_keep` skips it when the store has the executable). A
-            # `name` names the XLA modules (so JAX's cache files them apart).
+            # Traced before the first call (WideRunner._get; `_keep` skips it when the
+            # store has the executable). A `name` names the XLA modules (so JAX's cache
+            # files them apart).
             if name is not None:
                 call.__name__, read_olds.__name__ = name, f"{name}_olds"
                 compiled.fn = jax.jit(call, donate_argnums=(1, 3), keep_unused=recycle)
@@ -672,8 +703,6 @@ class WideRunner:
         compiled.recipe_fn = jax.jit(
             lambda inputs, ints, k: run(inputs, None, ints, k), static_argnums=2
         )
-        if self.store is None or self.constrain is not None or self.wrap is not None:
-            compiled.trace()
         return compiled
 
 
@@ -947,17 +976,16 @@ def _description(
     )
 
 
-def _keep(store: ExecutableStore, ex: Executor, compiled: _Compiled, description: Any) -> None:
-    """Load `compiled`'s executables from the store, or trace, compile now and save them.
+def _keep(store: ExecutableStore, ex: Executor, compiled: _Compiled, description: Any) -> bool:
+    """Load `compiled`'s executables from the store, or trace, compile now and save them;
+    False when the program cannot be stored (the caller traces and compiles as usual).
 
     A loaded region is counted as a compile-cache hit of `ex`; one compiled here as that
-    executor's compilation (or a hit of JAX's own cache). Anything the store cannot do
-    leaves `compiled` to trace and compile the usual way.
+    executor's compilation (or a hit of JAX's own cache).
     """
     key = store.key(description)
     if key is None:
-        compiled.trace()
-        return
+        return False
     stored = store.load(key)
     if stored is not None:
         out_rags, shapes, layout, slots = stored.meta
@@ -966,6 +994,7 @@ def _keep(store: ExecutableStore, ex: Executor, compiled: _Compiled, description
         compiled.layout[:] = layout
         compiled.with_layout()
         compiled.fn = _Executable(stored.fn, compiled.fn)
+        compiled.copy = stored.copy
         if stored.olds is not None:
             compiled.olds = _Executable(stored.olds, compiled.olds)
         compiled.slot_avals = (
@@ -973,14 +1002,14 @@ def _keep(store: ExecutableStore, ex: Executor, compiled: _Compiled, description
         )
         compiled.fresh = False
         ex.compile_stats.cache_hits += 1
-        return
+        return True
     # XLA:CPU cannot serialize an executable that JAX's cache loaded (the copy's calls fail
     # with "Function ... not found"), so only executables compiled here are stored; the
     # modules are named after the key so JAX's cache never serves one the store lacks with
     # another entry's identical module.
     traced = compiled.trace(f"region_{key[:24]}")
     hits = persistent_cache_hits()
-    exe = ex.compile_stats.first_call(lambda: traced.lower().compile())
+    exe = _compile_here(ex, compiled, traced)
     olds = None
     if compiled.olds is not None:
         olds = compiled.olds.trace(*compiled.olds_args).lower().compile()
@@ -990,10 +1019,23 @@ def _keep(store: ExecutableStore, ex: Executor, compiled: _Compiled, description
             slots = [(tuple(a.shape), np.dtype(a.dtype)) for a in slots]
         meta = (list(compiled.out_rags), dict(compiled.shapes), list(compiled.layout), slots)
         store.save(key, exe, olds, meta)
-    compiled.fn = _Executable(exe, compiled.fn)
     if olds is not None:
         compiled.olds = _Executable(olds, compiled.olds)
+    return True
+
+
+def _compile_here(ex: Executor, compiled: _Compiled, traced: Any) -> Any:
+    """Compile `traced` now (counted for `ex`): `compiled` runs that executable from now on
+    and can load copies of it (its lanes, `_Compiled.lane`). Returns the executable."""
+    hits = persistent_cache_hits()
+    exe = ex.compile_stats.first_call(lambda: traced.lower().compile())
+    compiled.fn = _Executable(exe, compiled.fn)
     compiled.fresh = False
+    # Not one that JAX's cache loaded on XLA:CPU (see `_keep`); XLA:CPU has no command
+    # buffers, so its lanes lose nothing by sharing one executable.
+    if persistent_cache_hits() == hits or ex.device is None or ex.device.platform != "cpu":
+        compiled.copy = lambda: loaded_copy(exe)
+    return exe
 
 
 class _Executable:
@@ -1055,18 +1097,33 @@ def _check_write(
         )
 
 
-def _slots(ex: Executor, compiled: _Compiled, region_id: int) -> tuple[Any, ...]:
-    """The buffers a recycled call donates: the region's last outputs, if they came from
-    this executable and nothing but this executor's region state references them (the
-    step's start replaced the store's references by copies); otherwise new zeros."""
-    last = ex.region_state.pop(("slots", region_id), None)
-    if last is not None and last[0] is compiled:
-        outs = last[1]
-        del last
-        if unshared(outs):
-            return outs
+@dataclass
+class _Lanes:
+    """A recycled region's last outputs in one executor, per lane, and the lane of its
+    last call (`_lane`)."""
+
+    compiled: _Compiled
+    outs: list[tuple[Any, ...] | None] = field(default_factory=lambda: [None, None])
+    last: int = 1
+
+
+def _lane(ex: Executor, compiled: _Compiled, region_id: int) -> tuple[_Lanes, int, tuple[Any, ...]]:
+    """The lane a recycled call runs in and the buffers it donates: that lane's last
+    outputs, if nothing but this executor's region state references them. The other lane
+    than last time's comes first (the variable store, and so the step's rollback snapshot,
+    holds the last call's outputs); where neither lane's outputs are free (a caller keeps
+    an array from `fetch_device`), that lane gets new zeros."""
+    state = ex.region_state.get(("slots", region_id))
+    if state is None or state.compiled is not compiled:
+        state = ex.region_state[("slots", region_id)] = _Lanes(compiled)
+    first = 1 - state.last
+    for lane in (first, state.last):
+        outs = state.outs[lane]
+        if outs is not None and unshared(outs):
+            return state, lane, outs
     assert compiled.slot_avals is not None
-    return tuple(jnp.zeros(a.shape, a.dtype, device=ex.device) for a in compiled.slot_avals)
+    zeros = tuple(jnp.zeros(a.shape, a.dtype, device=ex.device) for a in compiled.slot_avals)
+    return state, first, zeros
 
 
 # Reference counts tell who else holds an array only with the GIL (a free-threaded build

@@ -1,7 +1,7 @@
 """Recycled region outputs (wide.py `WideRunner.recycle`, on by default on a GPU): a wide
-region's call donates its last outputs' buffers, and each step ends by copying the
-regions' outputs in the store (Executor._detach_store). Forced on here on the CPU: values,
-fetches, held device arrays and rollback must be exactly as without it."""
+region's calls alternate between two lanes (two loaded copies of its executable), each
+call donating its lane's last outputs' buffers (wide.py `_lane`). Forced on here on the
+CPU: values, fetches, held device arrays and rollback must be exactly as without it."""
 
 from __future__ import annotations
 
@@ -26,14 +26,23 @@ def _recycling(sim: Simulator) -> Simulator:
 
 
 def _slot_pointers(ex) -> list[int]:
-    (_compiled, outs), *_ = [v for k, v in ex.region_state.items() if isinstance(k, tuple)]
-    return [x.unsafe_buffer_pointer() for x in outs]
+    """The output buffers of the last call of the first recycled region."""
+    lanes, *_ = [v for k, v in ex.region_state.items() if isinstance(k, tuple)]
+    return [x.unsafe_buffer_pointer() for x in lanes.outs[lanes.last]]
+
+
+def _lanes_keep_their_buffers(pointers: list[list[int]]) -> bool:
+    """Calls alternate between two lanes, each writing into its own buffers every time."""
+    return pointers[0] != pointers[1] and all(p == pointers[k % 2] for k, p in enumerate(pointers))
 
 
 def test_recycling_is_off_on_the_cpu(make_model) -> None:
     sim = Simulator(make_model(sizevars={"D": 2}), STATE_GRAPH)
     assert sim.wide.recycle is False
-    assert sim.make_executor().detach_outputs is False
+    ex = sim.make_executor()
+    ex.insert(x=np.ones(2, np.float32))
+    ex.step()
+    assert not [k for k in ex.region_state if isinstance(k, tuple)]  # no lanes
 
 
 def test_decode_with_recycled_outputs_matches_numpy(tmp_path: Path) -> None:
@@ -42,7 +51,6 @@ def test_decode_with_recycled_outputs_matches_numpy(tmp_path: Path) -> None:
     write_model(path, cfg)
     sim = _recycling(Simulator(path, graph_text(cfg)))
     ex = sim.make_executor()
-    assert ex.detach_outputs
     rng = np.random.default_rng(0)
     context = 40  # inside one read bucket for the steps below: one executable
     shape = (cfg.layers, context, cfg.heads, cfg.head_dim)
@@ -71,8 +79,13 @@ def test_decode_with_recycled_outputs_matches_numpy(tmp_path: Path) -> None:
             held_value = np.array(held)
     assert not held.is_deleted()
     np.testing.assert_array_equal(np.array(held), held_value)
-    # From the second call of the executable on, its outputs stay in the same buffers.
-    assert all(p == pointers[1] for p in pointers[2:])
+    # The first call of each lane got new buffers; from then on each lane's outputs stay
+    # in them (but for the call after `held` was taken, which found its lane's held).
+    assert _lanes_keep_their_buffers(pointers[:3]) and _lanes_keep_their_buffers(pointers[3:])
+    # The lanes run two loaded copies of one executable (on a GPU, two sets of command
+    # buffers, each seeing the same buffers at every call).
+    lanes, *_ = [v for k, v in ex.region_state.items() if isinstance(k, tuple)]
+    assert lanes.compiled.lane(1).exe is not lanes.compiled.lane(0).exe
 
 
 def test_recycled_outputs_roll_back_with_the_step(make_model) -> None:
@@ -114,7 +127,7 @@ def test_recycled_regions_stored_and_loaded(make_model, tmp_path: Path) -> None:
             ex.insert(x=np.full(2, k + 1, np.float32))
             ex.step()
             pointers.append(_slot_pointers(ex))
-        assert all(p == pointers[1] for p in pointers[2:])
+        assert _lanes_keep_their_buffers(pointers)
         results.append((ex.fetch("total"), ex.fetch("A"), ex.stats["compile_cache_hits"]))
     (total0, a0, hits0), (total1, a1, hits1) = results
     assert hits0 == 0 and hits1 > 0
