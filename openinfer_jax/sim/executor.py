@@ -123,6 +123,7 @@ class Executor:
         self.compiler = sim.compiler
         self.device = sim.jax_device
         self._inserted: dict[str, np.ndarray] = {}
+        self._input_shapes: dict[str, tuple[int, ...]] = {}  # dynamic variables' shapes
         self.persistent = PersistentStore()
         # Vulkan: op results stay on the device until the host reads them (vulkan_store.py).
         store: dict[str, Any] = {} if sim.vulkan is None else DeviceStore(self._vk_download)
@@ -226,7 +227,11 @@ class Executor:
                     f"insert {name!r}: it is {decl.kind.value} memory; only dynamic variables "
                     f"({self.vars.names(MemoryKind.DYNAMIC)}) take host values"
                 )
-            shape = self.sim.resolve_dims(decl.dims, f"variable {name!r}")
+            shape = self._input_shapes.get(name)
+            if shape is None:
+                shape = self._input_shapes[name] = self.sim.resolve_dims(
+                    decl.dims, f"variable {name!r}"
+                )
             arr = coerce_input(name, value, decl.dtype, shape)
             # The step may hand the array to XLA as it is (_host_inputs): own it, so the
             # caller changing theirs afterwards cannot change the step's input.

@@ -27,7 +27,7 @@ import operator
 import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -80,14 +80,22 @@ class AffinePlan:
     gvec: np.ndarray
     amat: np.ndarray
     avec: np.ndarray
+    _mat: np.ndarray = field(init=False, repr=False, compare=False)
+    _vec: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Guards and outputs stacked: one product per call (this runs before every
+        # replayed region call).
+        object.__setattr__(self, "_mat", np.concatenate([self.gmat, self.amat]))
+        object.__setattr__(self, "_vec", np.concatenate([self.gvec, self.avec]))
 
     def evaluate(self, x: Sequence[int]) -> np.ndarray | None:
         """The outputs at `x` (int64), or None when a guard fails there."""
-        vec = np.asarray(x, np.int64)
-        if self.gvec.size and not bool(np.all(self.gmat @ vec + self.gvec >= 0)):
+        both: np.ndarray = self._mat @ np.array(x, np.int64) + self._vec
+        guards = len(self.gvec)
+        if guards and both[:guards].min() < 0:
             return None
-        out: np.ndarray = self.amat @ vec + self.avec
-        return out
+        return both[guards:]
 
 
 @contextmanager

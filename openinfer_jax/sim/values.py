@@ -183,8 +183,8 @@ def coerce_input(name: str, value: Any, dtype: DType, shape: tuple[int, ...]) ->
         SimulationError: wrong dtype, shape, or a value out of a packed type's range.
     """
     want = np.dtype(dtype.numpy)
-    declared = f"{dtype.short}{list(shape)}"
-    if isinstance(value, jax.Array):
+    declared = _Declared(dtype, shape)  # spelled out only in a message
+    if not isinstance(value, np.ndarray) and isinstance(value, jax.Array):
         value = np.asarray(value)
     if isinstance(value, (np.ndarray, np.generic)):
         arr = np.asarray(value)
@@ -221,6 +221,18 @@ def coerce_input(name: str, value: Any, dtype: DType, shape: tuple[int, ...]) ->
     # Not np.ascontiguousarray: it turns a 0-d scalar into shape (1,), and every op on an
     # inserted scalar then produced [1] where the declaration says [].
     return arr if arr.flags.c_contiguous else arr.copy(order="C")
+
+
+class _Declared:
+    """A declaration as messages spell it (`f32[1, 64]`), formatted only when shown."""
+
+    __slots__ = ("dtype", "shape")
+
+    def __init__(self, dtype: DType, shape: tuple[int, ...]) -> None:
+        self.dtype, self.shape = dtype, shape
+
+    def __str__(self) -> str:
+        return f"{self.dtype.short}{list(self.shape)}"
 
 
 def scalar_of(value: Value, what: str) -> int | float | bool:

@@ -30,6 +30,7 @@ writes; a failed step replays them backwards (docs/semantics.md).
 
 from __future__ import annotations
 
+import operator
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -112,8 +113,15 @@ class WideProgram:
     capacities: dict[str, dict[str, int]] = field(default_factory=dict)
     count_axes: list[tuple[str, str]] = field(default_factory=list)
     dynamic_signature: tuple[Any, ...] = ()
+    # Per dynamic input, how a replay fetches and checks it: (position, persistent name or
+    # None, ref, scope, shape, dtype, padded axis or None).
+    binders: list[tuple[Any, ...]] = field(default_factory=list)
     compiled: Any = None
     input_position: dict[Key, int] = field(default_factory=dict)  # input key -> its index
+    # The plan variables of the last replay, and the operands evaluated ahead for the
+    # values a next call would have if they moved on by the same steps (`_foresee`).
+    last_x: tuple[int, ...] | None = None
+    guess: tuple[tuple[int, ...], tuple[Any, ...]] | None = None
 
     width: int = 1  # columns of the block-offset matrix (the largest table rank)
 
@@ -184,6 +192,7 @@ class _Call:
     ints: np.ndarray
     lengths: list[int]
     counts: dict[str, dict[str, int]] | None = None  # new counts (replays; walks set them)
+    x: tuple[int, ...] | None = None  # a replay's plan variables
 
 
 @dataclass
@@ -265,6 +274,12 @@ class WideRunner:
         prog.starts = [tuple(int(s) for s in row) for row in prog.starts]
         prog.lengths = [int(n) for n in prog.lengths]
         prog.dynamic_signature = _signature(prog.inputs[: prog.dynamic], prog.input_rags)
+        prog.binders = [
+            (pos, key[1] if key[0] == "p" else None, ref, sc, *prog.dynamic_signature[pos])
+            for pos, (key, (ref, sc, _node)) in enumerate(
+                zip(prog.input_keys[: prog.dynamic], prog.input_sources)
+            )
+        ]
         return prog
 
     # ---- compile and run --------------------------------------------------------------------
@@ -321,6 +336,8 @@ class WideRunner:
             else:
                 with atomic():
                     ex.persistent.set_value(key[1], value)
+        if call.x is not None:
+            self._foresee(prog, call.x)
         return prog, compiled, outs
 
     def _execute(self, ex: Executor, call: _Call, compiled: _Compiled, region_id: int) -> Any:
@@ -336,16 +353,6 @@ class WideRunner:
         tables = ex.persistent.tables
         undo = ex.persistent.undo
         with atomic():
-            if call.counts is not None:
-                old = {name: tables[name].counts for name in call.counts}
-
-                def restore_counts() -> None:
-                    for name, counts in old.items():
-                        tables[name].counts = counts
-
-                undo.append(restore_counts)
-                for name, counts in call.counts.items():
-                    tables[name].counts = counts
             buffers = tuple(tables[name].buffer for name in prog.tables)
             # Undo blocks first, in their own call: reading a buffer in the same computation
             # that updates it in place makes XLA copy the whole buffer.
@@ -360,6 +367,17 @@ class WideRunner:
             del slots
             if lanes is not None:
                 lanes.outs[lane], lanes.last = outs, lane
+            # The new counts after the call (nothing reads them before it returns).
+            if call.counts is not None:
+                old = {name: tables[name].counts for name in call.counts}
+
+                def restore_counts() -> None:
+                    for name, counts in old.items():
+                        tables[name].counts = counts
+
+                undo.append(restore_counts)
+                for name, counts in call.counts.items():
+                    tables[name].counts = counts
             for name, buf in zip(prog.tables, new_buffers):
                 tables[name].buffer = buf
             if prog.writes:
@@ -379,29 +397,42 @@ class WideRunner:
         inputs = self._bind(ex, prog)
         if inputs is None:
             return None
-        x: list[int] = []
+        xs: list[int] = []
+        x = xs.append
         for var in plan.variables:
             kind = var[0]
             if kind == "count":
-                x.append(tables[var[1]].counts[var[2]])
+                x(tables[var[1]].counts[var[2]])
             elif kind == "length":
-                x.append(inputs[1][prog.input_position[var[1]]].length)
+                x(inputs[1][prog.input_position[var[1]]].length)
             else:
                 try:
-                    x.append(ex.vars.index(var[1], scope, var[1]))
+                    x(ex.vars.index(var[1], scope, var[1]))
                 except SimulationError:
                     return None
-        out = plan.evaluate(x)
-        if out is None:
-            return None
-        arrays = inputs[0]
-        n_starts = len(prog.starts) * prog.width
-        n_lengths = len(prog.lengths)
-        ints = out[: n_starts + n_lengths].astype(np.int32)
-        counts: dict[str, dict[str, int]] = {}
-        for (name, axis), value in zip(prog.count_axes, out[n_starts + n_lengths :].tolist()):
-            counts.setdefault(name, {})[axis] = value
-        return _Call(prog, arrays, ints, ints[n_starts:].tolist(), counts)
+        at = tuple(xs)
+        guess, prog.guess = prog.guess, None
+        if guess is not None and guess[0] == at:
+            ints, lengths, counts = guess[1]
+        else:
+            out = plan.evaluate(at)
+            if out is None:
+                return None
+            ints, lengths, counts = _operands(prog, out)
+        return _Call(prog, inputs[0], ints, lengths, counts, at)
+
+    @staticmethod
+    def _foresee(prog: WideProgram, at: tuple[int, ...]) -> None:
+        """Evaluate the plan ahead, after a call was dispatched (while the device runs it):
+        for plan variables that move on as they did from the last call to this one (a
+        decode step's position and counts grow by one), so the next call's replay finds
+        its operands ready."""
+        last, prog.last_x = prog.last_x, at
+        if last is None or prog.plan is None:
+            return
+        ahead = tuple(2 * a - b for a, b in zip(at, last))
+        out = prog.plan.evaluate(ahead)
+        prog.guess = (ahead, _operands(prog, out)) if out is not None else None
 
     def _bind(
         self, ex: Executor, prog: WideProgram
@@ -410,24 +441,27 @@ class WideRunner:
         differs from the template in shape, dtype or padding."""
         dynamic: list[Any] = []
         padded: dict[int, Any] = {}
-        for pos in range(prog.dynamic):
-            ref, sc, _node = prog.input_sources[pos]
-            key = prog.input_keys[pos]
+        read, values = ex.vars.read, ex.persistent.values
+        # The signature check of `_signature`, inline: this runs before every replayed call.
+        for pos, persistent, ref, sc, shape, dtype, axis in prog.binders:
             try:
-                if key[0] == "p":
-                    value = ex.vars.host_value(ex.persistent.values[key[1]])
-                else:
-                    value = ex.vars.read(ref, sc)
+                value = (
+                    read(ref, sc) if persistent is None else ex.vars.host_value(values[persistent])
+                )
             except SimulationError:
                 return None
             if isinstance(value, (Zeros, Deferred)):
                 value = value.exact()
             if isinstance(value, Ragged):
+                if value.axis != axis:
+                    return None
                 padded[pos] = value
                 value = value.data
+            elif axis is not None:
+                return None
+            if value.shape != shape or value.dtype != dtype:
+                return None
             dynamic.append(value)
-        if _signature(dynamic, prog.input_rags, padded) != prog.dynamic_signature:
-            return None
         binding = ex.region_state.get(id(prog))
         entries = ex.vars.entries
         if (
@@ -1054,6 +1088,17 @@ class _Executable:
             return self.fallback(*args)
 
 
+def _operands(prog: WideProgram, out: np.ndarray) -> tuple[np.ndarray, list[int], Any]:
+    """A replay's operands from its plan's outputs: the packed int32 vector (block offsets,
+    valid lengths), the valid lengths as ints, the tables' new counts."""
+    n_ints = len(prog.starts) * prog.width + len(prog.lengths)
+    ints = out[:n_ints].astype(np.int32)
+    counts: dict[str, dict[str, int]] = {}
+    for (name, axis), value in zip(prog.count_axes, out[n_ints:].tolist()):
+        counts.setdefault(name, {})[axis] = value
+    return ints, ints[len(prog.starts) * prog.width :].tolist(), counts
+
+
 def _signature(
     values: list[Any], rags: list[Rag | None], padded: dict[int, Any] | None = None
 ) -> tuple[Any, ...]:
@@ -1137,12 +1182,18 @@ def unshared(arrays: tuple[Any, ...]) -> bool:
     the interpreter's own temporary references cancel out)."""
     if not _EXACT_REFCOUNTS:
         return False
-    alone = _refcounts((object(),))[0]
-    return all(n <= alone for n in _refcounts(arrays)) and not any(x.is_deleted() for x in arrays)
+    alone = _refcount_alone((object(),))
+    return max(map(sys.getrefcount, arrays), default=0) <= alone and not any(
+        map(_IS_DELETED, arrays)
+    )
 
 
-def _refcounts(items: tuple[Any, ...]) -> list[int]:
-    return [sys.getrefcount(x) for x in items]
+def _refcount_alone(items: tuple[Any, ...]) -> int:
+    # Counted through `map` as `unshared` counts its arrays: the same temporary references.
+    return max(map(sys.getrefcount, items))
+
+
+_IS_DELETED = operator.methodcaller("is_deleted")
 
 
 def _restore_blocks(
