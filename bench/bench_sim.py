@@ -4,7 +4,8 @@ Figures (all measured in this run, ratios against baselines measured in this run
 1. decode step (12 layers, d=768, 12 heads, KV cache; random weights in a generated .oinf,
    the step written in graph{} text, see examples/kv_cache_decode.py) through the simulator
    vs the same math as ONE jax.jit function with the KV cache as donated arrays, at
-   context 128 and 1024. Target simulator/pure-JAX <= 1.15 (issue 18).
+   context 128 and 1024, the two sides' steps alternating. Target simulator/pure-JAX <= 1.15
+   (issue 18).
 2. the same step in the simulator's eager NumPy interpreter (device="numpy"): speedup.
 3. one `cache.write` at table size 16 vs 16,384 (target ratio <= 1.5).
 4. decode step time vs context 1..2048 (CSV; a PNG too when matplotlib is installed).
@@ -164,6 +165,49 @@ class PureDecode:
         self.host_ms.append((time.perf_counter() - start) * 1e3)
         self.pos += 1
         y.block_until_ready()
+
+
+# Timed steps per prefill: from context 128 or 1024 they stay inside one read bucket (no
+# compilation among the timed steps); more repeats take more rounds.
+STEPS_PER_ROUND = 25
+WARM = 3  # untimed steps per round (a new executor's first calls set up its buffers)
+
+
+def interleaved(
+    ours: SimDecode, pure: PureDecode, ctx: int, repeats: int
+) -> tuple[list[float], list[float], float, float, float]:
+    """Decode steps at context `ctx`, simulator and jax.jit alternating step by step, so
+    both see the same machine state (a GPU host's speed drifts between runs by more than
+    the gap measured). Returns the step times (ms) of each side and the medians of the
+    simulator's host part, its best host CPU time and the jit's host part."""
+    sim_times: list[float] = []
+    jax_times: list[float] = []
+    host_ms: list[float] = []
+    host_cpu_ms: list[float] = []
+    jax_host_ms: list[float] = []
+    left = repeats
+    while left > 0:
+        steps = min(left, STEPS_PER_ROUND)
+        left -= steps
+        ours.prefill(ctx)
+        pure.prefill(ctx, bucket_size(ctx + WARM + steps + 1))
+        for _ in range(WARM):
+            ours.step()
+            pure.step()
+        ours.host_ms, ours.host_cpu_ms, pure.host_ms = [], [], []
+        for _ in range(steps):
+            sim_times.append(_median_ms(ours.step, 1))
+            jax_times.append(_median_ms(pure.step, 1))
+        host_ms += ours.host_ms
+        host_cpu_ms += ours.host_cpu_ms
+        jax_host_ms += pure.host_ms
+    return (
+        sim_times,
+        jax_times,
+        statistics.median(host_ms),
+        min(host_cpu_ms),
+        statistics.median(jax_host_ms),
+    )
 
 
 # ---- cache growth -------------------------------------------------------------------------------------
@@ -372,20 +416,10 @@ def main(argv: list[str]) -> int:
 
         decode_rows = []
         for ctx in contexts:
-            warm = 2
-            capacity = bucket_size(ctx + warm + repeats + 1)
-            ours.prefill(ctx)
-            for _ in range(warm):
-                ours.step()
-            ours.host_ms, ours.host_cpu_ms = [], []
-            sim_ms = _median_ms(ours.step, repeats)
-            host_ms = statistics.median(ours.host_ms)
-            host_cpu_ms = min(ours.host_cpu_ms)
-            pure.prefill(ctx, capacity)
-            for _ in range(warm):
-                pure.step()
-            pure.host_ms = []
-            jax_ms = _median_ms(pure.step, repeats)
+            sim_times, jax_times, host_ms, host_cpu_ms, jax_host_ms = interleaved(
+                ours, pure, ctx, repeats
+            )
+            sim_ms, jax_ms = statistics.median(sim_times), statistics.median(jax_times)
             eager_ms = math.nan
             if not eager_off:
                 eager.prefill(ctx)
@@ -398,7 +432,7 @@ def main(argv: list[str]) -> int:
                     "sim_host_ms": host_ms,
                     "sim_host_cpu_ms_best": host_cpu_ms,
                     "pure_jax_ms": jax_ms,
-                    "pure_jax_host_ms": statistics.median(pure.host_ms),
+                    "pure_jax_host_ms": jax_host_ms,
                     "ratio_sim_over_jax": sim_ms / jax_ms,
                     "numpy_eager_ms": eager_ms,
                     "speedup_vs_numpy": eager_ms / sim_ms,
