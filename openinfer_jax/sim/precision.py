@@ -49,7 +49,9 @@ def _find_enable_x64() -> Callable[[bool], Any]:
 _enable_x64 = _find_enable_x64()
 _explicit_x64: Callable[[str], Any] | None = getattr(jax._src.config, "explicit_x64_dtypes", None)
 # The "error" setting, parsed once (JAX parses a string value at every use).
-_ERROR: Any = _explicit_x64("error").new_val if _explicit_x64 is not None else None
+_ERROR: Any = (
+    getattr(_explicit_x64("error"), "new_val", "error") if _explicit_x64 is not None else None
+)
 # JAX's message for a 64-bit dtype requested while 64-bit mode is off ("Explicitly requested
 # dtype float64 requested in astype is not available ...").
 _REQUEST_MARK = "Explicitly requested dtype"
