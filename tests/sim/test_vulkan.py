@@ -7,13 +7,9 @@ import pytest
 
 from openinfer_jax.core.errors import SimulationError
 from openinfer_jax.sim import Simulator
+from tests.vk.conftest import vulkan_marks
 
-vk = pytest.importorskip("openinfer_jax.vk")
-available, why = vk.vulkan_available()
-pytestmark = [
-    pytest.mark.vulkan,
-    pytest.mark.skipif(not available, reason=f"no Vulkan device: {why}"),
-]
+pytestmark = vulkan_marks()
 
 GRAPH = """
 graph {

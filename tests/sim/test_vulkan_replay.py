@@ -12,13 +12,9 @@ from openinfer_jax.core.dtypes import DType
 from openinfer_jax.core.errors import SimulationError
 from openinfer_jax.sim import Simulator
 from openinfer_jax.sim.vulkan_replay import VulkanSegment, segments
+from tests.vk.conftest import new_backend, vulkan_marks
 
-vk = pytest.importorskip("openinfer_jax.vk")
-available, why = vk.vulkan_available()
-pytestmark = [
-    pytest.mark.vulkan,
-    pytest.mark.skipif(not available, reason=f"no Vulkan device: {why}"),
-]
+pytestmark = vulkan_marks()
 
 # Ops before and after a persistent read/write, an assign placeholder, a reshape view, an
 # op whose output is overwritten in place and a persistent value carried from step to step.
@@ -241,8 +237,6 @@ def test_segments_end_where_an_op_reads_an_assign_placeholder() -> None:
 
 # ---- the backend's tapes ----------------------------------------------------------------------
 def test_a_tape_replays_into_its_buffers_only_while_they_are_free() -> None:
-    from tests.vk.conftest import new_backend
-
     be = new_backend()
     if not be.batching:
         pytest.skip("tapes need kp's OpShaderBarrier (batching)")

@@ -13,6 +13,13 @@ import pytest
 from openinfer_jax.vk import VulkanBackend, vulkan_available
 
 
+def vulkan_marks() -> list[pytest.MarkDecorator]:
+    """`pytestmark` of a module whose every test needs a Vulkan device: marked `vulkan`,
+    skipped with `vulkan_available()`'s reason when there is none."""
+    ok, reason = vulkan_available()
+    return [pytest.mark.vulkan, pytest.mark.skipif(not ok, reason=f"no Vulkan device: {reason}")]
+
+
 def new_backend() -> VulkanBackend:
     """A new Vulkan backend (skips the test when no Vulkan device is usable)."""
     ok, reason = vulkan_available()
