@@ -160,6 +160,13 @@ def _call(name: str, families: frozenset[str] = ex.REAL) -> Render:
     return render
 
 
+def _mul_add(p: _Printer, fam: str, ct: str, a: list[str], bare: list[str]) -> str | None:
+    if fam not in ex.REAL:
+        return None
+    # in double the product is rounded first, as every other backend does (oi_runtime.h)
+    return f"{'oi_mul_add_double' if ct == 'double' else _fn(ct, 'fma')}({', '.join(bare)})"
+
+
 def _div(p: _Printer, fam: str, ct: str, a: list[str], bare: list[str]) -> str:
     if fam == "sint":  # INT64_MIN / -1 wraps; a zero divisor is guarded by the tree
         return f"oi_tdiv({bare[0]}, {bare[1]}, INT64_C(0))"
@@ -252,7 +259,7 @@ _PRIMITIVES: dict[str, Render] = {
     "min": _extreme("<"),
     "max": _extreme(">"),
     "clamp": _clamp,
-    "mul_add": _call("fma"),
+    "mul_add": _mul_add,
     "and": _binary("&", "&&"),
     "or": _binary("|", "||"),
     "xor": _binary("^", "!="),

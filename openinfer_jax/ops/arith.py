@@ -152,7 +152,15 @@ def _ref_fma(call: Call, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndar
 
 def _jax_fma(call: Call, a: Any, b: Any, c: Any) -> Any:
     a64, b64, c64 = (v.astype(jnp.float64) for v in (a, b, c))
-    return a64 * b64 + c64
+    product = a64 * b64
+    if jnp.float64 in (a.dtype, b.dtype, c.dtype):
+        # XLA contracts a multiply feeding an add into one fused operation (depending on the
+        # target and its optimization level; optimization_barrier and reduce_precision are
+        # simplified away first). A select between them keeps the f64 product rounded, as
+        # the reference rounds it: where c is NaN the sum is NaN either way. (The product of
+        # narrower floats is exact in f64: nothing to round.)
+        product = jnp.where(jnp.isnan(c64), c64, product)
+    return product + c64
 
 
 def _ref_recip(call: Call, x: np.ndarray) -> np.ndarray:

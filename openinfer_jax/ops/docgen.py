@@ -75,9 +75,11 @@ the op sees its f32 values.
   in the packed range, and every op wraps its result to that range (i4 add wraps modulo 16).
   Pass `dtypes=` to `OpDef.lower_jax`/`OpDef.reference`, since int8 alone cannot tell i8 from i4.
 * XLA on CPU flushes subnormal floats to zero (inputs and results); the NumPy reference does not.
-* Under `jax.jit`, XLA may contract an f64 `a * b + c` into one fused multiply-add (it allows
-  excess precision): f64 `fma` in the simulator can then be finite where the reference's product
-  overflows to ±inf. The reference, the Vulkan kernels and eager JAX round the product first.
+* f64 `fma` rounds the product to f64 before the add on every backend (the reference, the
+  simulator, C and Vulkan), so a product that overflows gives ±inf (and NaN against an opposite
+  infinite addend). The simulator keeps XLA from contracting the two into one fused
+  multiply-add, which XLA does under `jax.jit` on targets with FMA. For narrower floats the f64
+  product is exact and the result is rounded once to the storage type.
 * `acc=[A, O]` must equal one accumulation rule exactly and A must suit the input (float for
   float inputs, signed ≥ the input width for signed, unsigned for unsigned); `acc=A` is the
   single form of `[A, A]`. `acc` on an op without rules is an error.

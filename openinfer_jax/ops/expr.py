@@ -460,8 +460,8 @@ PRIMITIVES: dict[str, Primitive] = {
     "clamp": Primitive(3, ORDERED, "min(max(x, lo), hi) with a NaN x passing through",
                        numeric=_nan_clamp),
     "mul_add": Primitive(3, REAL, "a * b + c rounded once for f32 (the f64 product of f32 "
-                         "values is exact); for f64 the backends may round the product first "
-                         "(C fuses, GLSL and XLA do not)",
+                         "values is exact); in f64 the product is rounded first, on every "
+                         "backend",
                          numeric=lambda xp, a, b, c: a * b + c),
     # bits and logic
     "and": Primitive(2, LOGIC, "bitwise and; bool and truth values: logical",

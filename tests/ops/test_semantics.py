@@ -144,3 +144,37 @@ def test_broadcasting_lowering_matches_reference_for_random_shapes(
     want = opdef.reference(*arrays, dtypes=[dtype, dtype])
     assert got.shape == want.shape == np.broadcast_shapes(arrays[0].shape, arrays[1].shape)
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-6, equal_nan=True)
+
+
+
+_FMA_UNDER_JIT = """
+import json, jax, numpy as np
+from openinfer_jax.core.dtypes import DType
+from openinfer_jax.ops import registry
+opdef = registry.get("fma")
+a = np.array([1.79e308, 1e308, 3.0, 2.0])
+b = np.array([1.79e308, 10.0, 1.0 / 3.0, 0.5])
+c = np.array([-np.inf, -1e308, -1.0, np.nan])
+with jax.enable_x64(True):
+    got = jax.jit(lambda *x: opdef.lower_jax(*x, dtypes=[DType.F64] * 3))(a, b, c)
+print(json.dumps(np.asarray(got).tolist()))
+"""
+
+
+def test_f64_fma_rounds_the_product_first_under_jit() -> None:
+    """XLA contracts a multiply feeding an add into one fused multiply-add under jit (on
+    targets with FMA, at its default optimization level, which the suite lowers: hence a
+    process of its own): the lowering must still round the f64 product first, as the
+    reference, C and Vulkan do."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    flags = os.environ.get("XLA_FLAGS", "").replace("--xla_backend_optimization_level=0", "")
+    env = {**os.environ, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu"}
+    out = subprocess.run([sys.executable, "-c", _FMA_UNDER_JIT], env=env, capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    # the rounded products: inf - inf, inf - 1e308, 1.0 - 1.0, and a NaN addend
+    got = json.loads(out.strip().splitlines()[-1])
+    np.testing.assert_array_equal(got, [np.nan, np.inf, 0.0, np.nan])

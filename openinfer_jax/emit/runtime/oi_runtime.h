@@ -247,6 +247,14 @@ static inline double oi_nan_clamp_double(double y, double lo, double hi) {
     double t = y < lo ? lo : y;
     return y != y ? y : (t > hi ? hi : t);
 }
+/* a * b + c with the product rounded to double first, as the reference and the other
+ * backends compute an f64 fma: the volatile store keeps the compiler from contracting the
+ * two into one fused operation (C fma() would round once). For f32 operands widened to
+ * double the product is exact and this equals a fused result. */
+static inline double oi_mul_add_double(double a, double b, double c) {
+    volatile double product = a * b;
+    return product + c;
+}
 static inline int64_t oi_min_int64_t(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t oi_max_int64_t(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline uint64_t oi_min_uint64_t(uint64_t a, uint64_t b) { return a < b ? a : b; }
