@@ -669,3 +669,35 @@ def test_device_json_thread_and_block_errors(prefs: Any, limits: Any, message: s
     arch["limits"] = {**arch["limits"], **limits}
     with pytest.raises(SynthesisError, match=message):
         Synthesizer(arch)
+
+
+def _host_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
+    return set(line.partition(":")[2].split())
+
+
+# The suite's default build takes the baseline ISA (4 lanes with x86-64's SSE); the kernels'
+# lane-sum trees and register tiles differ per vector width, so build them as a user would
+# (-march=native: 16 lanes on AVX-512, 8 on AVX2) and, on an AVX-512 host, with 8 lanes too.
+NATIVE_BUILDS = {"native": ["-O3", "-march=native"]}
+if "avx512f" in _host_flags():
+    NATIVE_BUILDS["native-avx2"] = ["-O3", "-march=native", "-mno-avx512f"]
+
+
+@pytest.mark.parametrize("build", sorted(NATIVE_BUILDS))
+def test_kernels_built_for_the_host_match_simulator(tmp_path: Path, build: str) -> None:
+    flags = ["-std=c99", "-Wall", "-Wextra", "-Werror", *NATIVE_BUILDS[build]]
+    for name, make, graph, outputs in (
+        ("attention", _attention_model, ATTENTION, ATTENTION_OUTPUTS),
+        ("gemm", _model, GRAPH, OUTPUTS),
+    ):
+        where = tmp_path / name
+        where.mkdir()
+        model, steps = make(where)
+        result = parity(where, model, graph, steps, outputs=outputs, arch=_arch(**SMALL_BLOCKS),
+                        flags=flags)  # fmt: skip
+        assert result["compared"] == 2 * len(outputs)
