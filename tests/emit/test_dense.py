@@ -610,8 +610,9 @@ def test_row_kernels_match_simulator(tmp_path: Path, threads: int) -> None:
     assert ("oi_parallel_work(" in files["prog.c"]) == (threads > 1)
 
 
-@pytest.mark.parametrize("which", ["gemm", "attention", "conv", "rows", "act"])
+@pytest.mark.parametrize("which", ["gemm", "attention", "conv", "rows", "act", "gemm-native", "conv-native"])
 def test_one_and_two_threads_are_bit_identical(tmp_path: Path, monkeypatch, which: str) -> None:
+    which, _, native = which.partition("-")
     if which == "act":
         (model, steps), graph, outputs = _act_model(tmp_path), ACT, ACT_OUTPUTS
     elif which == "gemm":
@@ -627,6 +628,8 @@ def test_one_and_two_threads_are_bit_identical(tmp_path: Path, monkeypatch, whic
     # read when the program runs, so one build serves both thread counts; the two-thread run
     # is also compared with the simulator.
     flags = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-DOI_PARALLEL_MIN_WORK=0"]
+    if native:  # the host's vectors (NATIVE_BUILDS): AVX-512's twelve-row GEMM tiles
+        flags += NATIVE_BUILDS["native"]
     monkeypatch.setenv("OI_THREADS", "2")
     result = parity(tmp_path, model, graph, steps, outputs=outputs, arch=arch, flags=flags)
     assert "oi_pool.h" in result["plan"].files
@@ -694,6 +697,7 @@ def test_kernels_built_for_the_host_match_simulator(tmp_path: Path, build: str) 
     for name, make, graph, outputs in (
         ("attention", _attention_model, ATTENTION, ATTENTION_OUTPUTS),
         ("gemm", _model, GRAPH, OUTPUTS),
+        ("conv", _conv_model, CONV, CONV_OUTPUTS),
     ):
         where = tmp_path / name
         where.mkdir()
