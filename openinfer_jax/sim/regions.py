@@ -8,6 +8,8 @@ references (`W[l]`) are resolved by the scheduler: the region only sees arrays.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,8 +64,10 @@ Signature = tuple[Any, ...]
 
 
 # How a region write comes back: ("out", position in the returned tuple), ("zeros",
-# shape, dtype) for an untouched `assign`, or ("deferred", shape, dtype) for a value no
-# later node reads, computed from the region's inputs when someone does (values.Deferred).
+# shape, dtype) for an untouched `assign`, ("deferred", shape, dtype) for a value no
+# later node reads, computed from the region's inputs when someone does (values.Deferred),
+# or ("packed", position, offset, shape, dtype) for a small dead `assign` returned inside
+# one flat output with the others of its dtype (a view of it made if fetched).
 Slot = tuple[Any, ...]
 
 # A dead write smaller than this is returned anyway: writing it out costs less than the
@@ -122,8 +126,23 @@ def slot_value(
         return Ragged(out, rag.axis, valid[rag.slot]) if rag is not None else out
     if kind == "zeros":
         return Zeros(slot[1], slot[2])
+    if kind == "packed":
+        return Deferred(slot[3], slot[4], _view(outs[slot[1]], slot[2], slot[3]))
     assert recipe is not None
     return Deferred(slot[1], slot[2], lambda: recipe(inputs, lengths, k))
+
+
+def _view(flat: Any, offset: int, shape: tuple[int, ...]) -> Callable[[], Any]:
+    """The value at `offset` of a packed output (sliced when first read)."""
+    return lambda: _slicer(offset, shape)(flat)
+
+
+@functools.lru_cache(maxsize=1024)
+def _slicer(offset: int, shape: tuple[int, ...]) -> Callable[[Any], Any]:
+    """One compiled call cutting a value out of a packed output (an eager slice and
+    reshape would be two dispatches)."""
+    size = math.prod(shape)
+    return jax.jit(lambda flat: jax.lax.slice(flat, (offset,), (offset + size,)).reshape(shape))
 
 
 def plan_layout(
@@ -134,19 +153,23 @@ def plan_layout(
     zero_ids: dict[int, Any],
     tainted: set[Any],
     lean: bool,
-) -> tuple[list[Slot], list[Any]]:
-    """Which writes a traced region returns: (layout, keys returned in order).
+    pack: bool = False,
+) -> tuple[list[Slot], list[Any], list[list[Any]]]:
+    """Which writes a traced region returns: (layout, keys returned in order, packs).
 
-    `env[key][0]` is the traced value; `zero_ids` the ids of untouched `assign` zeros;
-    `tainted` the keys whose value depends on something not immutable or padded (a table
-    read, a `Ragged` input), which must be returned. `name_of(key)` is the variable name,
-    or None for a prefix-table entry (always returned). Dead writes below
-    `DEFER_MIN_BYTES` are returned too.
+    `env[key]` starts with the traced value and its padding; `zero_ids` the ids of untouched
+    `assign` zeros; `tainted` the keys whose value depends on something not immutable or
+    padded (a table read, a `Ragged` input), which must be returned. `name_of(key)` is the
+    variable name, or None for a prefix-table entry (always returned). Dead writes below
+    `DEFER_MIN_BYTES` are returned too: with `pack`, the dead `assign`s among them (not
+    padded) as one flat output per dtype, each pack of keys returned after `returned`, so
+    a call hands back (and, recycled, donates) one buffer for them instead of one each.
     """
     layout: list[Slot] = []
     returned: list[Any] = []
+    groups: dict[Any, list[tuple[int, Any]]] = {}
     for key in keys:
-        value = env[key][0]
+        value, rag = env[key][0], env[key][1]
         name = name_of(key)
         live = not lean or name is None or name in region.used_after
         if lean and id(value) in zero_ids:
@@ -155,10 +178,31 @@ def plan_layout(
             layout.append(("zeros", tuple(value.shape), np.dtype(value.dtype)))
         elif not live and key not in tainted and _nbytes(value) >= DEFER_MIN_BYTES:
             layout.append(("deferred", tuple(value.shape), np.dtype(value.dtype)))
+        elif pack and not live and rag is None and name in region.assigns:
+            groups.setdefault(np.dtype(value.dtype), []).append((len(layout), key))
+            layout.append(())  # placed below
         else:
             layout.append(("out", len(returned)))
             returned.append(key)
-    return layout, returned
+    packs: list[list[Any]] = []
+    for dtype, members in groups.items():
+        if len(members) == 1:  # alone: as it is
+            ((at, key),) = members
+            layout[at] = ("out", len(returned))
+            returned.append(key)
+            continue
+        offset = 0
+        for at, key in members:
+            shape = tuple(env[key][0].shape)
+            layout[at] = ("packed", len(keys) + len(packs), offset, shape, dtype)
+            offset += math.prod(shape)
+        packs.append([key for _at, key in members])
+    # packed outputs come after every returned key: fix their positions now
+    layout = [
+        (s[0], len(returned) + s[1] - len(keys), *s[2:]) if s and s[0] == "packed" else s
+        for s in layout
+    ]
+    return layout, returned, packs
 
 
 def _shape_of(x: Any, rag: Rag | None) -> list[int]:
@@ -300,7 +344,7 @@ class RegionCompiler:
                     raise NodeFailure(node, err) from err
             if not record:
                 return env[region.writes[target]][0]
-            slots, returned = plan_layout(
+            slots, returned, _packs = plan_layout(
                 region,
                 list(region.writes),
                 lambda ref: None if ref.indices else ref.name,

@@ -155,6 +155,8 @@ class Simulator:
             and self.jax_device is not None
             and self.jax_device.platform == "gpu"
         )
+        # There too, small dead temporaries come back packed (wide.py WideRunner.pack).
+        self.wide.pack = self.wide.recycle
         self.resolved_regions: dict[int, RegionPlan] = {}
         entry = self.graph.block("entry") or (self.graph.blocks[0] if self.graph.blocks else None)
         if entry is None:

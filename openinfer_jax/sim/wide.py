@@ -233,6 +233,12 @@ class WideRunner:
         # of the executable, each with its own command buffers and its own outputs: with
         # every output aliased to a donated buffer of its lane, nothing moves (`_lane`).
         self.recycle = False
+        # With lean regions: the small dead `assign`s of a region come back as one flat
+        # output per dtype (regions.py plan_layout), viewed if fetched (one dispatch). Set
+        # by the simulator on a GPU, where each output of a call, donated and recycled,
+        # costs the host microseconds, and a decode step returns one per temporary of its
+        # last layer. (On a CPU the view a fetch makes costs more than it saves.)
+        self.pack = False
 
     def lean_for(self, region: RegionPlan) -> bool:
         """Whether `region` leaves its dead outputs out (never when sharded)."""
@@ -531,7 +537,7 @@ class WideRunner:
                 compiled = self._build(prog, buffers, region, lean)
                 kept = False
                 if self.store is not None and self.constrain is None and self.wrap is None:
-                    description = _description(region, prog, buffers, lean, self.recycle)
+                    description = _description(region, prog, buffers, lean, self.recycle, self.pack)
                     kept = _keep(self.store, ex, compiled, description)
                 if not kept:
                     # Traced now so NeedExact and node errors surface before any buffer
@@ -668,7 +674,7 @@ class WideRunner:
                     info.input_shapes.append(list(value.shape))
             if not record:
                 return env[written[target]][0]
-            slots, returned = plan_layout(
+            slots, returned, packs = plan_layout(
                 region,
                 written,
                 lambda key: key[1] if key[0] == "v" else None,
@@ -676,6 +682,7 @@ class WideRunner:
                 zero_ids,
                 tainted,
                 lean,
+                pack=self.pack,
             )
             layout[:] = slots
             outs = []
@@ -683,6 +690,9 @@ class WideRunner:
                 value, rag = env[key]
                 outs.append(value)
                 out_rags.append(rag)
+            for keys_ in packs:
+                outs.append(jnp.concatenate([env[key][0].reshape(-1) for key in keys_]))
+                out_rags.append(None)
             return tuple(outs), tuple(bufs)
 
         table_no = {name: k for k, name in enumerate(prog.tables)}
@@ -973,7 +983,12 @@ class _Walk:
 
 
 def _description(
-    region: RegionPlan, prog: WideProgram, buffers: list[Any], lean: bool, recycle: bool
+    region: RegionPlan,
+    prog: WideProgram,
+    buffers: list[Any],
+    lean: bool,
+    recycle: bool,
+    pack: bool = False,
 ) -> tuple[Any, ...]:
     """What the traced function of `prog` computes, without object identities: the
     executable store's key (executable_store.py). Node ids in the steps become what
@@ -1007,6 +1022,8 @@ def _description(
         lean,
         sorted(region.used_after),
         recycle,
+        pack,
+        region.assigns,
     )
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from openinfer_jax.core.errors import SimulationError
 from openinfer_jax.sim import Simulator
+from openinfer_jax.sim.values import Deferred
 
 from .test_wide_state import STATE_GRAPH
 
@@ -20,8 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 from kv_cache_decode import Config, graph_text, numpy_step, write_model
 
 
-def _recycling(sim: Simulator) -> Simulator:
-    sim.wide.recycle = True  # before the first executor and the first compilation
+def _recycling(sim: Simulator, pack: bool = True) -> Simulator:
+    # before the first executor and the first compilation; a GPU simulator packs too
+    sim.wide.recycle = True
+    sim.wide.pack = pack
     return sim
 
 
@@ -86,6 +89,38 @@ def test_decode_with_recycled_outputs_matches_numpy(tmp_path: Path) -> None:
     # buffers, each seeing the same buffers at every call).
     lanes, *_ = [v for k, v in ex.region_state.items() if isinstance(k, tuple)]
     assert lanes.compiled.lane(1).exe is not lanes.compiled.lane(0).exe
+
+
+def test_packed_temporaries_match_unpacked_outputs(tmp_path: Path) -> None:
+    """The decode step's dead temporaries come back in one flat output (WideRunner.pack):
+    every fetched value, held device arrays and the tables equal those of separate
+    outputs, bit for bit, and the call returns (and recycles) fewer buffers."""
+    cfg = Config(layers=2, d=32, heads=2)
+    path = tmp_path / "m.oinf"
+    write_model(path, cfg)
+    rng = np.random.default_rng(4)
+    xs = [rng.standard_normal((1, cfg.d)).astype(np.float32) for _ in range(5)]
+    names = ("y", "a", "qkv", "f", "o2", "kh", "ks", "K", "V")
+    results, counts = [], []
+    for pack in (True, False):
+        sim = _recycling(Simulator(path, graph_text(cfg)), pack=pack)
+        ex = sim.make_executor()
+        fetched, held = [], None
+        for k, x in enumerate(xs):
+            ex.insert(x=x)
+            ex.step()
+            fetched.append({name: np.array(ex.fetch(name)) for name in names})
+            if k == 1:
+                held = ex.fetch_device("f")
+        fetched.append({"held": np.array(held)})
+        results.append(fetched)
+        lanes, *_ = [v for k, v in ex.region_state.items() if isinstance(k, tuple)]
+        counts.append(len(lanes.outs[lanes.last]))
+        assert isinstance(ex.vars.store["a"], Deferred) == pack  # a view, made if fetched
+    for packed, separate in zip(*results):
+        for name, value in separate.items():
+            np.testing.assert_array_equal(packed[name], value, err_msg=name)
+    assert counts[0] < counts[1] - 5, counts
 
 
 def test_recycled_outputs_roll_back_with_the_step(make_model) -> None:
