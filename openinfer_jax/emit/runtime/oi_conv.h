@@ -714,6 +714,22 @@ static const oi_dwb_pixels_fn (*oi_dwb_kernels(const oi_conv_geom *g, int64_t *r
     return table[0];
 }
 
+/* A hint that pixels [f0, f1) of the `nc` planes at p (`plane` floats apart) are about to
+ * be written (GCC and Clang; nothing elsewhere): a band's outputs go to OI_VL planes at
+ * once, whose lines the caches then fetch while the band is computed (measured: 5-10% off
+ * the layers with 14 x 14 and 28 x 28 outputs; prefetching the input rows was slower). A
+ * macro, as OI_ATTN_PREFETCH. */
+#if defined(__GNUC__) || defined(__clang__)
+#define OI_DWB_PREFETCH_W(p, plane, nc, f0, f1)                                                      \
+    do {                                                                                             \
+        int64_t pc_, pf_;                                                                            \
+        for (pc_ = 0; pc_ < (nc); pc_++)                                                             \
+            for (pf_ = (f0); pf_ < (f1); pf_ += 16) __builtin_prefetch((p) + pc_ * (plane) + pf_, 1, 3); \
+    } while (0)
+#else
+#define OI_DWB_PREFETCH_W(p, plane, nc, f0, f1) ((void)0)
+#endif
+
 /* Units [begin, end) of (image, block of OI_VL channels). */
 static void oi_dwb_run(void *ctx, int64_t begin, int64_t end, int slot) {
     const oi_conv_f32_args *a = (const oi_conv_f32_args *)ctx;
@@ -752,6 +768,7 @@ static void oi_dwb_run(void *ctx, int64_t begin, int64_t end, int slot) {
             const int64_t oy1 = oi_min64(g->OH, oy0 + band), need = (oy1 - 1) * g->SH + (g->KH - 1) * g->DH + 1;
             oi_dwb_fill(g, src, plane_in, last, ring_buf, ring, WP, oi_max64(loaded, oy0 * g->SH), need);
             loaded = need;
+            OI_DWB_PREFETCH_W(y, plane_out, nc, oy0 * g->OW, oy1 * g->OW);
             for (oy = oy0; oy < oy1; oy += R)
                 for (ox = 0; ox < g->OW; ox += span) {
                     const int P = (int)oi_min64(span, g->OW - ox);
