@@ -712,18 +712,22 @@ def test_kernels_built_for_the_host_match_simulator(tmp_path: Path, build: str) 
 # tensor), 3x3 stride 1 with a fused clamp, 5x5 stride 2 with asymmetric pads, a 5x5 kernel
 # on a 3x4 plane (narrower than the kernel), rows over several bands (the ring of input rows
 # wraps) with a residual add as the epilogue, 3x3 stride 2 in bands, and the general kernel:
-# dilation, a 7x7 kernel with strides (1, 2), conv1d with stride 2.
+# dilation, a 7x7 kernel with strides (1, 2), conv1d with stride 2, rows of 3 outputs.
 BLOCKED = """
 graph {
-  dynamic { p: f32[2, 37, 9, 9]; q: f32[1, 21, 15, 13]; n: f32[1, 19, 3, 4]; t: f32[1, 40, 30, 20]; u: f32[1, 24, 41, 30]; s: f32[2, 18, 33]; }
+  dynamic {
+    p: f32[2, 37, 9, 9]; q: f32[1, 21, 15, 13]; n: f32[1, 19, 3, 4]; t: f32[1, 40, 30, 20];
+    u: f32[1, 24, 41, 30]; s: f32[2, 18, 33]; v: f32[1, 20, 5, 5];
+  }
   constant {
     w3: f32[37, 1, 3, 3]; b3: f32[37]; w5: f32[21, 1, 5, 5]; b5: f32[21]; wn: f32[19, 1, 5, 5];
     wt: f32[40, 1, 3, 3]; wu: f32[24, 1, 3, 3]; bu: f32[24]; wd: f32[37, 1, 3, 3]; w7: f32[21, 1, 7, 7];
-    w1: f32[18, 1, 5]; b1: f32[18];
+    w1: f32[18, 1, 5]; b1: f32[18]; wv: f32[20, 1, 3, 3];
   }
   volatile {
     d1: f32[2, 37, 9, 9]; d2: f32[1, 21, 7, 6]; d3: f32[1, 19, 3, 4]; d4: f32[1, 40, 30, 20];
     d5: f32[1, 24, 20, 15]; d6: f32[2, 37, 9, 9]; d7: f32[1, 21, 15, 7]; d8: f32[2, 18, 16];
+    d9: f32[1, 20, 3, 3];
   }
   block entry {
     op conv2d(p, w3, b3, pads=[1, 1, 1, 1], groups=37) >> d1;
@@ -736,11 +740,12 @@ graph {
     op conv2d(p, wd, dilations=[2, 2], pads=[2, 2, 2, 2], groups=37) >> d6;
     op conv2d(q, w7, strides=[1, 2], pads=[3, 3, 3, 3], groups=21) >> d7;
     op conv1d(s, w1, b1, strides=[2], pads=[2, 1], groups=18) >> d8;
+    op conv2d(v, wv, strides=[2, 2], pads=[1, 1, 1, 1], groups=20) >> d9;
     return;
   }
 }
 """
-BLOCKED_OUTPUTS = ["d1", "d2", "d3", "d4", "d5", "d6", "d7", "d8"]
+BLOCKED_OUTPUTS = ["d1", "d2", "d3", "d4", "d5", "d6", "d7", "d8", "d9"]
 
 
 def _blocked_model(tmp_path: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
@@ -751,11 +756,11 @@ def _blocked_model(tmp_path: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
 
     shapes = {"w3": (37, 1, 3, 3), "b3": (37,), "w5": (21, 1, 5, 5), "b5": (21,), "wn": (19, 1, 5, 5),
               "wt": (40, 1, 3, 3), "wu": (24, 1, 3, 3), "bu": (24,), "wd": (37, 1, 3, 3),
-              "w7": (21, 1, 7, 7), "w1": (18, 1, 5), "b1": (18,)}  # fmt: skip
+              "w7": (21, 1, 7, 7), "w1": (18, 1, 5), "b1": (18,), "wv": (20, 1, 3, 3)}  # fmt: skip
     model = tmp_path / "m.oinf"
     write_oinf(model, sizevars={}, metadata={}, tensors={k: f32(*v) for k, v in shapes.items()})
     feeds = {"p": (2, 37, 9, 9), "q": (1, 21, 15, 13), "n": (1, 19, 3, 4), "t": (1, 40, 30, 20),
-             "u": (1, 24, 41, 30), "s": (2, 18, 33)}  # fmt: skip
+             "u": (1, 24, 41, 30), "s": (2, 18, 33), "v": (1, 20, 5, 5)}  # fmt: skip
     return model, [{k: f32(*v) for k, v in feeds.items()} for _ in range(2)]
 
 

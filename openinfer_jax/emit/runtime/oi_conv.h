@@ -4,11 +4,21 @@
  *
  * with iy = oy * SH - PH + ky * DH (likewise ix), zero outside the image, m in group g.
  *
- *  - Depthwise (one filter per input channel: groups = C = M): a direct kernel per channel.
- *    The channel's plane is first copied into scratch with its zero padding and, for
- *    stride S, split into S column phases, so every tap of a strip of outputs reads
- *    contiguous memory with no bounds test; a strip of two vectors of outputs accumulates
- *    all KH x KW taps in registers. (Without enough scratch: a row-by-row kernel.)
+ *  - Depthwise (one filter per input channel: groups = C = M), with 8 or 16 lanes and a
+ *    column stride above 1 or output rows shorter than two vectors: a channel-blocked
+ *    kernel. Each vector holds one pixel of OI_VL channels: a band of input rows at a time
+ *    is transposed into a ring of zero-padded rows, the filters into one vector per tap,
+ *    and every output pixel of the band is a vector of all the block's channels (3x3 and
+ *    5x5 kernels load each input vector once per input row and multiply it into every
+ *    output it reaches, the filter rows in registers), transposed back into the output
+ *    planes. Stride and dilation are only offsets there, and no lane idles on narrow
+ *    planes.
+ *  - Other depthwise convolutions, and 2-D convolutions with few taps per output (an RGB
+ *    stem): a direct kernel per channel. The channel's plane is first copied into scratch
+ *    with its zero padding and, for stride S, split into S column phases, so every tap of a
+ *    strip of outputs reads contiguous memory with no bounds test; a strip of two vectors
+ *    of outputs accumulates all KH x KW taps in registers. (Without enough scratch: a
+ *    row-by-row kernel.)
  *  - Otherwise, per image and group, a GEMM: the filters [M/G, C/G*KH*KW] times the im2col
  *    matrix of the image, which the GEMM's packing reads straight from the image (no im2col
  *    buffer); a 1x1 convolution with stride 1 and no padding reads the image as a plain
@@ -17,7 +27,8 @@
  * `act` ({lo, hi} or NULL) clamps each final output after the bias, in registers (as in
  * oi_gemm.h), before the epilogue.
  *
- * Threads split output channels (depthwise) or the GEMM's output pixels; never a sum. */
+ * Threads split output channels (depthwise; blocks of OI_VL of them on the channel-blocked
+ * kernel) or the GEMM's output pixels; never a sum. */
 #ifndef OI_CONV_H
 #define OI_CONV_H
 
@@ -481,13 +492,14 @@ static void oi_dc_copy_run(void *ctx, int64_t begin, int64_t end, int slot) {
  * the outputs of a band, computed a vector per pixel, transposed back into the NCHW planes.
  * Stride and dilation are only offsets here (no phase split) and every lane is used however
  * narrow the plane. The band's rows are sized for 16 lanes whatever OI_VL, so the program
- * can size the scratch without knowing the build (c_dense.py _depthwise_floats). */
+ * can size the scratch without knowing the build (c_dense.py _blocked_floats). */
 #ifndef OI_DWB_RING_FLOATS
 #define OI_DWB_RING_FLOATS 4096 /* the ring at 16 lanes: 16 KB (measured: larger rings are slower) */
 #endif
 static inline int64_t oi_max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t oi_dwb_width(const oi_conv_geom *g, int64_t pad_w) { return g->W + g->PW + pad_w; }
-/* Output rows per band: as many as the ring holds input rows for (at least one). */
+/* Output rows per band: as many as the ring holds input rows for, rounded down to an even
+ * count (the kernels take rows in pairs) when more than two fit; at least one. */
 static inline int64_t oi_dwb_band(const oi_conv_geom *g, int64_t pad_w) {
     const int64_t rows = OI_DWB_RING_FLOATS / (16 * oi_dwb_width(g, pad_w)), reach = (g->KH - 1) * g->DH + 1;
     const int64_t fit = rows > reach ? (rows - reach) / g->SH + 1 : 1, band = fit > 2 ? fit / 2 * 2 : fit;
@@ -671,13 +683,19 @@ typedef void (*oi_dwb_pixels_fn)(const oi_conv_geom *, const float *, int64_t, i
         oi_dwb_pixels(P, R, fixed, KW, SW, SH, g, ring_buf, ring, row, slot0, col, wt, bias, has_bias, act,   \
                       out, out_row);                                                                         \
     }
-/* the kernels for 1 .. 8 outputs of R rows of one kind, and their table */
+/* The kernels for 4 .. 8 outputs of R rows of one kind (`all`: 1 .. 3 as well), and their
+ * table by output count (NULL where there is none). A row of at least four outputs splits
+ * into calls of 4 to 8; narrower rows take the general kind. */
 #define OI_DWB_KIND(kind, R, fixed, KW, SW, SH)                                                                   \
+    OI_DWB_PIXELS(oi_dwb_##kind##4, 4, R, fixed, KW, SW, SH) OI_DWB_PIXELS(oi_dwb_##kind##5, 5, R, fixed, KW, SW, SH) \
+    OI_DWB_PIXELS(oi_dwb_##kind##6, 6, R, fixed, KW, SW, SH) OI_DWB_PIXELS(oi_dwb_##kind##7, 7, R, fixed, KW, SW, SH) \
+    OI_DWB_PIXELS(oi_dwb_##kind##8, 8, R, fixed, KW, SW, SH)
+#define OI_DWB_KIND_ALL(kind, R, fixed, KW, SW, SH)                                                               \
     OI_DWB_PIXELS(oi_dwb_##kind##1, 1, R, fixed, KW, SW, SH) OI_DWB_PIXELS(oi_dwb_##kind##2, 2, R, fixed, KW, SW, SH) \
-    OI_DWB_PIXELS(oi_dwb_##kind##3, 3, R, fixed, KW, SW, SH) OI_DWB_PIXELS(oi_dwb_##kind##4, 4, R, fixed, KW, SW, SH) \
-    OI_DWB_PIXELS(oi_dwb_##kind##5, 5, R, fixed, KW, SW, SH) OI_DWB_PIXELS(oi_dwb_##kind##6, 6, R, fixed, KW, SW, SH) \
-    OI_DWB_PIXELS(oi_dwb_##kind##7, 7, R, fixed, KW, SW, SH) OI_DWB_PIXELS(oi_dwb_##kind##8, 8, R, fixed, KW, SW, SH)
-#define OI_DWB_TABLE(kind)                                                                                    \
+    OI_DWB_PIXELS(oi_dwb_##kind##3, 3, R, fixed, KW, SW, SH) OI_DWB_KIND(kind, R, fixed, KW, SW, SH)
+#define OI_DWB_TABLE(kind) \
+    {NULL, NULL, NULL, oi_dwb_##kind##4, oi_dwb_##kind##5, oi_dwb_##kind##6, oi_dwb_##kind##7, oi_dwb_##kind##8}
+#define OI_DWB_TABLE_ALL(kind)                                                                                \
     {oi_dwb_##kind##1, oi_dwb_##kind##2, oi_dwb_##kind##3, oi_dwb_##kind##4, oi_dwb_##kind##5,               \
      oi_dwb_##kind##6, oi_dwb_##kind##7, oi_dwb_##kind##8}
 /* Output rows per call of the fixed kernels: two where the registers hold both rows'
@@ -687,31 +705,39 @@ typedef void (*oi_dwb_pixels_fn)(const oi_conv_geom *, const float *, int64_t, i
 #else
 #define OI_DWB_ROWS 1
 #endif
-OI_DWB_KIND(any, 1, 0, 1, 1, 1)
+OI_DWB_KIND_ALL(any, 1, 0, 1, 1, 1)
 OI_DWB_KIND(k3s1, OI_DWB_ROWS, 1, 3, 1, 1)
 OI_DWB_KIND(k3s2, OI_DWB_ROWS, 1, 3, 2, 2)
 OI_DWB_KIND(k5s1, OI_DWB_ROWS, 1, 5, 1, 1)
 OI_DWB_KIND(k5s2, OI_DWB_ROWS, 1, 5, 2, 2)
+#if OI_DWB_ROWS > 1
 OI_DWB_KIND(k3s1r1, 1, 1, 3, 1, 1)
 OI_DWB_KIND(k3s2r1, 1, 1, 3, 2, 2)
 OI_DWB_KIND(k5s1r1, 1, 1, 5, 1, 1)
 OI_DWB_KIND(k5s2r1, 1, 1, 5, 2, 2)
+#define OI_DWB_ONE(kind) OI_DWB_TABLE(kind##r1)
+#else
+#define OI_DWB_ONE(kind) OI_DWB_TABLE(kind)
+#endif
 
-/* The kernels for this geometry: [0][P - 1] takes P outputs of `rows` rows, [1][P - 1] of
- * one row (a band's last). */
-static const oi_dwb_pixels_fn (*oi_dwb_kernels(const oi_conv_geom *g, int64_t *rows))[8] {
-    static const oi_dwb_pixels_fn table[5][2][8] = {
-        {OI_DWB_TABLE(any), OI_DWB_TABLE(any)},
-        {OI_DWB_TABLE(k3s1), OI_DWB_TABLE(k3s1r1)},
-        {OI_DWB_TABLE(k3s2), OI_DWB_TABLE(k3s2r1)},
-        {OI_DWB_TABLE(k5s1), OI_DWB_TABLE(k5s1r1)},
-        {OI_DWB_TABLE(k5s2), OI_DWB_TABLE(k5s2r1)}};
-    if (g->DH == 1 && g->DW == 1 && (g->KW == 3 || g->KW == 5) && (g->SW == 1 || g->SW == 2) && g->SH == g->SW) {
+/* [0][P - 1]: the kernel for P outputs of `rows` output rows, [1][P - 1] of one row (a
+ * band's last when `rows` is 2). */
+typedef oi_dwb_pixels_fn oi_dwb_kernel_set[2][8];
+
+/* The kernels for this geometry and how many rows they take. */
+static const oi_dwb_kernel_set *oi_dwb_kernels(const oi_conv_geom *g, int64_t *rows) {
+    static const oi_dwb_kernel_set table[5] = {{OI_DWB_TABLE_ALL(any), OI_DWB_TABLE_ALL(any)},
+                                               {OI_DWB_TABLE(k3s1), OI_DWB_ONE(k3s1)},
+                                               {OI_DWB_TABLE(k3s2), OI_DWB_ONE(k3s2)},
+                                               {OI_DWB_TABLE(k5s1), OI_DWB_ONE(k5s1)},
+                                               {OI_DWB_TABLE(k5s2), OI_DWB_ONE(k5s2)}};
+    if (g->DH == 1 && g->DW == 1 && (g->KW == 3 || g->KW == 5) && (g->SW == 1 || g->SW == 2) &&
+        g->SH == g->SW && g->OW >= 4) {
         *rows = OI_DWB_ROWS;
-        return table[(g->KW == 5 ? 3 : 1) + (g->SW == 2)];
+        return &table[(g->KW == 5 ? 3 : 1) + (g->SW == 2)];
     }
     *rows = 1;
-    return table[0];
+    return &table[0];
 }
 
 /* A hint that pixels [f0, f1) of the `nc` planes at p (`plane` floats apart) are about to
@@ -737,9 +763,10 @@ static void oi_dwb_run(void *ctx, int64_t begin, int64_t end, int slot) {
     const int64_t WP = oi_dwb_width(g, a->pad_w), band = oi_dwb_band(g, a->pad_w), ring = oi_dwb_ring(g, a->pad_w);
     const int64_t taps = g->KH * g->KW, blocks = (a->M + OI_VL - 1) / OI_VL, row = WP * OI_VL;
     const int64_t plane_in = g->H * g->W, plane_out = g->OH * g->OW;
-    const int64_t groups = (g->OW + 7) / 8, span = (g->OW + groups - 1) / groups; /* outputs per kernel call */
-    int64_t R;
-    const oi_dwb_pixels_fn(*pixels)[8] = oi_dwb_kernels(g, &R);
+    const int64_t calls = (g->OW + 7) / 8; /* per output row, of 8 outputs or fewer */
+    int64_t R, k;
+    int P;
+    const oi_dwb_kernel_set *kernels = oi_dwb_kernels(g, &R);
     float *ring_buf = a->pack + (int64_t)slot * a->pack_floats, *wt = ring_buf + ring * row;
     float *ob = wt + taps * OI_VL, *bl = ob + (band * g->OW + OI_VL - 1) / OI_VL * OI_VL * OI_VL;
     int64_t unit, t, oy0, oy, ox;
@@ -770,11 +797,12 @@ static void oi_dwb_run(void *ctx, int64_t begin, int64_t end, int slot) {
             loaded = need;
             OI_DWB_PREFETCH_W(y, plane_out, nc, oy0 * g->OW, oy1 * g->OW);
             for (oy = oy0; oy < oy1; oy += R)
-                for (ox = 0; ox < g->OW; ox += span) {
-                    const int P = (int)oi_min64(span, g->OW - ox);
-                    pixels[oy + R <= oy1 ? 0 : 1][P - 1](g, ring_buf, ring, row, (oy * g->SH) % ring,
-                                                         ox * g->SW * OI_VL, wt, bias, a->bias != NULL, a->act,
-                                                         ob + ((oy - oy0) * g->OW + ox) * OI_VL, g->OW * OI_VL);
+                for (ox = 0, k = 0; k < calls; ox += P, k++) { /* (calls as even as can be) */
+                    P = (int)((g->OW - ox + calls - k - 1) / (calls - k));
+                    (*kernels)[oy + R <= oy1 ? 0 : 1][P - 1](g, ring_buf, ring, row, (oy * g->SH) % ring,
+                                                             ox * g->SW * OI_VL, wt, bias, a->bias != NULL,
+                                                             a->act, ob + ((oy - oy0) * g->OW + ox) * OI_VL,
+                                                             g->OW * OI_VL);
                 }
             oi_dwb_drain(ob, y, plane_out, nc, oy0 * g->OW, oy1 * g->OW);
             if (a->epilogue)
