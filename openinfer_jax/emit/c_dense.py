@@ -216,13 +216,42 @@ def _conv_geometry(info: OpInfo) -> tuple[list[int], list[int], list[int], int]:
 
 def _depthwise_floats(info: OpInfo) -> int:
     """Scratch floats per thread of the direct kernel (oi_dw_scratch_floats): the padded,
-    phase-split copies of one group's input channels."""
+    phase-split copies of one group's input channels; for a depthwise convolution at least
+    what the channel-blocked kernel takes (oi_conv.h picks one of the two when it runs)."""
     strides, pads, _dil, groups = _conv_geometry(info)
     x = info.in_shapes[0]
     h, w = (x[2], x[3]) if len(x) == 4 else (1, x[2])
     rows = h + pads[0] + pads[2]
     width = (w + pads[1] + pads[3] + strides[1] - 1) // strides[1] + 1
-    return x[1] // groups * strides[1] * rows * width + 4 * 16
+    planar = x[1] // groups * strides[1] * rows * width + 4 * 16
+    return max(planar, _blocked_floats(info)) if _depthwise(info) else planar
+
+
+# oi_conv.h's channel-blocked depthwise kernel sizes its bands for 16 lanes whatever the
+# build (OI_DWB_RING_FLOATS: its ring of input rows), so 16 lanes bound every build's need.
+_BLOCKED_RING_FLOATS = 4096
+_BLOCKED_LANES = 16
+
+
+def _blocked_floats(info: OpInfo) -> int:
+    """Scratch floats per thread of the channel-blocked depthwise kernel with 16 lanes
+    (oi_dwb_scratch_floats): its ring of padded input rows, the filters, a band's outputs
+    in whole vectors of pixels, the bias."""
+    strides, pads, dil, _groups = _conv_geometry(info)
+    x, w = info.in_shapes[0], info.in_shapes[1]
+    h, wd = (x[2], x[3]) if len(x) == 4 else (1, x[2])
+    kh, kw = (w[2], w[3]) if len(w) == 4 else (1, w[2])
+    lanes = _BLOCKED_LANES
+    width = wd + pads[1] + pads[3]
+    oh = max((h + pads[0] + pads[2] - dil[0] * (kh - 1) - 1) // strides[0] + 1, 0)
+    ow = max((width - dil[1] * (kw - 1) - 1) // strides[1] + 1, 0)
+    fits, reach = _BLOCKED_RING_FLOATS // (lanes * width), (kh - 1) * dil[0] + 1
+    fit = (fits - reach) // strides[0] + 1 if fits > reach else 1
+    band = fit // 2 * 2 if fit > 2 else fit  # (an even count: the kernels take rows in pairs)
+    band = band if band < oh else max(oh, 1)
+    ring = (band - 1) * strides[0] + reach
+    outputs = -(-band * ow // lanes) * lanes
+    return lanes * (ring * width + kh * kw + outputs + 1)
 
 
 def dense_pack_bytes(info: OpInfo, options: DenseOptions) -> int:

@@ -705,3 +705,95 @@ def test_kernels_built_for_the_host_match_simulator(tmp_path: Path, build: str) 
         result = parity(where, model, graph, steps, outputs=outputs, arch=_arch(**SMALL_BLOCKS),
                         flags=flags)  # fmt: skip
         assert result["compared"] == 2 * len(outputs)
+
+
+# Depthwise convolutions for oi_conv.h's channel-blocked kernel: 37 channels (blocks of 16 or
+# 8 lanes and a short last block; two images, so the last block of the last image ends the
+# tensor), 3x3 stride 1 with a fused clamp, 5x5 stride 2 with asymmetric pads, a 5x5 kernel
+# on a 3x4 plane (narrower than the kernel), rows over several bands (the ring of input rows
+# wraps) with a residual add as the epilogue, 3x3 stride 2 in bands, and the general kernel:
+# dilation, a 7x7 kernel with strides (1, 2), conv1d with stride 2, rows of 3 outputs.
+BLOCKED = """
+graph {
+  dynamic {
+    p: f32[2, 37, 9, 9]; q: f32[1, 21, 15, 13]; n: f32[1, 19, 3, 4]; t: f32[1, 40, 30, 20];
+    u: f32[1, 24, 41, 30]; s: f32[2, 18, 33]; v: f32[1, 20, 5, 5];
+  }
+  constant {
+    w3: f32[37, 1, 3, 3]; b3: f32[37]; w5: f32[21, 1, 5, 5]; b5: f32[21]; wn: f32[19, 1, 5, 5];
+    wt: f32[40, 1, 3, 3]; wu: f32[24, 1, 3, 3]; bu: f32[24]; wd: f32[37, 1, 3, 3]; w7: f32[21, 1, 7, 7];
+    w1: f32[18, 1, 5]; b1: f32[18]; wv: f32[20, 1, 3, 3];
+  }
+  volatile {
+    d1: f32[2, 37, 9, 9]; d2: f32[1, 21, 7, 6]; d3: f32[1, 19, 3, 4]; d4: f32[1, 40, 30, 20];
+    d5: f32[1, 24, 20, 15]; d6: f32[2, 37, 9, 9]; d7: f32[1, 21, 15, 7]; d8: f32[2, 18, 16];
+    d9: f32[1, 20, 3, 3];
+  }
+  block entry {
+    op conv2d(p, w3, b3, pads=[1, 1, 1, 1], groups=37) >> d1;
+    op clamp(d1, min=0.0, max=6.0) >> d1;
+    op conv2d(q, w5, b5, strides=[2, 2], pads=[2, 1, 1, 2], groups=21) >> d2;
+    op conv2d(n, wn, pads=[2, 2, 2, 2], groups=19) >> d3;
+    op conv2d(t, wt, pads=[1, 1, 1, 1], groups=40) >> d4;
+    op add(d4, t) >> d4;
+    op conv2d(u, wu, bu, strides=[2, 2], pads=[0, 1, 1, 0], groups=24) >> d5;
+    op conv2d(p, wd, dilations=[2, 2], pads=[2, 2, 2, 2], groups=37) >> d6;
+    op conv2d(q, w7, strides=[1, 2], pads=[3, 3, 3, 3], groups=21) >> d7;
+    op conv1d(s, w1, b1, strides=[2], pads=[2, 1], groups=18) >> d8;
+    op conv2d(v, wv, strides=[2, 2], pads=[1, 1, 1, 1], groups=20) >> d9;
+    return;
+  }
+}
+"""
+BLOCKED_OUTPUTS = ["d1", "d2", "d3", "d4", "d5", "d6", "d7", "d8", "d9"]
+
+
+def _blocked_model(tmp_path: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
+    rng = np.random.default_rng(14)
+
+    def f32(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    shapes = {"w3": (37, 1, 3, 3), "b3": (37,), "w5": (21, 1, 5, 5), "b5": (21,), "wn": (19, 1, 5, 5),
+              "wt": (40, 1, 3, 3), "wu": (24, 1, 3, 3), "bu": (24,), "wd": (37, 1, 3, 3),
+              "w7": (21, 1, 7, 7), "w1": (18, 1, 5), "b1": (18,), "wv": (20, 1, 3, 3)}  # fmt: skip
+    model = tmp_path / "m.oinf"
+    write_oinf(model, sizevars={}, metadata={}, tensors={k: f32(*v) for k, v in shapes.items()})
+    feeds = {"p": (2, 37, 9, 9), "q": (1, 21, 15, 13), "n": (1, 19, 3, 4), "t": (1, 40, 30, 20),
+             "u": (1, 24, 41, 30), "s": (2, 18, 33), "v": (1, 20, 5, 5)}  # fmt: skip
+    return model, [{k: f32(*v) for k, v in feeds.items()} for _ in range(2)]
+
+
+# The blocked kernel forced on (OI_DW_BLOCKED=1) in the suite's baseline build (4 lanes),
+# with the portable vectors, and in the host's native builds; "native" also with the
+# shape rule deciding (blocked and planar kernels side by side).
+BLOCKED_BUILDS = {
+    "baseline": ["-DOI_DW_BLOCKED=1"],
+    "portable": ["-DOI_DW_BLOCKED=1", "-DOI_PORTABLE_VECTORS"],
+    "rule-native": NATIVE_BUILDS["native"],
+    **{name: ["-DOI_DW_BLOCKED=1", *flags] for name, flags in NATIVE_BUILDS.items()},
+}
+
+
+@pytest.mark.parametrize("build", sorted(BLOCKED_BUILDS))
+def test_blocked_depthwise_matches_simulator_at_one_and_two_threads(
+    tmp_path: Path, monkeypatch, build: str
+) -> None:
+    """The channel-blocked depthwise kernel against the simulator at two threads, and the
+    one-thread run bit-identical to it (threads split whole blocks of channels)."""
+    model, steps = _blocked_model(tmp_path)
+    flags = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-DOI_PARALLEL_MIN_WORK=0"]
+    monkeypatch.setenv("OI_THREADS", "2")
+    result = parity(tmp_path, model, BLOCKED, steps, outputs=BLOCKED_OUTPUTS, arch=_arch(threads=2),
+                    flags=[*flags, *BLOCKED_BUILDS[build]])  # fmt: skip
+    assert result["compared"] == 2 * len(BLOCKED_OUTPUTS)
+    prog = result["plan"].files["prog.c"]
+    assert prog.count(".act = act;") == 1 and prog.count("_fused_epi(const void") == 1
+    monkeypatch.setenv("OI_THREADS", "1")
+    run = run_driver(result["exe"], model, steps, tmp_path / "run1")
+    assert run.returncode == 0, run.stderr
+    outs = {
+        threads: {p.name: p.read_bytes() for p in sorted((where / "out").iterdir())}
+        for threads, where in (("1", tmp_path / "run1"), ("2", tmp_path))
+    }
+    assert outs["1"] == outs["2"] and len(outs["1"]) == 2 * len(BLOCKED_OUTPUTS)

@@ -4,11 +4,21 @@
  *
  * with iy = oy * SH - PH + ky * DH (likewise ix), zero outside the image, m in group g.
  *
- *  - Depthwise (one filter per input channel: groups = C = M): a direct kernel per channel.
- *    The channel's plane is first copied into scratch with its zero padding and, for
- *    stride S, split into S column phases, so every tap of a strip of outputs reads
- *    contiguous memory with no bounds test; a strip of two vectors of outputs accumulates
- *    all KH x KW taps in registers. (Without enough scratch: a row-by-row kernel.)
+ *  - Depthwise (one filter per input channel: groups = C = M), with 8 or 16 lanes and a
+ *    column stride above 1 or output rows shorter than two vectors: a channel-blocked
+ *    kernel. Each vector holds one pixel of OI_VL channels: a band of input rows at a time
+ *    is transposed into a ring of zero-padded rows, the filters into one vector per tap,
+ *    and every output pixel of the band is a vector of all the block's channels (3x3 and
+ *    5x5 kernels load each input vector once per input row and multiply it into every
+ *    output it reaches, the filter rows in registers), transposed back into the output
+ *    planes. Stride and dilation are only offsets there, and no lane idles on narrow
+ *    planes.
+ *  - Other depthwise convolutions, and 2-D convolutions with few taps per output (an RGB
+ *    stem): a direct kernel per channel. The channel's plane is first copied into scratch
+ *    with its zero padding and, for stride S, split into S column phases, so every tap of a
+ *    strip of outputs reads contiguous memory with no bounds test; a strip of two vectors
+ *    of outputs accumulates all KH x KW taps in registers. (Without enough scratch: a
+ *    row-by-row kernel.)
  *  - Otherwise, per image and group, a GEMM: the filters [M/G, C/G*KH*KW] times the im2col
  *    matrix of the image, which the GEMM's packing reads straight from the image (no im2col
  *    buffer); a 1x1 convolution with stride 1 and no padding reads the image as a plain
@@ -17,7 +27,8 @@
  * `act` ({lo, hi} or NULL) clamps each final output after the bias, in registers (as in
  * oi_gemm.h), before the epilogue.
  *
- * Threads split output channels (depthwise) or the GEMM's output pixels; never a sum. */
+ * Threads split output channels (depthwise; blocks of OI_VL of them on the channel-blocked
+ * kernel) or the GEMM's output pixels; never a sum. */
 #ifndef OI_CONV_H
 #define OI_CONV_H
 
@@ -186,11 +197,14 @@ static OI_VEC_FN void oi_dc_group(const float *restrict pp, const int64_t *restr
 #endif
 /* the row loops unrolled whole, so every weight and accumulator index is a constant */
 #if defined(__GNUC__) && !defined(__clang__)
-#define OI_DC_UNROLL _Pragma("GCC unroll 16")
+#define OI_DC_UNROLL _Pragma("GCC unroll 32")
+#define OI_DC_ROLLED _Pragma("GCC unroll 1")
 #elif defined(__clang__)
 #define OI_DC_UNROLL _Pragma("unroll")
+#define OI_DC_ROLLED _Pragma("nounroll")
 #else
 #define OI_DC_UNROLL
+#define OI_DC_ROLLED
 #endif
 OI_DC_INLINE void oi_dc_rows4(const int KH, const int SH, const int nrows, const float *restrict pp, int64_t width,
                               const int64_t *restrict coff, const int64_t *restrict woff, int64_t cols, int64_t KW,
@@ -471,6 +485,348 @@ static void oi_dc_copy_run(void *ctx, int64_t begin, int64_t end, int slot) {
     if (end == g->C * g->H) memset(a->pack + g->C * chan, 0, sizeof(float) * (size_t)tail);
 }
 
+/* ---- channel-blocked depthwise ------------------------------------------------------------
+ * A block of OI_VL channels at a time, each vector holding one pixel of every channel of the
+ * block: input rows are transposed into a ring of zero-padded rows [WP][OI_VL] (a band of
+ * output rows at a time, each input row transposed once), the filters into [tap][OI_VL], and
+ * the outputs of a band, computed a vector per pixel, transposed back into the NCHW planes.
+ * Stride and dilation are only offsets here (no phase split) and every lane is used however
+ * narrow the plane. The band's rows are sized for 16 lanes whatever OI_VL, so the program
+ * can size the scratch without knowing the build (c_dense.py _blocked_floats). */
+#ifndef OI_DWB_RING_FLOATS
+#define OI_DWB_RING_FLOATS 4096 /* the ring at 16 lanes: 16 KB (measured: larger rings are slower) */
+#endif
+static inline int64_t oi_max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t oi_dwb_width(const oi_conv_geom *g, int64_t pad_w) { return g->W + g->PW + pad_w; }
+/* Output rows per band: as many as the ring holds input rows for, rounded down to an even
+ * count (the kernels take rows in pairs) when more than two fit; at least one. */
+static inline int64_t oi_dwb_band(const oi_conv_geom *g, int64_t pad_w) {
+    const int64_t rows = OI_DWB_RING_FLOATS / (16 * oi_dwb_width(g, pad_w)), reach = (g->KH - 1) * g->DH + 1;
+    const int64_t fit = rows > reach ? (rows - reach) / g->SH + 1 : 1, band = fit > 2 ? fit / 2 * 2 : fit;
+    return band < g->OH ? band : (g->OH > 1 ? g->OH : 1);
+}
+/* Input rows the ring holds: those of one band. */
+static inline int64_t oi_dwb_ring(const oi_conv_geom *g, int64_t pad_w) {
+    return (oi_dwb_band(g, pad_w) - 1) * g->SH + (g->KH - 1) * g->DH + 1;
+}
+/* Scratch: the ring, the filters, the band's outputs (whole vectors of pixels), the bias. */
+static inline int64_t oi_dwb_scratch_floats(const oi_conv_geom *g, int64_t pad_w) {
+    const int64_t outputs = oi_dwb_band(g, pad_w) * g->OW;
+    return OI_VL * (oi_dwb_ring(g, pad_w) * oi_dwb_width(g, pad_w) + g->KH * g->KW +
+                    (outputs + OI_VL - 1) / OI_VL * OI_VL + 1);
+}
+
+/* v[j] = pixel f + j of the OI_VL planes at src[0 .. OI_VL) (each vector one pixel of
+ * every plane). Whole vectors are loaded, which may read past the pixels wanted into the
+ * next pixels or the next plane (those lanes are dropped), except past the end of the
+ * last plane (`last`: it ends its tensor; n = the pixels left in it): copied out first. */
+static inline void oi_dwb_gather(const float *const *src, int64_t f, int last, int64_t n, oi_vf *v) {
+    int c;
+    if (last && n < OI_VL) {
+        float lane[OI_VL][OI_VL];
+        memset(lane, 0, sizeof lane);
+        for (c = 0; c < OI_VL; c++) oi_copy_short(lane[c], src[c] + f, n & (OI_VL - 1));
+        for (c = 0; c < OI_VL; c++) v[c] = oi_vload(lane[c]);
+    } else {
+        for (c = 0; c < OI_VL; c++) v[c] = oi_vload(src[c] + f);
+    }
+    oi_vtranspose(v);
+}
+
+/* Padded input rows [p0, p1) of the block's planes src[0 .. OI_VL) (`plane` floats each)
+ * into their ring slots (padded row p in slot p % ring, `WP` pixels of OI_VL floats; the
+ * columns left and right of the image are zero and stay so): rows of padding are zeroed,
+ * image rows gathered OI_VL pixels at a time, the pixels running on across rows. */
+static OI_VEC_FN void oi_dwb_fill(const oi_conv_geom *g, const float *const *src, int64_t plane, int last,
+                                  float *restrict ring_buf, int64_t ring, int64_t WP, int64_t p0, int64_t p1) {
+    const int64_t row = WP * OI_VL;
+    int64_t p, f, f1, ix = 0, iy;
+    float *dst;
+    int j;
+    for (p = p0; p < p1 && p < g->PH; p++) memset(ring_buf + (p % ring) * row, 0, sizeof(float) * (size_t)row);
+    iy = p - g->PH;
+    f = iy * g->W;
+    f1 = (oi_min64(p1, g->PH + g->H) - g->PH) * g->W;
+    dst = ring_buf + ((iy + g->PH) % ring) * row + g->PW * OI_VL;
+    for (; f < f1; f += OI_VL) {
+        const int n = (int)oi_min64(OI_VL, f1 - f);
+        oi_vf v[OI_VL];
+        oi_dwb_gather(src, f, last, plane - f, v);
+        if (n == OI_VL && g->W - ix > OI_VL) { /* within one row */
+            for (j = 0; j < OI_VL; j++) oi_vstore(dst + j * OI_VL, v[j]);
+            dst += OI_VL * OI_VL;
+            ix += OI_VL;
+            continue;
+        }
+        for (j = 0; j < n; j++) {
+            oi_vstore(dst, v[j]);
+            dst += OI_VL;
+            if (++ix == g->W) {
+                ix = 0;
+                iy++;
+                dst = ring_buf + ((iy + g->PH) % ring) * row + g->PW * OI_VL;
+            }
+        }
+    }
+    for (p = oi_max64(p0, g->PH + g->H); p < p1; p++)
+        memset(ring_buf + (p % ring) * row, 0, sizeof(float) * (size_t)row);
+}
+
+/* Outputs [f0, f1) (flat pixel indices of the planes) of the `nc` channels at y from the
+ * band's vectors `ob` (pixel f0 first), OI_VL pixels at a time. */
+static OI_VEC_FN void oi_dwb_drain(const float *restrict ob, float *restrict y, int64_t plane, int nc, int64_t f0,
+                                   int64_t f1) {
+    int64_t f;
+    int c, j;
+    for (f = f0; f < f1; f += OI_VL) {
+        const int64_t n = oi_min64(OI_VL, f1 - f);
+        oi_vf v[OI_VL];
+        for (j = 0; j < OI_VL; j++) v[j] = oi_vload(ob + (f - f0 + j) * OI_VL);
+        oi_vtranspose(v);
+        if (n == OI_VL && nc == OI_VL)
+            for (c = 0; c < OI_VL; c++) oi_vstore(y + c * plane + f, v[c]);
+        else
+            for (c = 0; c < nc; c++) oi_dc_store(y + c * plane + f, v[c], n);
+    }
+}
+
+/* P (<= 8) neighbouring outputs of R (1 or 2) output rows: output j of row q sums, kernel
+ * row by kernel row and column by column, the filter vector of each tap times the ring's
+ * pixel at ring_buf + slot(row0 + q * SH + ky * DH) * row + col + (j * SW + kx * DW) *
+ * OI_VL, then adds the bias. With KW, SW and SH constants (`fixed`; DH = DW = 1) each input
+ * row's (P - 1) * SW + KW vectors are loaded once and multiplied into every output of the
+ * R rows they reach, the filter rows in registers; else (R = 1) each tap's filter vector is
+ * loaded once and each output loads its input. Every output gets the same operations in the
+ * same order either way. */
+#define OI_DWB_ACC(j) if (P > (j)) a0##j = OI_VFMA(w, oi_vload(px + (j) * sv), a0##j);
+#define OI_DWB_USE(q, j)                                                                      \
+    if (P > (j) && i >= (j) * SW && i - (j) * SW < KW) a##q##j = OI_VFMA(w##q[i - (j) * SW], v, a##q##j);
+#define OI_DWB_INTO(q) OI_DWB_USE(q, 0) OI_DWB_USE(q, 1) OI_DWB_USE(q, 2) OI_DWB_USE(q, 3) \
+    OI_DWB_USE(q, 4) OI_DWB_USE(q, 5) OI_DWB_USE(q, 6) OI_DWB_USE(q, 7)
+/* input row r (ring slot `slot`) into output row 0 (use0: kernel row r) and 1 (kernel row r - SH) */
+#define OI_DWB_LINE(use0, use1)                                                                 \
+    {                                                                                           \
+        const float *px = ring_buf + slot * row + col;                                          \
+        OI_DC_UNROLL                                                                            \
+        for (i = 0; i < KW; i++) {                                                              \
+            if (use0) w0[i] = oi_vload(wt + (r * KW + i) * OI_VL);                              \
+            if (use1) w1[i] = oi_vload(wt + ((r - SH) * KW + i) * OI_VL);                       \
+        }                                                                                       \
+        OI_DC_UNROLL                                                                            \
+        for (i = 0; i < 7 * SW + KW; i++) {                                                     \
+            oi_vf v;                                                                            \
+            if (i >= (P - 1) * SW + KW) break;                                                  \
+            v = oi_vload(px + i * OI_VL);                                                       \
+            if (use0) { OI_DWB_INTO(0) }                                                        \
+            if (use1) { OI_DWB_INTO(1) }                                                        \
+        }                                                                                       \
+    }
+#define OI_DWB_PUT(q, j)                                     \
+    if (P > (j)) {                                           \
+        if (has_bias) a##q##j = OI_VADD(a##q##j, bias);      \
+        if (act) a##q##j = oi_vclamp(a##q##j, lo, hi);       \
+        oi_vstore(out + (j) * OI_VL, a##q##j);               \
+    }
+#define OI_DWB_PUTS(q) OI_DWB_PUT(q, 0) OI_DWB_PUT(q, 1) OI_DWB_PUT(q, 2) OI_DWB_PUT(q, 3) \
+    OI_DWB_PUT(q, 4) OI_DWB_PUT(q, 5) OI_DWB_PUT(q, 6) OI_DWB_PUT(q, 7)
+OI_DC_INLINE void oi_dwb_pixels(const int P, const int R, const int fixed, const int KW, const int SW, const int SH,
+                                const oi_conv_geom *g, const float *restrict ring_buf, int64_t ring, int64_t row,
+                                int64_t slot0, int64_t col, const float *restrict wt, oi_vf bias, int has_bias,
+                                const float *act, float *restrict out, int64_t out_row) {
+    oi_vf a00 = oi_vzero(), a01 = oi_vzero(), a02 = oi_vzero(), a03 = oi_vzero();
+    oi_vf a04 = oi_vzero(), a05 = oi_vzero(), a06 = oi_vzero(), a07 = oi_vzero();
+    oi_vf a10 = oi_vzero(), a11 = oi_vzero(), a12 = oi_vzero(), a13 = oi_vzero();
+    oi_vf a14 = oi_vzero(), a15 = oi_vzero(), a16 = oi_vzero(), a17 = oi_vzero();
+    int64_t slot = slot0;
+    int i;
+    if (fixed) {
+        const int64_t rows = (R - 1) * SH + g->KH;
+        int64_t r;
+        oi_vf w0[5], w1[5];
+        OI_DC_ROLLED /* (the row bodies are large already) */
+        for (r = 0; r < rows; r++) {
+            const int use0 = r < g->KH, use1 = R > 1 && r >= SH && r - SH < g->KH;
+            if (use0 && use1) OI_DWB_LINE(1, 1)
+            else if (use0) OI_DWB_LINE(1, 0)
+            else if (use1) OI_DWB_LINE(0, 1)
+            if (++slot == ring) slot = 0;
+        }
+    } else {
+        const int64_t sv = g->SW * OI_VL, dv = g->DW * OI_VL;
+        int64_t ky, kx;
+        for (ky = 0; ky < g->KH; ky++) {
+            const float *px = ring_buf + slot * row + col;
+            for (kx = 0; kx < g->KW; kx++, px += dv, wt += OI_VL) {
+                const oi_vf w = oi_vload(wt);
+                OI_DWB_ACC(0) OI_DWB_ACC(1) OI_DWB_ACC(2) OI_DWB_ACC(3)
+                OI_DWB_ACC(4) OI_DWB_ACC(5) OI_DWB_ACC(6) OI_DWB_ACC(7)
+            }
+            slot += g->DH;
+            if (slot >= ring) slot -= ring;
+        }
+    }
+    {
+        const oi_vf lo = oi_vsplat(act ? act[0] : 0.0f), hi = oi_vsplat(act ? act[1] : 0.0f);
+        OI_DWB_PUTS(0)
+        if (R > 1) {
+            out += out_row;
+            OI_DWB_PUTS(1)
+        }
+    }
+}
+typedef void (*oi_dwb_pixels_fn)(const oi_conv_geom *, const float *, int64_t, int64_t, int64_t, int64_t,
+                                 const float *, oi_vf, int, const float *, float *, int64_t);
+#define OI_DWB_PIXELS(name, P, R, fixed, KW, SW, SH)                                                          \
+    static OI_VEC_FN void name(const oi_conv_geom *g, const float *ring_buf, int64_t ring, int64_t row,      \
+                               int64_t slot0, int64_t col, const float *wt, oi_vf bias, int has_bias,        \
+                               const float *act, float *out, int64_t out_row) {                              \
+        oi_dwb_pixels(P, R, fixed, KW, SW, SH, g, ring_buf, ring, row, slot0, col, wt, bias, has_bias, act,   \
+                      out, out_row);                                                                         \
+    }
+/* The kernels for 4 .. 8 outputs of R rows of one kind (`all`: 1 .. 3 as well), and their
+ * table by output count (NULL where there is none). A row of at least four outputs splits
+ * into calls of 4 to 8; narrower rows take the general kind. */
+#define OI_DWB_KIND(kind, R, fixed, KW, SW, SH)                                                                   \
+    OI_DWB_PIXELS(oi_dwb_##kind##4, 4, R, fixed, KW, SW, SH) OI_DWB_PIXELS(oi_dwb_##kind##5, 5, R, fixed, KW, SW, SH) \
+    OI_DWB_PIXELS(oi_dwb_##kind##6, 6, R, fixed, KW, SW, SH) OI_DWB_PIXELS(oi_dwb_##kind##7, 7, R, fixed, KW, SW, SH) \
+    OI_DWB_PIXELS(oi_dwb_##kind##8, 8, R, fixed, KW, SW, SH)
+#define OI_DWB_KIND_ALL(kind, R, fixed, KW, SW, SH)                                                               \
+    OI_DWB_PIXELS(oi_dwb_##kind##1, 1, R, fixed, KW, SW, SH) OI_DWB_PIXELS(oi_dwb_##kind##2, 2, R, fixed, KW, SW, SH) \
+    OI_DWB_PIXELS(oi_dwb_##kind##3, 3, R, fixed, KW, SW, SH) OI_DWB_KIND(kind, R, fixed, KW, SW, SH)
+#define OI_DWB_TABLE(kind) \
+    {NULL, NULL, NULL, oi_dwb_##kind##4, oi_dwb_##kind##5, oi_dwb_##kind##6, oi_dwb_##kind##7, oi_dwb_##kind##8}
+#define OI_DWB_TABLE_ALL(kind)                                                                                \
+    {oi_dwb_##kind##1, oi_dwb_##kind##2, oi_dwb_##kind##3, oi_dwb_##kind##4, oi_dwb_##kind##5,               \
+     oi_dwb_##kind##6, oi_dwb_##kind##7, oi_dwb_##kind##8}
+/* Output rows per call of the fixed kernels: two where the registers hold both rows'
+   accumulators and filter rows (32 vector registers), else one. */
+#if OI_VL == 16 && defined(OI_GNU_VECTORS)
+#define OI_DWB_ROWS 2
+#else
+#define OI_DWB_ROWS 1
+#endif
+OI_DWB_KIND_ALL(any, 1, 0, 1, 1, 1)
+OI_DWB_KIND(k3s1, OI_DWB_ROWS, 1, 3, 1, 1)
+OI_DWB_KIND(k3s2, OI_DWB_ROWS, 1, 3, 2, 2)
+OI_DWB_KIND(k5s1, OI_DWB_ROWS, 1, 5, 1, 1)
+OI_DWB_KIND(k5s2, OI_DWB_ROWS, 1, 5, 2, 2)
+#if OI_DWB_ROWS > 1
+OI_DWB_KIND(k3s1r1, 1, 1, 3, 1, 1)
+OI_DWB_KIND(k3s2r1, 1, 1, 3, 2, 2)
+OI_DWB_KIND(k5s1r1, 1, 1, 5, 1, 1)
+OI_DWB_KIND(k5s2r1, 1, 1, 5, 2, 2)
+#define OI_DWB_ONE(kind) OI_DWB_TABLE(kind##r1)
+#else
+#define OI_DWB_ONE(kind) OI_DWB_TABLE(kind)
+#endif
+
+/* [0][P - 1]: the kernel for P outputs of `rows` output rows, [1][P - 1] of one row (a
+ * band's last when `rows` is 2). */
+typedef oi_dwb_pixels_fn oi_dwb_kernel_set[2][8];
+
+/* The kernels for this geometry and how many rows they take. */
+static const oi_dwb_kernel_set *oi_dwb_kernels(const oi_conv_geom *g, int64_t *rows) {
+    static const oi_dwb_kernel_set table[5] = {{OI_DWB_TABLE_ALL(any), OI_DWB_TABLE_ALL(any)},
+                                               {OI_DWB_TABLE(k3s1), OI_DWB_ONE(k3s1)},
+                                               {OI_DWB_TABLE(k3s2), OI_DWB_ONE(k3s2)},
+                                               {OI_DWB_TABLE(k5s1), OI_DWB_ONE(k5s1)},
+                                               {OI_DWB_TABLE(k5s2), OI_DWB_ONE(k5s2)}};
+    if (g->DH == 1 && g->DW == 1 && (g->KW == 3 || g->KW == 5) && (g->SW == 1 || g->SW == 2) &&
+        g->SH == g->SW && g->OW >= 4) {
+        *rows = OI_DWB_ROWS;
+        return &table[(g->KW == 5 ? 3 : 1) + (g->SW == 2)];
+    }
+    *rows = 1;
+    return &table[0];
+}
+
+/* A hint that pixels [f0, f1) of the `nc` planes at p (`plane` floats apart) are about to
+ * be written (GCC and Clang; nothing elsewhere): a band's outputs go to OI_VL planes at
+ * once, whose lines the caches then fetch while the band is computed (measured: 5-10% off
+ * the layers with 14 x 14 and 28 x 28 outputs; prefetching the input rows was slower). A
+ * macro, as OI_ATTN_PREFETCH. */
+#if defined(__GNUC__) || defined(__clang__)
+#define OI_DWB_PREFETCH_W(p, plane, nc, f0, f1)                                                      \
+    do {                                                                                             \
+        int64_t pc_, pf_;                                                                            \
+        for (pc_ = 0; pc_ < (nc); pc_++)                                                             \
+            for (pf_ = (f0); pf_ < (f1); pf_ += 16) __builtin_prefetch((p) + pc_ * (plane) + pf_, 1, 3); \
+    } while (0)
+#else
+#define OI_DWB_PREFETCH_W(p, plane, nc, f0, f1) ((void)0)
+#endif
+
+/* Units [begin, end) of (image, block of OI_VL channels). */
+static void oi_dwb_run(void *ctx, int64_t begin, int64_t end, int slot) {
+    const oi_conv_f32_args *a = (const oi_conv_f32_args *)ctx;
+    const oi_conv_geom *g = &a->geom;
+    const int64_t WP = oi_dwb_width(g, a->pad_w), band = oi_dwb_band(g, a->pad_w), ring = oi_dwb_ring(g, a->pad_w);
+    const int64_t taps = g->KH * g->KW, blocks = (a->M + OI_VL - 1) / OI_VL, row = WP * OI_VL;
+    const int64_t plane_in = g->H * g->W, plane_out = g->OH * g->OW;
+    const int64_t calls = (g->OW + 7) / 8; /* per output row, of 8 outputs or fewer */
+    int64_t R, k;
+    int P;
+    const oi_dwb_kernel_set *kernels = oi_dwb_kernels(g, &R);
+    float *ring_buf = a->pack + (int64_t)slot * a->pack_floats, *wt = ring_buf + ring * row;
+    float *ob = wt + taps * OI_VL, *bl = ob + (band * g->OW + OI_VL - 1) / OI_VL * OI_VL * OI_VL;
+    int64_t unit, t, oy0, oy, ox;
+    memset(ring_buf, 0, sizeof(float) * (size_t)(ring * row)); /* the ring's side columns */
+    for (unit = begin; unit < end; unit++) {
+        const int64_t image = unit / blocks, c0 = (unit % blocks) * OI_VL;
+        const int nc = (int)oi_min64(OI_VL, a->M - c0);
+        const float *x = a->x + (image * a->M + c0) * plane_in;
+        float *y = a->y + (image * a->M + c0) * plane_out;
+        const int last = unit == a->N * blocks - 1; /* its last plane ends the tensor */
+        const float *src[OI_VL], *wsrc[OI_VL];
+        int64_t loaded = 0; /* padded input rows [0, loaded) were put in the ring */
+        oi_vf bias, v[OI_VL];
+        int c, j;
+        for (c = 0; c < OI_VL; c++) { /* (lanes past nc repeat the last channel) */
+            src[c] = x + oi_min64(c, nc - 1) * plane_in;
+            wsrc[c] = a->w + (c0 + oi_min64(c, nc - 1)) * taps;
+            bl[c] = a->bias ? a->bias[c0 + oi_min64(c, nc - 1)] : 0.0f;
+        }
+        for (t = 0; t < taps; t += OI_VL) { /* the filters, [tap][OI_VL] */
+            oi_dwb_gather(wsrc, t, c0 + nc == a->M, taps - t, v);
+            for (j = 0; j < OI_VL && t + j < taps; j++) oi_vstore(wt + (t + j) * OI_VL, v[j]);
+        }
+        bias = oi_vload(bl);
+        for (oy0 = 0; oy0 < g->OH; oy0 += band) {
+            const int64_t oy1 = oi_min64(g->OH, oy0 + band), need = (oy1 - 1) * g->SH + (g->KH - 1) * g->DH + 1;
+            oi_dwb_fill(g, src, plane_in, last, ring_buf, ring, WP, oi_max64(loaded, oy0 * g->SH), need);
+            loaded = need;
+            OI_DWB_PREFETCH_W(y, plane_out, nc, oy0 * g->OW, oy1 * g->OW);
+            for (oy = oy0; oy < oy1; oy += R)
+                for (ox = 0, k = 0; k < calls; ox += P, k++) { /* (calls as even as can be) */
+                    P = (int)((g->OW - ox + calls - k - 1) / (calls - k));
+                    (*kernels)[oy + R <= oy1 ? 0 : 1][P - 1](g, ring_buf, ring, row, (oy * g->SH) % ring,
+                                                             ox * g->SW * OI_VL, wt, bias, a->bias != NULL,
+                                                             a->act, ob + ((oy - oy0) * g->OW + ox) * OI_VL,
+                                                             g->OW * OI_VL);
+                }
+            oi_dwb_drain(ob, y, plane_out, nc, oy0 * g->OW, oy1 * g->OW);
+            if (a->epilogue)
+                for (c = 0; c < nc; c++) a->epilogue(a->epilogue_ctx, y + c * plane_out, g->OW, oy0, oy1 - oy0, 0, g->OW);
+        }
+    }
+}
+
+/* Whether a depthwise convolution takes the channel-blocked kernel (given its scratch): with
+ * 8 or 16 lanes, for a column stride above 1 or output rows shorter than two vectors. There
+ * the planar kernel's phase split of the input, or its idle lanes, cost more than the
+ * transposes (measured with AVX-512 and AVX2 on EfficientNet-Lite0's depthwise layers); on
+ * wider rows with stride 1 the planar kernel is as fast or faster, and with 4 lanes it is
+ * faster everywhere. OI_DW_BLOCKED defined as 0 or 1 overrides the choice (tests). */
+static inline int oi_dwb_takes(const oi_conv_f32_args *a) {
+    const oi_conv_geom *g = &a->geom;
+    if (!(a->G == a->M && g->C == 1) || !a->pack || a->pack_floats < oi_dwb_scratch_floats(g, a->pad_w)) return 0;
+#ifdef OI_DW_BLOCKED
+    return OI_DW_BLOCKED;
+#else
+    return OI_VL >= 8 && (g->SW > 1 || g->OW < 2 * OI_VL);
+#endif
+}
+
 /* Whether the direct kernel takes the convolution: depthwise, or a few taps per output
  * channel (the GEMM packs K = C * KH * KW rows for every 16 pixels, too much overhead when
  * K is small) when the program gave it the scratch (`pack_floats`, c_dense.py decides). */
@@ -486,6 +842,11 @@ static inline void oi_conv_f32(const oi_conv_f32_args *a) {
     const oi_conv_geom *g = &a->geom;
     const int64_t mg = a->M / a->G, ck = g->C * g->KH * g->KW, pixels = g->OH * g->OW;
     int64_t n, grp;
+    if (oi_dwb_takes(a)) {
+        oi_parallel_work(a->N * ((a->M + OI_VL - 1) / OI_VL), (double)a->N * (double)a->M * (double)pixels * (double)ck,
+                         oi_dwb_run, (void *)a);
+        return;
+    }
     if (oi_conv_direct(a)) {
         const double work = (double)a->N * (double)a->M * (double)pixels * (double)ck;
         if (a->N * a->G == 1 && a->M > 1 && g->C > 1 && g->H > 0 && a->pack && ck <= OI_DW_MAX_TAPS &&

@@ -182,6 +182,60 @@ static inline float oi_vsum(oi_vf v) {
     return t[0];
 }
 
+/* Transpose the OI_VL x OI_VL matrix held in v[0 .. OI_VL): afterwards lane u of v[r] is
+ * what lane r of v[u] was. log2(OI_VL) stages; stage b swaps, for each pair of vectors r and
+ * r + b (bit b of r clear), the lanes of r with bit b set with the lanes of r + b with bit b
+ * clear, so each stage exchanges bit b between the vector and the lane index. With GNU
+ * vectors every swap is two two-source shuffles (OI_VSHUF); else the same moves by lanes. */
+#if defined(OI_GNU_VECTORS)
+#if defined(__clang__)
+#define OI_VSHUF(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define OI_VSHUF(a, b, ...) __builtin_shuffle(a, b, (oi_vi){__VA_ARGS__})
+#endif
+/* the lane indices of the swap's two results: lane u of the first takes a[u] where bit b
+   of u is clear, else b[u - b]; the second a[u + b], else b[u] */
+#define OI_TLO(u, b) (((u) & (b)) ? OI_VL + (u) - (b) : (u))
+#define OI_THI(u, b) (((u) & (b)) ? OI_VL + (u) : (u) + (b))
+#define OI_LANES4(F, b) F(0, b), F(1, b), F(2, b), F(3, b)
+#if OI_VL == 16
+#define OI_LANES(F, b) OI_LANES4(F, b), F(4, b), F(5, b), F(6, b), F(7, b), F(8, b), F(9, b), \
+    F(10, b), F(11, b), F(12, b), F(13, b), F(14, b), F(15, b)
+#elif OI_VL == 8
+#define OI_LANES(F, b) OI_LANES4(F, b), F(4, b), F(5, b), F(6, b), F(7, b)
+#else
+#define OI_LANES(F, b) OI_LANES4(F, b)
+#endif
+#define OI_TSTAGE(v, b)                                                      \
+    for (r = 0; r < OI_VL; r++)                                              \
+        if (!(r & (b))) {                                                    \
+            const oi_vf lo = OI_VSHUF(v[r], v[r + (b)], OI_LANES(OI_TLO, b)); \
+            v[r + (b)] = OI_VSHUF(v[r], v[r + (b)], OI_LANES(OI_THI, b));    \
+            v[r] = lo;                                                       \
+        }
+static inline void oi_vtranspose(oi_vf *v) {
+    int r;
+    OI_TSTAGE(v, 1)
+    OI_TSTAGE(v, 2)
+#if OI_VL >= 8
+    OI_TSTAGE(v, 4)
+#endif
+#if OI_VL == 16
+    OI_TSTAGE(v, 8)
+#endif
+}
+#else
+static inline void oi_vtranspose(oi_vf *v) {
+    int r, u;
+    for (r = 0; r < OI_VL; r++)
+        for (u = r + 1; u < OI_VL; u++) {
+            const float t = v[r].v[u];
+            v[r].v[u] = v[u].v[r];
+            v[u].v[r] = t;
+        }
+}
+#endif
+
 /* Lane-wise maximum; a NaN lane in `a` is kept (NaN propagates like the registry's max). */
 static inline oi_vf oi_vmax(oi_vf a, oi_vf b) {
     float x[OI_VL], y[OI_VL];
