@@ -63,20 +63,30 @@ graph {
 OUTPUTS = ["l1", "l3", "l9", "l2", "lw", "m1", "m9", "mb", "mv", "ms", "mc", "l25", "m30", "l100"]
 
 
-def _model(tmp: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
-    rng = np.random.default_rng(5)
+Shapes = dict[str, tuple[int, ...]]
 
-    def f32(*shape: int) -> np.ndarray:
+
+def _random_model(
+    tmp: Path, seed: int, weights: Shapes, feeds: Shapes
+) -> tuple[Path, list[dict[str, np.ndarray]]]:
+    """`tmp/m.oinf` holding standard-normal f32 `weights`, and two steps of standard-normal
+    f32 inputs `feeds` (drawn in that order from one generator seeded `seed`)."""
+    rng = np.random.default_rng(seed)
+
+    def f32(shape: tuple[int, ...]) -> np.ndarray:
         return rng.standard_normal(shape).astype(np.float32)
 
     model = tmp / "m.oinf"
-    write_oinf(model, sizevars={}, metadata={},
-               tensors={"w": f32(37, 70), "wb": f32(37), "wide": f32(150, 70), "bc": f32(70, 150),
-                        "w25": f32(25, 70), "b30": f32(70, 30)})  # fmt: skip
-    shapes = {"x1": (1, 70), "x3": (3, 70), "x9": (9, 70), "x2": (2, 7, 70), "xv": (70,),
-              "bb": (2, 70, 37), "bm": (70, 150), "x100": (100, 70)}  # fmt: skip
-    steps = [{name: f32(*shape) for name, shape in shapes.items()} for _ in range(2)]
-    return model, steps
+    write_oinf(model, sizevars={}, metadata={}, tensors={k: f32(v) for k, v in weights.items()})
+    return model, [{k: f32(v) for k, v in feeds.items()} for _ in range(2)]
+
+
+def _model(tmp: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
+    weights = {"w": (37, 70), "wb": (37,), "wide": (150, 70), "bc": (70, 150), "w25": (25, 70),
+               "b30": (70, 30)}  # fmt: skip
+    feeds = {"x1": (1, 70), "x3": (3, 70), "x9": (9, 70), "x2": (2, 7, 70), "xv": (70,),
+             "bb": (2, 70, 37), "bm": (70, 150), "x100": (100, 70)}  # fmt: skip
+    return _random_model(tmp, 5, weights, feeds)
 
 
 ATTENTION = """
@@ -184,27 +194,12 @@ CONV_OUTPUTS = ["c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9", "c10", "c1
 
 
 def _conv_model(tmp_path: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
-    rng = np.random.default_rng(11)
-
-    def f32(*shape: int) -> np.ndarray:
-        return rng.standard_normal(shape).astype(np.float32)
-
     shapes = {"ws": (8, 3, 3, 3), "bs": (8,), "wd": (8, 1, 5, 5), "bd": (8,),
               "wp": (12, 8, 1, 1), "wg": (6, 4, 3, 3), "w1": (6, 2, 3), "b1": (6,),
               "wd3": (8, 1, 3, 3), "wq": (14, 40, 1, 1), "bq": (14,), "wr": (48, 40, 1, 1),
               "wr3": (48, 8, 3, 3)}  # fmt: skip
-    model = tmp_path / "m.oinf"
-    write_oinf(model, sizevars={}, metadata={}, tensors={k: f32(*v) for k, v in shapes.items()})
-    steps = [
-        {
-            "img": f32(2, 3, 17, 15),
-            "sig": f32(2, 4, 33),
-            "big": f32(1, 3, 38, 41),
-            "sq": f32(1, 40, 7, 7),
-        }
-        for _ in range(2)
-    ]
-    return model, steps
+    feeds = {"img": (2, 3, 17, 15), "sig": (2, 4, 33), "big": (1, 3, 38, 41), "sq": (1, 40, 7, 7)}
+    return _random_model(tmp_path, 11, shapes, feeds)
 
 
 def test_convolutions_match_simulator(tmp_path: Path) -> None:
@@ -326,19 +321,12 @@ ACT_OUTPUTS = ["a1", "a2", "a3", "a4", "a5", "a6", "l1", "l9", "u9"]
 
 
 def _act_model(tmp_path: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
-    rng = np.random.default_rng(13)
-
-    def f32(*shape: int) -> np.ndarray:
-        return rng.standard_normal(shape).astype(np.float32)
-
     shapes = {"ws": (8, 3, 3, 3), "bs": (8,), "wd5": (5, 1, 5, 5), "bd5": (5,), "wd3": (5, 1, 3, 3),
               "w7": (40, 1, 5, 5), "wq": (14, 40, 1, 1), "bq": (14,), "wp": (9, 5, 1, 1),
               "w": (37, 70), "wb": (37,)}  # fmt: skip
-    model = tmp_path / "m.oinf"
-    write_oinf(model, sizevars={}, metadata={}, tensors={k: f32(*v) for k, v in shapes.items()})
     feeds = {"img": (1, 3, 17, 15), "big": (1, 5, 30, 29), "sq": (1, 40, 7, 7), "x1": (1, 70),
              "x9": (9, 70), "h9": (9, 37)}  # fmt: skip
-    return model, [{k: f32(*v) for k, v in feeds.items()} for _ in range(2)]
+    return _random_model(tmp_path, 13, shapes, feeds)
 
 
 def test_kernel_clamps_match_simulator(tmp_path: Path) -> None:
@@ -588,14 +576,7 @@ ROWS_OUTPUTS = ["ln", "rms", "sm", "ls", "s1", "gp"]
 
 def _rows_model(tmp_path: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
     """Norms, softmaxes and a global average pool: kernels that split rows over threads."""
-    rng = np.random.default_rng(5)
-
-    def f32(*shape: int) -> np.ndarray:
-        return rng.standard_normal(shape).astype(np.float32)
-
-    model = tmp_path / "m.oinf"
-    write_oinf(model, sizevars={}, metadata={}, tensors={"g": f32(40), "b": f32(40)})
-    return model, [{"x": f32(6, 10, 40), "img": f32(2, 24, 5, 7)} for _ in range(2)]
+    return _random_model(tmp_path, 5, {"g": (40,), "b": (40,)}, {"x": (6, 10, 40), "img": (2, 24, 5, 7)})
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -633,6 +614,15 @@ def test_one_and_two_threads_are_bit_identical(tmp_path: Path, monkeypatch, whic
     monkeypatch.setenv("OI_THREADS", "2")
     result = parity(tmp_path, model, graph, steps, outputs=outputs, arch=arch, flags=flags)
     assert "oi_pool.h" in result["plan"].files
+    _assert_one_thread_gives_the_same(result, model, steps, tmp_path, monkeypatch, len(outputs))
+
+
+def _assert_one_thread_gives_the_same(
+    result: dict[str, Any], model: Path, steps: list[dict[str, np.ndarray]], tmp_path: Path,
+    monkeypatch: Any, n_outputs: int,
+) -> None:  # fmt: skip
+    """The program `parity` ran with OI_THREADS=2 (outputs under tmp_path/out), run again with
+    one thread: every output file byte for byte the same."""
     monkeypatch.setenv("OI_THREADS", "1")
     run = run_driver(result["exe"], model, steps, tmp_path / "run1")
     assert run.returncode == 0, run.stderr
@@ -640,7 +630,7 @@ def test_one_and_two_threads_are_bit_identical(tmp_path: Path, monkeypatch, whic
         threads: {p.name: p.read_bytes() for p in sorted((where / "out").iterdir())}
         for threads, where in (("1", tmp_path / "run1"), ("2", tmp_path))
     }
-    assert outs["1"] == outs["2"] and len(outs["1"]) == 2 * len(outputs)
+    assert outs["1"] == outs["2"] and len(outs["1"]) == 2 * n_outputs
 
 
 def test_attention_paths_match_simulator(tmp_path: Path) -> None:
@@ -749,19 +739,12 @@ BLOCKED_OUTPUTS = ["d1", "d2", "d3", "d4", "d5", "d6", "d7", "d8", "d9"]
 
 
 def _blocked_model(tmp_path: Path) -> tuple[Path, list[dict[str, np.ndarray]]]:
-    rng = np.random.default_rng(14)
-
-    def f32(*shape: int) -> np.ndarray:
-        return rng.standard_normal(shape).astype(np.float32)
-
     shapes = {"w3": (37, 1, 3, 3), "b3": (37,), "w5": (21, 1, 5, 5), "b5": (21,), "wn": (19, 1, 5, 5),
               "wt": (40, 1, 3, 3), "wu": (24, 1, 3, 3), "bu": (24,), "wd": (37, 1, 3, 3),
               "w7": (21, 1, 7, 7), "w1": (18, 1, 5), "b1": (18,), "wv": (20, 1, 3, 3)}  # fmt: skip
-    model = tmp_path / "m.oinf"
-    write_oinf(model, sizevars={}, metadata={}, tensors={k: f32(*v) for k, v in shapes.items()})
     feeds = {"p": (2, 37, 9, 9), "q": (1, 21, 15, 13), "n": (1, 19, 3, 4), "t": (1, 40, 30, 20),
              "u": (1, 24, 41, 30), "s": (2, 18, 33), "v": (1, 20, 5, 5)}  # fmt: skip
-    return model, [{k: f32(*v) for k, v in feeds.items()} for _ in range(2)]
+    return _random_model(tmp_path, 14, shapes, feeds)
 
 
 # The blocked kernel forced on (OI_DW_BLOCKED=1) in the suite's baseline build (4 lanes),
@@ -789,11 +772,4 @@ def test_blocked_depthwise_matches_simulator_at_one_and_two_threads(
     assert result["compared"] == 2 * len(BLOCKED_OUTPUTS)
     prog = result["plan"].files["prog.c"]
     assert prog.count(".act = act;") == 1 and prog.count("_fused_epi(const void") == 1
-    monkeypatch.setenv("OI_THREADS", "1")
-    run = run_driver(result["exe"], model, steps, tmp_path / "run1")
-    assert run.returncode == 0, run.stderr
-    outs = {
-        threads: {p.name: p.read_bytes() for p in sorted((where / "out").iterdir())}
-        for threads, where in (("1", tmp_path / "run1"), ("2", tmp_path))
-    }
-    assert outs["1"] == outs["2"] and len(outs["1"]) == 2 * len(BLOCKED_OUTPUTS)
+    _assert_one_thread_gives_the_same(result, model, steps, tmp_path, monkeypatch, len(BLOCKED_OUTPUTS))
