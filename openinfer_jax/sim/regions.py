@@ -184,25 +184,22 @@ def plan_layout(
         else:
             layout.append(("out", len(returned)))
             returned.append(key)
-    packs: list[list[Any]] = []
-    for dtype, members in groups.items():
-        if len(members) == 1:  # alone: as it is
+    packs = []
+    for members in groups.values():
+        if len(members) == 1:  # alone: returned as it is
             ((at, key),) = members
             layout[at] = ("out", len(returned))
             returned.append(key)
-            continue
+        else:
+            packs.append(members)
+    # the packed outputs follow every returned key
+    for position, members in enumerate(packs, start=len(returned)):
         offset = 0
         for at, key in members:
-            shape = tuple(env[key][0].shape)
-            layout[at] = ("packed", len(keys) + len(packs), offset, shape, dtype)
-            offset += math.prod(shape)
-        packs.append([key for _at, key in members])
-    # packed outputs come after every returned key: fix their positions now
-    layout = [
-        (s[0], len(returned) + s[1] - len(keys), *s[2:]) if s and s[0] == "packed" else s
-        for s in layout
-    ]
-    return layout, returned, packs
+            value = env[key][0]
+            layout[at] = ("packed", position, offset, tuple(value.shape), np.dtype(value.dtype))
+            offset += math.prod(value.shape)
+    return layout, returned, [[key for _at, key in members] for members in packs]
 
 
 def _shape_of(x: Any, rag: Rag | None) -> list[int]:

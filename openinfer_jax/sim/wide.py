@@ -690,8 +690,8 @@ class WideRunner:
                 value, rag = env[key]
                 outs.append(value)
                 out_rags.append(rag)
-            for keys_ in packs:
-                outs.append(jnp.concatenate([env[key][0].reshape(-1) for key in keys_]))
+            for members in packs:
+                outs.append(jnp.concatenate([env[key][0].reshape(-1) for key in members]))
                 out_rags.append(None)
             return tuple(outs), tuple(bufs)
 

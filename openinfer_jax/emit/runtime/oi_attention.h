@@ -137,11 +137,7 @@ static OI_VEC_FN float oi_attn_exp(float *p, const float *s, int64_t n, float m)
  * transposing tree (adjacent lanes, then pairs, then fours; 16 lanes end by adding their
  * halves: 21 resp. 24 vector operations for the 8 sums), else oi_vsum. */
 #if defined(OI_GNU_VECTORS) && (OI_VL == 8 || OI_VL == 16)
-#if defined(__clang__)
-#define OI_ATTN_SHUF(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
-#else
-#define OI_ATTN_SHUF(a, b, ...) __builtin_shuffle(a, b, (oi_vi){__VA_ARGS__})
-#endif
+#define OI_ATTN_SHUF OI_VSHUF /* oi_vec.h */
 #if OI_VL == 8
 #define OI_ATTN_PAIRS(a, b) (OI_ATTN_SHUF(a, b, 0, 8, 2, 10, 4, 12, 6, 14) + OI_ATTN_SHUF(a, b, 1, 9, 3, 11, 5, 13, 7, 15))
 #define OI_ATTN_QUADS(a, b) (OI_ATTN_SHUF(a, b, 0, 1, 8, 9, 4, 5, 12, 13) + OI_ATTN_SHUF(a, b, 2, 3, 10, 11, 6, 7, 14, 15))
