@@ -156,6 +156,14 @@ def _dec_names(value: Any, path: str) -> tuple[str, ...]:
     return tuple(_dec_name(v, f"{path}[{i}]") for i, v in enumerate(_dec_list(value, path)))
 
 
+def _dec_some_names(value: Any, path: str) -> tuple[str, ...]:
+    # `yield;` / `await;` with no variable is no statement of the text form either
+    names = _dec_names(value, path)
+    if not names:
+        raise _fail(path, "at least one variable name", value)
+    return names
+
+
 def _dec_int_or_name(value: Any, path: str) -> int | str:
     if type(value) is int:
         return value
@@ -379,6 +387,7 @@ _OPT_NAME = (_ident, _dec_opt_name)
 _DOTTED = (_ident, _dec_dotted)
 _OPT_STR = (_ident, lambda v, p: None if v is None else _dec_str(v, p))
 _NAMES = (_enc_tuple, _dec_names)
+_SOME_NAMES = (_enc_tuple, _dec_some_names)
 _DTYPE = (lambda d: d.short, _dec_dtype)
 
 
@@ -421,8 +430,8 @@ _NODE_FIELDS: dict[str, tuple[type[Node], list[_Field]]] = {
     "branch": (Branch, _fields(("then_block", _NAME), ("cond", _OPT_NAME), ("else_block", _OPT_NAME))),
     "loop": (Loop, _fields(("name", _NAME), ("index", _NAME), ("start", _BOUND), ("end", _BOUND),
                            ("body", (_enc_body, _dec_body)))),
-    "yield": (Yield, _fields(("vars", _NAMES))),
-    "await": (Await, _fields(("vars", _NAMES))),
+    "yield": (Yield, _fields(("vars", _SOME_NAMES))),
+    "await": (Await, _fields(("vars", _SOME_NAMES))),
     "barrier": (Barrier, []),
     "dep": (Dep, _fields(("after", _DOTTED), ("before", _DOTTED))),
     "return": (Return, _fields(("value", _OPT_NAME))),

@@ -247,3 +247,15 @@ def test_dotted_setting_names_round_trip_through_json() -> None:
 
     graph = parse("graph { volatile { x: f32[2]; } block entry { op relu(x, aa.b=1) >> x; } }")
     assert from_json_text(to_json_text(graph)) == graph
+
+
+@pytest.mark.parametrize("kind", ["yield", "await"])
+def test_yield_or_await_of_no_variable_is_a_syntax_error(kind: str) -> None:
+    """The text form has no `yield;` or `await;`: the JSON reader refuses them too (the
+    graph would print as text that does not parse; found by fuzz/dsl_frontends.py)."""
+    data = to_json(
+        parse(f"dynamic {{ x: f32[B]; }}\nblock entry {{ {kind} x; return; }}\n"), include_loc=False
+    )
+    data["blocks"][0]["nodes"][0]["vars"] = []
+    with pytest.raises(DslSyntaxError, match=r"blocks\[0\].nodes\[0\].vars: expected at least one variable name"):
+        from_json(data)

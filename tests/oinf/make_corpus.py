@@ -541,6 +541,12 @@ VALID_CASES: list[Case] = [
         lambda: build(2, tensors=[Tensor(b"w", 23, [(1 << 64) - 1], None)]),
     ),
     Case(
+        "declared_i8_u64_max_bytes",
+        "OK",
+        "declared i8[2^64-1]: 2^64-1 bytes, the largest byte size a u64 holds (R26)",
+        lambda: build(2, tensors=[Tensor(b"w", 1, [(1 << 64) - 1], None)]),
+    ),
+    Case(
         "empty_tensor_huge_dims",
         "OK",
         "f32[2^62, 0] with 0 bytes of data: valid, but NumPy cannot hold the shape",

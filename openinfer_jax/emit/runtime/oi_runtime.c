@@ -1002,7 +1002,7 @@ static int need(oi_cursor *c, uint64_t n, const char *what) {
  * still below 2^64 (the byte size is below 2^64 and bits >= 1), so splitting numel into
  * whole bytes' worth (numel / 8) and a remainder computes the exact value. */
 static int tensor_bytes(uint32_t dtype, uint32_t ndim, const unsigned char *dims, uint64_t *out) {
-    uint64_t numel = 1, bits = oi_bits(dtype), i, whole;
+    uint64_t numel = 1, bits = oi_bits(dtype), i, whole, rest;
     for (i = 0; i < ndim; i++) {
         uint64_t d = rd64(dims + 8 * i);
         if (d != 0 && numel > UINT64_MAX / d) {
@@ -1017,8 +1017,9 @@ static int tensor_bytes(uint32_t dtype, uint32_t ndim, const unsigned char *dims
     whole = numel / 8;
     if (whole > UINT64_MAX / bits) return 0;
     whole *= bits;
-    if (whole > UINT64_MAX - 8) return 0;
-    *out = whole + ((numel % 8) * bits + 7) / 8;
+    rest = ((numel % 8) * bits + 7) / 8; /* the last partial group of 8 elements */
+    if (whole > UINT64_MAX - rest) return 0;
+    *out = whole + rest;
     return 1;
 }
 
