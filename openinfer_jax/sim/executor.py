@@ -155,6 +155,8 @@ class Executor:
         # device (a Vulkan executor's XLA fallbacks run on the CPU device: host arrays when
         # that is the default; its uploads and downloads then skip a JAX round trip).
         self._host_inputs = sim.sharded is None and self.device == jax.devices()[0]
+        # Per dynamic input checked once: (dtype, shape) of an array `insert` takes as it is.
+        self._input_types: dict[str, tuple[np.dtype[Any], tuple[int, ...]]] = {}
         self._volatile = tuple(d.name for d in self.graph.vars if d.kind is MemoryKind.VOLATILE)
         self._pending_warnings: list[str] = []
         self._emit = False
@@ -162,9 +164,13 @@ class Executor:
         self._steps = 0
         self._t0 = time.perf_counter_ns()
         self.region_calls = 0
+        # Host time inside calls of compiled regions (XLA's own dispatch; asynchronous
+        # calls return before the device finishes), first calls (compilations) excluded.
+        self.dispatch_ns = 0
         self.compile_stats = CompileStats()
         # Per-executor state of compiled regions (wide.py: model tensors bound per template).
         self.region_state: dict[int, Any] = {}
+        self._counters: dict[int, tuple[Node, int, np.dtype[Any]]] = {}  # id -> _counter
         self._fori_cache: dict[tuple[Any, ...], Any] = {}  # long loops as fori_loop (long_loops.py)
         self._yield_state: _YieldState | None = None
         self._current_block = ""
@@ -185,8 +191,10 @@ class Executor:
         run (``compilations``; executors of one simulator share compiled regions, so a
         second executor counts only what it compiled itself), regions loaded from JAX's
         persistent compilation cache instead (``compile_cache_hits``), exact-shape
-        fallbacks, region calls; with ``device="vulkan"`` also host-to-device tensor uploads
-        and device-to-host downloads (``vk_uploads``/``vk_downloads``, ``vk_bytes`` moved),
+        fallbacks, region calls, the host time spent inside those calls (``dispatch_ns``:
+        XLA's own dispatch, compilations excluded; the rest of a step's host time is the
+        simulator's); with ``device="vulkan"`` also host-to-device tensor uploads and
+        device-to-host downloads (``vk_uploads``/``vk_downloads``, ``vk_bytes`` moved),
         and the part of them made by persistent memory (``vk_cache_uploads``/
         ``vk_cache_downloads``, ``vk_cache_bytes``), and runs of ops replayed from a recorded
         walk and walks recorded (``vk_replayed``/``vk_recorded``, sim/vulkan_replay.py)."""
@@ -197,6 +205,7 @@ class Executor:
             "compile_cache_hits": counts.cache_hits,
             "exact_fallbacks": counts.exact_fallbacks,
             "region_calls": self.region_calls,
+            "dispatch_ns": self.dispatch_ns,
             "regions": len(self.plan.regions),
         }
         if self.sim.vulkan is not None:
@@ -213,10 +222,21 @@ class Executor:
             SimulationError: unknown variable, a variable that is not dynamic, or a value of
                 the wrong dtype or shape. Nothing is inserted if any value is rejected.
         """
-        items = dict(tensors or {})
-        items.update(named)
+        items = named if tensors is None else {**dict(tensors), **named}
         checked: dict[str, np.ndarray] = {}
         for name, value in items.items():
+            # An array exactly as declared (the common case, every decode step): one copy,
+            # the step must own it (see below).
+            want = self._input_types.get(name)
+            if (
+                want is not None
+                and type(value) is np.ndarray
+                and value.dtype == want[0]
+                and value.shape == want[1]
+                and value.flags.c_contiguous
+            ):
+                checked[name] = value.copy()
+                continue
             decl = self.vars.decls.get(name)
             if decl is None:
                 raise SimulationError(
@@ -233,6 +253,8 @@ class Executor:
                     decl.dims, f"variable {name!r}"
                 )
             arr = coerce_input(name, value, decl.dtype, shape)
+            if not decl.dtype.is_packed:
+                self._input_types[name] = (np.dtype(decl.dtype.numpy), tuple(shape))
             # The step may hand the array to XLA as it is (_host_inputs): own it, so the
             # caller changing theirs afterwards cannot change the step's input.
             checked[name] = arr.copy() if arr is value or arr.base is not None else arr
@@ -409,8 +431,13 @@ class Executor:
     ) -> Generator[TraceEvent, None, None]:
         # Signals (Ctrl-C) land between state changes, never inside one (interrupts.py), so
         # an interrupted step rolls back like a failed one.
-        with signal_guard():
-            yield from self._guarded_step_events(fused, force_events)
+        guard = signal_guard()
+        with guard:
+            try:
+                yield from self._guarded_step_events(fused, force_events)
+            finally:
+                if guard.installed:  # no call before the guard's exit (interrupts.py)
+                    GUARD.closing = True
 
     def _guarded_step_events(
         self, fused: bool, force_events: bool
@@ -574,6 +601,20 @@ class Executor:
         return False
 
     # ---- effects ------------------------------------------------------------------------------
+    def _counter(self, node: CacheIncrement | CacheDecrement) -> tuple[int, np.dtype[Any]]:
+        """The signed amount and dtype of a counter node (checked once per node)."""
+        decl = self.vars.persistent_decl(node.name)
+        if decl.is_table or decl.dims:
+            raise SimulationError(
+                f"{node.name!r} is not a scalar; cache.increment/decrement need a persistent scalar"
+            )
+        if decl.dtype.is_packed or decl.dtype is DType.BOOL:
+            raise SimulationError(
+                f"{node.name!r} is {decl.dtype.short}; counters must be a non-packed, non-bool scalar"
+            )
+        delta = node.amount if isinstance(node, CacheIncrement) else -node.amount
+        return delta, np.dtype(decl.dtype.numpy)
+
     def _run_effect(self, node: Node, scope: dict[str, int]) -> None:
         store = self.persistent
         if isinstance(node, CacheRead):
@@ -583,18 +624,12 @@ class Executor:
             value = self._vk_cache_source(node.src, scope)
             self._cache_write(node.dst, value, scope)
         elif isinstance(node, (CacheIncrement, CacheDecrement)):
-            decl = self.vars.persistent_decl(node.name)
-            if decl.is_table or decl.dims:
-                raise SimulationError(
-                    f"{node.name!r} is not a scalar; cache.increment/decrement need a persistent scalar"
-                )
-            if decl.dtype.is_packed or decl.dtype is DType.BOOL:
-                raise SimulationError(
-                    f"{node.name!r} is {decl.dtype.short}; counters must be a non-packed, non-bool scalar"
-                )
-            delta = node.amount if isinstance(node, CacheIncrement) else -node.amount
+            known = self._counters.get(id(node))
+            if known is None or known[0] is not node:
+                known = self._counters[id(node)] = (node, *self._counter(node))
+            _, delta, dtype = known
             old = np.asarray(store.values[node.name])
-            store.set_value(node.name, np.asarray(old + delta).astype(decl.dtype.numpy))
+            store.set_value(node.name, np.asarray(old + delta).astype(dtype))
         elif isinstance(node, CacheReset):
             decl = self.vars.persistent_decl(node.target.name)
             if decl.name in store.tables:
@@ -1050,7 +1085,9 @@ class Executor:
                 compiled.fresh = False
                 outs = self.compile_stats.first_call(compiled.fn, tuple(arrays), lens)
             else:
+                called = time.perf_counter_ns()
                 outs = compiled.fn(tuple(arrays), lens)
+                self.dispatch_ns += time.perf_counter_ns() - called
             self.region_calls += 1
             # Dead writes come back as Zeros/Deferred placeholders (regions.py, plan_layout).
             values = compiled.values(outs, tuple(arrays), lens, lengths)
@@ -1134,7 +1171,10 @@ class Executor:
                     fn, tuple(materialize(a) for a in arrays), np.int32(count)
                 )
             else:
-                outs = fn(tuple(materialize(a) for a in arrays), np.int32(count))
+                operands = tuple(materialize(a) for a in arrays)
+                called = time.perf_counter_ns()
+                outs = fn(operands, np.int32(count))
+                self.dispatch_ns += time.perf_counter_ns() - called
             for ref, value in zip(region.writes, outs):
                 self.vars.write(ref, value, scope)
         except NodeFailure as err:
@@ -1248,6 +1288,11 @@ class Executor:
         return cached
 
     # ---- yield / await ---------------------------------------------------------------------------
+    def writes_locked(self) -> bool:
+        """Whether entry holds yielded variables it has not awaited (their writes raise)."""
+        state = self._yield_state
+        return state is not None and bool(state.locked)
+
     def _check_yield_lock(self, name: str) -> None:
         """Entry may not write a variable it yielded until it awaits it."""
         state = self._yield_state

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -45,6 +44,9 @@ class _Guard:
     def __init__(self) -> None:
         self.original: dict[int, Callable[[int, FrameType | None], Any]] = {}
         self.active = False
+        # Set (inline, no call) once the guarded step is over: a signal landing before the
+        # guard's own exit has run is delivered with the original handlers back in place.
+        self.closing = False
         self.depth = 0
         self.held: list[tuple[Callable[[int, FrameType | None], Any], int, FrameType | None]] = []
 
@@ -53,6 +55,9 @@ class _Guard:
         if self.depth:
             self.held.append((original, signum, frame))
             return
+        if self.closing:  # what the guard's exit would do: it may not run now
+            self.uninstall()
+            self.active = self.closing = False
         original(signum, frame)
 
     def install(self) -> None:
@@ -74,9 +79,13 @@ class _Guard:
         """End one transaction; the outermost hands held signals to their handlers."""
         self.depth -= 1
         if self.depth == 0 and self.held:
-            held, self.held = self.held, []
-            for original, signum, frame in held:
-                original(signum, frame)
+            self.deliver()
+
+    def deliver(self) -> None:
+        """Hand the held signals to their original handlers."""
+        held, self.held = self.held, []
+        for original, signum, frame in held:
+            original(signum, frame)
 
 
 #: The guard. A transaction that must start without a single call before it (the end of a
@@ -87,26 +96,57 @@ GUARD = _Guard()
 _GUARD = GUARD
 
 
-@contextmanager
-def signal_guard() -> Iterator[None]:
-    """Route Python signal handlers through the guard for the duration (one step).
+class _SignalGuard:
+    """`signal_guard()`'s context manager (a class: every step enters one, and a
+    generator-based one costs a few microseconds more)."""
+
+    __slots__ = ("installed",)
+
+    def __init__(self) -> None:
+        self.installed = False
+
+    def __enter__(self) -> None:
+        if _GUARD.active or threading.get_ident() != threading.main_thread().ident:
+            return
+        # A signal landing while the handlers are swapped is held (no transaction is open
+        # between steps, so the count starts at 1) and goes out as the step's first
+        # transaction ends; one landing before the first swap leaves nothing installed.
+        _GUARD.depth, _GUARD.held, _GUARD.closing = 1, [], False
+        try:
+            _GUARD.install()
+        except BaseException:
+            _GUARD.uninstall()
+            _GUARD.depth = 0
+            raise
+        _GUARD.active = self.installed = True
+        _GUARD.depth = 0
+
+    def __exit__(self, *exc: object) -> None:
+        if self.installed:
+            self.installed = False
+            _GUARD.depth += 1  # held while the original handlers go back, then delivered
+            _GUARD.active = False
+            try:
+                _GUARD.uninstall()
+            finally:
+                # Inline: the original handlers are back, a call could already raise.
+                _GUARD.closing = False
+                _GUARD.depth -= 1
+                if _GUARD.held:
+                    _GUARD.deliver()
+
+
+def signal_guard() -> _SignalGuard:
+    """Route Python signal handlers through the guard for the duration (one step). The
+    guarded code ends with `GUARD.closing = True` (in a `finally`, inline) where the guard
+    it entered is the one that `installed` the handlers.
 
     Nests (only the outermost installs and restores); outside the main thread it does
     nothing. Every step starts it afresh, so a transaction count or handler left behind by
     a signal that landed in this bookkeeping itself cannot outlive the step: a leftover
     handler passes signals straight through, and the count starts at 0.
     """
-    if threading.current_thread() is not threading.main_thread() or _GUARD.active:
-        yield
-        return
-    _GUARD.depth, _GUARD.held = 0, []  # no transaction is open between steps
-    _GUARD.install()
-    _GUARD.active = True
-    try:
-        yield
-    finally:
-        _GUARD.active = False
-        _GUARD.uninstall()
+    return _SignalGuard()
 
 
 class _Atomic:

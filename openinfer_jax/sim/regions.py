@@ -8,7 +8,6 @@ references (`W[l]`) are resolved by the scheduler: the region only sees arrays.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from openinfer_jax.ops.nn_jax import partitioned
 from openinfer_jax.sim.plan import RegionPlan
 from openinfer_jax.sim.ragged import NeedExact, Rag, apply_op
 from openinfer_jax.sim.stats import CompileStats
-from openinfer_jax.sim.values import Deferred, Ragged, Zeros
+from openinfer_jax.sim.values import Deferred, Packed, Ragged, Zeros
 
 __all__ = [
     "CompiledRegion",
@@ -127,22 +126,9 @@ def slot_value(
     if kind == "zeros":
         return Zeros(slot[1], slot[2])
     if kind == "packed":
-        return Deferred(slot[3], slot[4], _view(outs[slot[1]], slot[2], slot[3]))
+        return Packed(outs[slot[1]], slot[2], slot[3], slot[4])
     assert recipe is not None
     return Deferred(slot[1], slot[2], lambda: recipe(inputs, lengths, k))
-
-
-def _view(flat: Any, offset: int, shape: tuple[int, ...]) -> Callable[[], Any]:
-    """The value at `offset` of a packed output (sliced when first read)."""
-    return lambda: _slicer(offset, shape)(flat)
-
-
-@functools.lru_cache(maxsize=1024)
-def _slicer(offset: int, shape: tuple[int, ...]) -> Callable[[Any], Any]:
-    """One compiled call cutting a value out of a packed output (an eager slice and
-    reshape would be two dispatches)."""
-    size = math.prod(shape)
-    return jax.jit(lambda flat: jax.lax.slice(flat, (offset,), (offset + size,)).reshape(shape))
 
 
 def plan_layout(

@@ -82,20 +82,44 @@ class AffinePlan:
     avec: np.ndarray
     _mat: np.ndarray = field(init=False, repr=False, compare=False)
     _vec: np.ndarray = field(init=False, repr=False, compare=False)
+    _moves: dict[tuple[int, ...], np.ndarray] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Guards and outputs stacked: one product per call (this runs before every
         # replayed region call).
         object.__setattr__(self, "_mat", np.concatenate([self.gmat, self.amat]))
         object.__setattr__(self, "_vec", np.concatenate([self.gvec, self.avec]))
+        object.__setattr__(self, "_moves", {})
 
     def evaluate(self, x: Sequence[int]) -> np.ndarray | None:
         """The outputs at `x` (int64), or None when a guard fails there."""
+        return self.outputs(self.values(x))
+
+    def values(self, x: Sequence[int]) -> np.ndarray:
+        """Guards and outputs at `x`, stacked (see `outputs`)."""
         both: np.ndarray = self._mat @ np.array(x, np.int64) + self._vec
+        return both
+
+    def moved(self, both: np.ndarray, dx: tuple[int, ...]) -> np.ndarray:
+        """`values(x + dx)` from `both = values(x)`: one addition (the product of a step
+        `dx` is kept; a decode step moves every variable by the same step each call)."""
+        step = self._moves.get(dx)
+        if step is None:
+            if len(self._moves) >= _MOVES_KEPT:
+                self._moves.clear()
+            step = self._moves[dx] = self._mat @ np.array(dx, np.int64)
+        moved: np.ndarray = both + step
+        return moved
+
+    def outputs(self, both: np.ndarray) -> np.ndarray | None:
+        """The outputs of stacked `values`, or None when a guard fails there."""
         guards = len(self.gvec)
         if guards and both[:guards].min() < 0:
             return None
         return both[guards:]
+
+
+_MOVES_KEPT = 8
 
 
 @contextmanager

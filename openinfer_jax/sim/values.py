@@ -10,6 +10,8 @@ Packed dtypes are held UNPACKED (int8 signed, uint8 unsigned); bf16/f8 as ml_dty
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -103,6 +105,39 @@ class Deferred:
             self._value = self._compute()
             self._compute = None
         return self._value
+
+
+class Packed(Deferred):
+    """A small dead region output returned inside one flat output with the others of its
+    dtype (regions.py plan_layout): cut out of it on its first read. `shape` a tuple of
+    ints and `dtype` a NumPy dtype as the region's layout holds them (a step makes one per
+    such output, so nothing is normalized here)."""
+
+    __slots__ = ("_flat", "_offset")
+
+    def __init__(self, flat: Any, offset: int, shape: tuple[int, ...], dtype: Any) -> None:
+        self.shape, self.dtype, self._flat, self._offset = shape, dtype, flat, offset
+        self._compute, self._value = None, None
+
+    def exact(self) -> Any:
+        """The value (cut once; the flat output is released after)."""
+        if self._flat is not None:
+            self._value = cut_packed(self._flat, self._offset, self.shape)
+            self._flat = None
+        return self._value
+
+
+def cut_packed(flat: Any, offset: int, shape: tuple[int, ...]) -> Any:
+    """The value at `offset` of a packed output, by one compiled call."""
+    return _slicer(offset, shape)(flat)
+
+
+@functools.lru_cache(maxsize=1024)
+def _slicer(offset: int, shape: tuple[int, ...]) -> Callable[[Any], Any]:
+    """One compiled call cutting a value out of a packed output (an eager slice and
+    reshape would be two dispatches)."""
+    size = math.prod(shape)
+    return jax.jit(lambda flat: jax.lax.slice(flat, (offset,), (offset + size,)).reshape(shape))
 
 
 Value = Any  # jax.Array | np.ndarray | Ragged | Zeros | Deferred

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import operator
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -63,7 +64,7 @@ from openinfer_jax.sim.ragged import NeedExact, Rag, apply_op
 from openinfer_jax.sim.regions import NodeFailure, NodeShapes, Slot, plan_layout, slot_value
 from openinfer_jax.sim.stats import persistent_cache_hits
 from openinfer_jax.sim.symbolic import AffinePlan, SymInt, pin, recording
-from openinfer_jax.sim.values import Deferred, Ragged, Zeros
+from openinfer_jax.sim.values import Deferred, Packed, Ragged, Zeros
 
 if TYPE_CHECKING:
     from openinfer_jax.sim.executable_store import ExecutableStore
@@ -121,7 +122,8 @@ class WideProgram:
     # The plan variables of the last replay, and the operands evaluated ahead for the
     # values a next call would have if they moved on by the same steps (`_foresee`).
     last_x: tuple[int, ...] | None = None
-    guess: tuple[tuple[int, ...], tuple[Any, ...]] | None = None
+    guess: tuple[tuple[int, ...], tuple[Any, ...], Any] | None = None
+    stores: Any = None  # _Stores: how each call's outputs are stored (by `run`)
 
     width: int = 1  # columns of the block-offset matrix (the largest table rank)
 
@@ -184,6 +186,50 @@ class _Compiled:
 
 
 @dataclass
+class _Stores:
+    """How a template's outputs go into the executor's state after each call: the
+    variables returned as they are (one dict update), the rest slot by slot in program
+    order, and the variable names the yield lock checks."""
+
+    compiled: _Compiled
+    names: tuple[str, ...]
+    pick: Any  # outs -> the values of `names`, in order
+    packed_names: tuple[str, ...]
+    packed: tuple[tuple[Any, ...], ...]  # per packed name: (output, offset, shape, dtype)
+    others: tuple[tuple[int, Key, Slot], ...]
+    checked: tuple[str, ...]
+
+    @staticmethod
+    def of(prog: WideProgram, compiled: _Compiled) -> _Stores:
+        names: list[str] = []
+        positions: list[int] = []
+        packed_names: list[str] = []
+        packed: list[tuple[Any, ...]] = []
+        others: list[tuple[int, Key, Slot]] = []
+        keys = list(prog.written)
+        # A key written twice keeps program order: everything then goes slot by slot.
+        batch = len(set(keys)) == len(keys)
+        for k, (key, slot) in enumerate(zip(keys, compiled.layout)):
+            plain = slot[0] == "out" and compiled.out_rags[slot[1]] is None
+            if batch and key[0] == "v" and plain:
+                names.append(key[1])
+                positions.append(slot[1])
+            elif batch and key[0] == "v" and slot[0] == "packed":
+                packed_names.append(key[1])
+                packed.append(slot[1:])
+            else:
+                others.append((k, key, slot))
+        pick = (lambda outs: ()) if not positions else operator.itemgetter(*positions)
+        if len(positions) == 1:
+            single = positions[0]
+            pick = lambda outs: (outs[single],)  # noqa: E731
+        checked = tuple(key[1] for key in keys if key[0] == "v")
+        return _Stores(
+            compiled, tuple(names), pick, tuple(packed_names), tuple(packed), tuple(others), checked
+        )
+
+
+@dataclass
 class _Call:
     """One call's operands and the template they came from."""
 
@@ -193,6 +239,7 @@ class _Call:
     lengths: list[int]
     counts: dict[str, dict[str, int]] | None = None  # new counts (replays; walks set them)
     x: tuple[int, ...] | None = None  # a replay's plan variables
+    both: Any = None  # its plan's guards and outputs there (AffinePlan.values)
 
 
 @dataclass
@@ -322,20 +369,28 @@ class WideRunner:
             call = _Call(prog, tuple(prog.inputs), prog.packed_ints(), prog.lengths)
         prog, compiled = call.prog, call.prog.compiled
         outs = self._execute(ex, call, compiled, region.id)
-        # Dead writes come back as Zeros/Deferred placeholders (regions.py, plan_layout).
-        values = [
-            slot_value(slot, k, outs, compiled.out_rags, call.lengths, compiled.recipe,
-                       call.inputs, call.ints)
-            for k, slot in enumerate(compiled.layout)
-        ]  # fmt: skip
         ex.vars.dtypes.update(prog.assigned)
+        stores = prog.stores
+        if stores is None or stores.compiled is not compiled:
+            stores = prog.stores = _Stores.of(prog, compiled)
         # The walk checked each written name against the graph (Variables.check_writable:
         # static); what can change between calls is the yield lock (write_check).
         store, check = ex.vars.store, ex.vars.write_check
-        for key, value in zip(prog.written, values):
+        if check is not None and ex.writes_locked():
+            for name in stores.checked:
+                check(name)
+        if stores.names:  # variables returned as they are: one update
+            store.update(zip(stores.names, stores.pick(outs)))
+        if stores.packed_names:  # small dead temporaries, each cut out when first read
+            packs = [
+                Packed(outs[at], offset, shape, dtype) for at, offset, shape, dtype in stores.packed
+            ]
+            store.update(zip(stores.packed_names, packs))
+        # Dead writes come back as Zeros/Deferred placeholders (regions.py, plan_layout).
+        for k, key, slot in stores.others:
+            value = slot_value(slot, k, outs, compiled.out_rags, call.lengths, compiled.recipe,
+                               call.inputs, call.ints)  # fmt: skip
             if key[0] == "v":
-                if check is not None:
-                    check(key[1])
                 store[key[1]] = value
             elif key[0] == "m":
                 ex.vars.entries[key[2]] = value
@@ -343,7 +398,7 @@ class WideRunner:
                 with atomic():
                     ex.persistent.set_value(key[1], value)
         if call.x is not None:
-            self._foresee(prog, call.x)
+            self._foresee(prog, call.x, call.both)
         return prog, compiled, outs
 
     def _execute(self, ex: Executor, call: _Call, compiled: _Compiled, region_id: int) -> Any:
@@ -369,7 +424,9 @@ class WideRunner:
                     fn, call.inputs, buffers, call.ints, slots
                 )
             else:
+                called = time.perf_counter_ns()
                 outs, new_buffers = fn(call.inputs, buffers, call.ints, slots)
+                ex.dispatch_ns += time.perf_counter_ns() - called
             del slots
             if lanes is not None:
                 lanes.outs[lane], lanes.last = outs, lane
@@ -419,26 +476,30 @@ class WideRunner:
         at = tuple(xs)
         guess, prog.guess = prog.guess, None
         if guess is not None and guess[0] == at:
-            ints, lengths, counts = guess[1]
+            (ints, lengths, counts), both = guess[1], guess[2]
         else:
-            out = plan.evaluate(at)
+            both = plan.values(at)
+            out = plan.outputs(both)
             if out is None:
                 return None
             ints, lengths, counts = _operands(prog, out)
-        return _Call(prog, inputs[0], ints, lengths, counts, at)
+        return _Call(prog, inputs[0], ints, lengths, counts, at, both)
 
     @staticmethod
-    def _foresee(prog: WideProgram, at: tuple[int, ...]) -> None:
+    def _foresee(prog: WideProgram, at: tuple[int, ...], both: Any) -> None:
         """Evaluate the plan ahead, after a call was dispatched (while the device runs it):
         for plan variables that move on as they did from the last call to this one (a
         decode step's position and counts grow by one), so the next call's replay finds
-        its operands ready."""
+        its operands ready. `both` is the plan's values at `at` (moved on by one addition)."""
         last, prog.last_x = prog.last_x, at
-        if last is None or prog.plan is None:
+        plan = prog.plan
+        if last is None or plan is None:
             return
-        ahead = tuple(2 * a - b for a, b in zip(at, last))
-        out = prog.plan.evaluate(ahead)
-        prog.guess = (ahead, _operands(prog, out)) if out is not None else None
+        step = tuple(a - b for a, b in zip(at, last))
+        ahead = tuple(a + d for a, d in zip(at, step))
+        moved = plan.moved(both, step)
+        out = plan.outputs(moved)
+        prog.guess = (ahead, _operands(prog, out), moved) if out is not None else None
 
     def _bind(
         self, ex: Executor, prog: WideProgram

@@ -203,3 +203,24 @@ def test_guard_is_not_left_behind(model: ModelLoader, tmp_path: Path) -> None:
     ex.insert(x=_x(0))
     ex.step()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.parametrize("mode", ["step", "iterate"])
+def test_no_interrupt_point_leaves_the_guard_behind(model: ModelLoader, mode: str) -> None:
+    """An interrupt at EVERY point of a step, the guard's own entry and exit included,
+    leaves Python's handler in place and the guard inactive (a guard left active would let
+    the next step run unguarded: its transactions could then be interrupted)."""
+    from openinfer_jax.sim.interrupts import GUARD
+
+    sim = Simulator(model, GRAPH)
+    ex = sim.make_executor()
+    for k in range(2):
+        ex.insert(x=_x(k))
+        _run(ex, mode)
+    ex.insert(x=_x(2))
+    total, _ = _profiled(lambda: _run(ex, mode), None)
+    for target in range(1, total + 1):
+        ex.insert(x=_x(target))
+        _profiled(lambda: _run(ex, mode), target)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, target
+        assert not GUARD.active and GUARD.depth == 0 and not GUARD.closing, target

@@ -158,7 +158,7 @@ def test_every_public_executor_method_runs_in_the_jax_mode() -> None:
 
     no_jax = {"insert", "insert_dynamic", "trace", "clear_trace", "steps", "stats"}
     scoped_inside = {"step", "run_step", "iterate"}  # rerun in 64-bit mode, see precision.py
-    step_helpers = {"op_setup", "check_transfer"}  # called by sim/wide.py inside a step
+    step_helpers = {"op_setup", "check_transfer", "writes_locked"}  # sim/wide.py, in a step
     public = {n for n in vars(Executor) if not n.startswith("_")}
     unscoped = {
         name
