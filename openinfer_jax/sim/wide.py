@@ -193,7 +193,7 @@ class _Stores:
 
     compiled: _Compiled
     names: tuple[str, ...]
-    pick: Any  # outs -> the values of `names`, in order
+    positions: tuple[int, ...]  # of `names` in the returned outputs
     packed_names: tuple[str, ...]
     packed: tuple[tuple[Any, ...], ...]  # per packed name: (output, offset, shape, dtype)
     others: tuple[tuple[int, Key, Slot], ...]
@@ -219,13 +219,15 @@ class _Stores:
                 packed.append(slot[1:])
             else:
                 others.append((k, key, slot))
-        pick = (lambda outs: ()) if not positions else operator.itemgetter(*positions)
-        if len(positions) == 1:
-            single = positions[0]
-            pick = lambda outs: (outs[single],)  # noqa: E731
         checked = tuple(key[1] for key in keys if key[0] == "v")
         return _Stores(
-            compiled, tuple(names), pick, tuple(packed_names), tuple(packed), tuple(others), checked
+            compiled,
+            tuple(names),
+            tuple(positions),
+            tuple(packed_names),
+            tuple(packed),
+            tuple(others),
+            checked,
         )
 
 
@@ -380,7 +382,7 @@ class WideRunner:
             for name in stores.checked:
                 check(name)
         if stores.names:  # variables returned as they are: one update
-            store.update(zip(stores.names, stores.pick(outs)))
+            store.update(zip(stores.names, map(outs.__getitem__, stores.positions)))
         if stores.packed_names:  # small dead temporaries, each cut out when first read
             packs = [
                 Packed(outs[at], offset, shape, dtype) for at, offset, shape, dtype in stores.packed
