@@ -628,8 +628,7 @@ class Executor:
             if known is None or known[0] is not node:
                 known = self._counters[id(node)] = (node, *self._counter(node))
             _, delta, dtype = known
-            old = np.asarray(store.values[node.name])
-            store.set_value(node.name, np.asarray(old + delta).astype(dtype))
+            store.set_value(node.name, np.array(np.asarray(store.values[node.name]) + delta, dtype))
         elif isinstance(node, CacheReset):
             decl = self.vars.persistent_decl(node.target.name)
             if decl.name in store.tables:

@@ -103,13 +103,28 @@ class AffinePlan:
     def moved(self, both: np.ndarray, dx: tuple[int, ...]) -> np.ndarray:
         """`values(x + dx)` from `both = values(x)`: one addition (the product of a step
         `dx` is kept; a decode step moves every variable by the same step each call)."""
+        moved: np.ndarray = both + self.step(dx)
+        return moved
+
+    def step(self, dx: tuple[int, ...]) -> np.ndarray:
+        """What `values` gains when `x` moves by `dx` (kept for the last few steps)."""
         step = self._moves.get(dx)
         if step is None:
             if len(self._moves) >= _MOVES_KEPT:
                 self._moves.clear()
             step = self._moves[dx] = self._mat @ np.array(dx, np.int64)
-        moved: np.ndarray = both + step
-        return moved
+        return step
+
+    def headroom(self, both: np.ndarray, dx: tuple[int, ...]) -> int:
+        """How many more moves by `dx` keep every guard holding, from `both = values(x)`
+        where they all hold: guards that `dx` does not lower hold for good (then a large
+        number), the others last until their value runs out."""
+        guards = len(self.gvec)
+        fall = self.step(dx)[:guards]
+        lowered = fall < 0
+        if not lowered.any():
+            return _FOREVER
+        return int((both[:guards][lowered] // -fall[lowered]).min())
 
     def outputs(self, both: np.ndarray) -> np.ndarray | None:
         """The outputs of stacked `values`, or None when a guard fails there."""
@@ -120,6 +135,7 @@ class AffinePlan:
 
 
 _MOVES_KEPT = 8
+_FOREVER = 1 << 62
 
 
 @contextmanager

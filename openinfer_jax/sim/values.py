@@ -280,5 +280,5 @@ def scalar_of(value: Value, what: str) -> int | float | bool:
     arr = value if isinstance(value, np.ndarray) else to_host(value)
     if arr.size != 1:
         raise SimulationError(f"{what} must be a scalar, got a tensor of shape {list(arr.shape)}")
-    item = arr.reshape(()).item()
+    item = arr.item()
     return item  # type: ignore[no-any-return]

@@ -137,6 +137,8 @@ class Variables:
         if isinstance(raw, int):
             return raw
         value = self.scalar(raw, scope)
+        if type(value) is int:  # an integer variable's value or a loop index
+            return value
         if isinstance(value, bool) or not float(value).is_integer():
             raise SimulationError(f"index {raw!r} of {what!r} must be an integer, got {value!r}")
         return int(value)

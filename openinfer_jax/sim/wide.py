@@ -122,7 +122,7 @@ class WideProgram:
     # The plan variables of the last replay, and the operands evaluated ahead for the
     # values a next call would have if they moved on by the same steps (`_foresee`).
     last_x: tuple[int, ...] | None = None
-    guess: tuple[tuple[int, ...], tuple[Any, ...], Any] | None = None
+    guess: tuple[tuple[int, ...], tuple[Any, ...], _Streak | None] | None = None
     stores: Any = None  # _Stores: how each call's outputs are stored (by `run`)
 
     width: int = 1  # columns of the block-offset matrix (the largest table rank)
@@ -241,7 +241,45 @@ class _Call:
     lengths: list[int]
     counts: dict[str, dict[str, int]] | None = None  # new counts (replays; walks set them)
     x: tuple[int, ...] | None = None  # a replay's plan variables
-    both: Any = None  # its plan's guards and outputs there (AffinePlan.values)
+    both: Any = None  # its plan's guards and outputs there (AffinePlan.values), if known
+    streak: _Streak | None = None  # how its operands were foreseen, if they were
+
+
+class _Streak:
+    """Calls whose plan variables move on by the same step `dx` (a decode step's position
+    and counts grow by one): the plan's guards hold for `left` more such moves, so each
+    next call's operands are the last call's plus what one move adds, with no guard or
+    formula evaluated (`WideRunner._foresee`)."""
+
+    __slots__ = ("counts", "dx", "ints", "left", "lengths")
+
+    def __init__(self, prog: WideProgram, dx: tuple[int, ...], left: int) -> None:
+        assert prog.plan is not None
+        step = prog.plan.step(dx)[len(prog.plan.gvec) :]
+        n_starts = len(prog.starts) * prog.width
+        n_ints = n_starts + len(prog.lengths)
+        moved = step[n_starts:n_ints].tolist()
+        grown = step[n_ints:].tolist()
+        self.dx = dx
+        self.left = left
+        # What one move adds: to the packed int32 operands, to the valid lengths that
+        # move (index, added), to the counts that grow (table, axis, added).
+        self.ints = step[:n_ints].astype(np.int32)
+        self.lengths = tuple((k, d) for k, d in enumerate(moved) if d)
+        self.counts = tuple((t, a, d) for (t, a), d in zip(prog.count_axes, grown) if d)
+
+    def advance(
+        self, ints: np.ndarray, lengths: list[int], counts: dict[str, dict[str, int]]
+    ) -> tuple[np.ndarray, list[int], dict[str, dict[str, int]]]:
+        """The next call's operands from this call's (one move fewer left)."""
+        self.left -= 1
+        lengths = lengths.copy()
+        for k, d in self.lengths:
+            lengths[k] += d
+        counts = {name: axes.copy() for name, axes in counts.items()}
+        for name, axis, d in self.counts:
+            counts[name][axis] += d
+        return ints + self.ints, lengths, counts
 
 
 @dataclass
@@ -400,7 +438,7 @@ class WideRunner:
                 with atomic():
                     ex.persistent.set_value(key[1], value)
         if call.x is not None:
-            self._foresee(prog, call.x, call.both)
+            self._foresee(prog, call)
         return prog, compiled, outs
 
     def _execute(self, ex: Executor, call: _Call, compiled: _Compiled, region_id: int) -> Any:
@@ -478,30 +516,41 @@ class WideRunner:
         at = tuple(xs)
         guess, prog.guess = prog.guess, None
         if guess is not None and guess[0] == at:
-            (ints, lengths, counts), both = guess[1], guess[2]
-        else:
-            both = plan.values(at)
-            out = plan.outputs(both)
-            if out is None:
-                return None
-            ints, lengths, counts = _operands(prog, out)
+            (ints, lengths, counts), streak = guess[1], guess[2]
+            return _Call(prog, inputs[0], ints, lengths, counts, at, streak=streak)
+        both = plan.values(at)
+        out = plan.outputs(both)
+        if out is None:
+            return None
+        ints, lengths, counts = _operands(prog, out)
         return _Call(prog, inputs[0], ints, lengths, counts, at, both)
 
     @staticmethod
-    def _foresee(prog: WideProgram, at: tuple[int, ...], both: Any) -> None:
+    def _foresee(prog: WideProgram, call: _Call) -> None:
         """Evaluate the plan ahead, after a call was dispatched (while the device runs it):
-        for plan variables that move on as they did from the last call to this one (a
-        decode step's position and counts grow by one), so the next call's replay finds
-        its operands ready. `both` is the plan's values at `at` (moved on by one addition)."""
+        for plan variables that move on as they did from the last call to this one, so the
+        next call's replay finds its operands ready. Within a streak of equal moves whose
+        guards were shown to hold that far (`_Streak`), that is a few additions."""
+        at = call.x
+        assert at is not None and call.counts is not None
         last, prog.last_x = prog.last_x, at
         plan = prog.plan
         if last is None or plan is None:
             return
         step = tuple(a - b for a, b in zip(at, last))
         ahead = tuple(a + d for a, d in zip(at, step))
+        streak = call.streak
+        if streak is not None and streak.dx == step:
+            operands = streak.advance(call.ints, call.lengths, call.counts)
+            prog.guess = (ahead, operands, streak if streak.left else None)
+            return
+        both = call.both if call.both is not None else plan.values(at)
         moved = plan.moved(both, step)
         out = plan.outputs(moved)
-        prog.guess = (ahead, _operands(prog, out), moved) if out is not None else None
+        if out is None:
+            return
+        left = plan.headroom(moved, step)
+        prog.guess = (ahead, _operands(prog, out), _Streak(prog, step, left) if left else None)
 
     def _bind(
         self, ex: Executor, prog: WideProgram
@@ -1262,8 +1311,7 @@ def unshared(arrays: tuple[Any, ...]) -> bool:
     the interpreter's own temporary references cancel out)."""
     if not _EXACT_REFCOUNTS:
         return False
-    alone = _refcount_alone((object(),))
-    return max(map(sys.getrefcount, arrays), default=0) <= alone and not any(
+    return max(map(sys.getrefcount, arrays), default=0) <= _ALONE and not any(
         map(_IS_DELETED, arrays)
     )
 
@@ -1274,6 +1322,7 @@ def _refcount_alone(items: tuple[Any, ...]) -> int:
 
 
 _IS_DELETED = operator.methodcaller("is_deleted")
+_ALONE = _refcount_alone((object(),))  # the same in every call: the tuple holds it alone
 
 
 def _restore_blocks(

@@ -89,3 +89,56 @@ def test_symbolic_ints_record_the_guards_of_their_comparisons() -> None:
     plan = rec.plan(["n"], [end])
     assert plan.evaluate([6]).tolist() == [13]
     assert plan.evaluate([7]) is None  # the guard n + 3 < 10 fails: walk again
+
+
+STREAK_GRAPH = """
+graph {
+  dynamic { x: f32[D]; }
+  volatile { s: f32[1, D]; }
+  persistent {
+    step: i32 @init(0);
+    A(t): f32[D] @table;
+  }
+  block entry {
+    cache.write x >> A[step];
+    cache.increment step;
+    cache.read A[0..step] >> s;
+    return;
+  }
+}
+"""
+
+
+def test_foreseen_operands_equal_the_plan_at_every_call(make_model, monkeypatch) -> None:
+    """A decode-like step: every call's operands, foreseen a streak ahead or not, are the
+    plan's at its variables; across read buckets and table growth (guards fail, walk)."""
+    from openinfer_jax.sim import wide
+
+    calls: list[tuple[object, ...]] = []
+    execute = wide.WideRunner._execute
+
+    def spy(self, ex, call, compiled, region_id):  # type: ignore[no-untyped-def]
+        counts = {name: dict(axes) for name, axes in (call.counts or {}).items()}
+        calls.append((call.prog, call.x, call.ints.copy(), list(call.lengths), counts, call.streak))
+        return execute(self, ex, call, compiled, region_id)
+
+    monkeypatch.setattr(wide.WideRunner, "_execute", spy)
+    model = make_model(sizevars={"D": 2})
+    fast = Simulator(model, STREAK_GRAPH).make_executor()
+    slow = Simulator(model, STREAK_GRAPH, device="numpy").make_executor()
+    rng = np.random.default_rng(1)
+    for _ in range(150):
+        x = rng.standard_normal(2).astype(np.float32)
+        for ex in (fast, slow):
+            ex.insert(x=x)
+            ex.step()
+        np.testing.assert_allclose(fast.fetch("s"), slow.fetch("s"), rtol=1e-6)
+    replays = [c for c in calls if c[1] is not None]
+    assert len(replays) > 100
+    assert sum(c[5] is not None for c in replays) > 50  # most came from a streak
+    for prog, x, ints, lengths, counts, _streak in replays:
+        want = wide._operands(prog, prog.plan.evaluate(x))
+        np.testing.assert_array_equal(ints, want[0])
+        assert ints.dtype == np.int32
+        assert lengths == want[1]
+        assert counts == want[2]
