@@ -116,8 +116,8 @@ class Packed(Deferred):
     __slots__ = ("_flat", "_offset")
 
     def __init__(self, flat: Any, offset: int, shape: tuple[int, ...], dtype: Any) -> None:
+        # `_value` is set when cut, `_compute` never read (`exact` is this class's own).
         self.shape, self.dtype, self._flat, self._offset = shape, dtype, flat, offset
-        self._compute, self._value = None, None
 
     def exact(self) -> Any:
         """The value (cut once; the flat output is released after)."""

@@ -48,6 +48,7 @@ from openinfer_jax.ir.nodes import (
     CacheWrite,
     Dep,
     Loop,
+    MemoryKind,
     Node,
     Op,
     Transfer,
@@ -119,6 +120,7 @@ class WideProgram:
     binders: list[tuple[Any, ...]] = field(default_factory=list)
     compiled: Any = None
     input_position: dict[Key, int] = field(default_factory=dict)  # input key -> its index
+    model_entries: tuple[str, ...] = ()  # entry names of the prefix-table inputs
     # The plan variables of the last replay, and the operands evaluated ahead for the
     # values a next call would have if they moved on by the same steps (`_foresee`).
     last_x: tuple[int, ...] | None = None
@@ -342,12 +344,22 @@ class WideRunner:
             finally:
                 finals = walk.finish_counts()
         prog = walk.prog
-        # Dynamic inputs first, model tensors after: a replay rebinds only the first part.
-        order = sorted(range(len(prog.inputs)), key=lambda k: prog.input_keys[k][0] == "m")
+        # Dynamic inputs first, model tensors and constants after (no node writes them):
+        # a replay rebinds only the first part.
+        decls = ex.vars.decls
+
+        def fixed(key: Key) -> bool:
+            if key[0] == "m":
+                return True
+            decl = decls.get(key[1]) if key[0] == "v" else None
+            return decl is not None and decl.kind is MemoryKind.CONSTANT
+
+        order = sorted(range(len(prog.inputs)), key=lambda k: fixed(prog.input_keys[k]))
         for name in ("input_keys", "inputs", "input_rags", "input_sources"):
             values = getattr(prog, name)
             setattr(prog, name, [values[k] for k in order])
-        prog.dynamic = sum(1 for key in prog.input_keys if key[0] != "m")
+        prog.dynamic = sum(1 for key in prog.input_keys if not fixed(key))
+        prog.model_entries = tuple(key[2] for key in prog.input_keys if key[0] == "m")
         prog.input_position = {key: k for k, key in enumerate(prog.input_keys)}
         grew = any(ex.persistent.tables[t].capacity != cap for t, cap in walk.capacity.items())
         if prog.replayable and not grew:
@@ -585,7 +597,7 @@ class WideRunner:
         if (
             binding is None
             or binding.prog is not prog
-            or (entries and any(key[2] in entries for key in prog.input_keys[prog.dynamic :]))
+            or (entries and any(name in entries for name in prog.model_entries))
         ):
             try:
                 model = tuple(
@@ -608,9 +620,11 @@ class WideRunner:
 
     @staticmethod
     def _model_input(ex: Executor, key: Key, ref: VarRef, sc: Scope) -> Any:
-        value = ex.vars.entries.get(key[2])
-        if value is None:
-            value = ex.vars.weights.get(key[2])
+        value = None
+        if key[0] == "m":  # else a constant
+            value = ex.vars.entries.get(key[2])
+            if value is None:
+                value = ex.vars.weights.get(key[2])
         if value is None:
             value = ex.vars.read(ref, sc)
         if isinstance(value, (Zeros, Deferred)):
