@@ -483,20 +483,15 @@ class WideRunner:
             if lanes is not None:
                 lanes.outs[lane], lanes.last = outs, lane
             # The new counts after the call (nothing reads them before it returns).
+            old = None
             if call.counts is not None:
                 old = {name: tables[name].counts for name in call.counts}
-
-                def restore_counts() -> None:
-                    for name, counts in old.items():
-                        tables[name].counts = counts
-
-                undo.append(restore_counts)
                 for name, counts in call.counts.items():
                     tables[name].counts = counts
             for name, buf in zip(prog.tables, new_buffers):
                 tables[name].buffer = buf
-            if prog.writes:
-                undo.append(_restore_blocks(tables, prog, call.ints, olds))
+            if old or prog.writes:
+                undo.append(_undo_call(tables, prog, call.ints, olds, old))
         return outs
 
     def _replay(self, ex: Executor, prog: WideProgram, scope: Scope) -> _Call | None:
@@ -1339,11 +1334,16 @@ _IS_DELETED = operator.methodcaller("is_deleted")
 _ALONE = _refcount_alone((object(),))  # the same in every call: the tuple holds it alone
 
 
-def _restore_blocks(
-    tables: dict[str, TableCache], prog: WideProgram, ints: np.ndarray, olds: tuple[Any, ...]
+def _undo_call(
+    tables: dict[str, TableCache],
+    prog: WideProgram,
+    ints: np.ndarray,
+    olds: tuple[Any, ...],
+    counts: dict[str, dict[str, int]] | None,
 ) -> Any:
-    """The undo record of a call's cache writes: each block back as it was, newest first
-    (a fresh block back to zeros). Built when it runs: a call only keeps its operands."""
+    """The undo record of a call: each written block back as it was, newest first (a
+    fresh block back to zeros), then the tables' counts. Built when it runs: a call only
+    keeps its operands."""
     width = prog.width
 
     def restore() -> None:
@@ -1353,6 +1353,8 @@ def _restore_blocks(
             at = tuple(int(i) for i in ints[slot * width : slot * width + len(sizes)])
             block = tab.storage.zeros(tab.dtype, sizes) if fresh else olds_left.pop()
             tab.buffer, _ = tab.storage.write(tab.buffer, block, at, sizes, keep_old=False)
+        for name, old in (counts or {}).items():
+            tables[name].counts = old
 
     return restore
 
