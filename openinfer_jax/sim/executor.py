@@ -170,7 +170,7 @@ class Executor:
         self.compile_stats = CompileStats()
         # Per-executor state of compiled regions (wide.py: model tensors bound per template).
         self.region_state: dict[int, Any] = {}
-        self._counters: dict[int, tuple[Node, int, np.dtype[Any]]] = {}  # id -> _counter
+        self._counters: dict[int, tuple[Node, int, np.dtype[Any], tuple[int, int] | None]] = {}
         self._fori_cache: dict[tuple[Any, ...], Any] = {}  # long loops as fori_loop (long_loops.py)
         self._yield_state: _YieldState | None = None
         self._current_block = ""
@@ -601,8 +601,11 @@ class Executor:
         return False
 
     # ---- effects ------------------------------------------------------------------------------
-    def _counter(self, node: CacheIncrement | CacheDecrement) -> tuple[int, np.dtype[Any]]:
-        """The signed amount and dtype of a counter node (checked once per node)."""
+    def _counter(
+        self, node: CacheIncrement | CacheDecrement
+    ) -> tuple[int, np.dtype[Any], tuple[int, int] | None]:
+        """The signed amount, dtype and integer range of a counter node (checked once per
+        node)."""
         decl = self.vars.persistent_decl(node.name)
         if decl.is_table or decl.dims:
             raise SimulationError(
@@ -613,7 +616,12 @@ class Executor:
                 f"{node.name!r} is {decl.dtype.short}; counters must be a non-packed, non-bool scalar"
             )
         delta = node.amount if isinstance(node, CacheIncrement) else -node.amount
-        return delta, np.dtype(decl.dtype.numpy)
+        dtype = np.dtype(decl.dtype.numpy)
+        span = None
+        if dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            span = (int(info.min), int(info.max))
+        return delta, dtype, span
 
     def _run_effect(self, node: Node, scope: dict[str, int]) -> None:
         store = self.persistent
@@ -627,8 +635,18 @@ class Executor:
             known = self._counters.get(id(node))
             if known is None or known[0] is not node:
                 known = self._counters[id(node)] = (node, *self._counter(node))
-            _, delta, dtype = known
-            store.set_value(node.name, np.array(np.asarray(store.values[node.name]) + delta, dtype))
+            _, delta, dtype, span = known
+            old = store.values[node.name]
+            if span is not None and type(old) is np.ndarray and old.dtype == dtype:
+                # Integer counters (a decode position) in Python ints: NumPy's scalar
+                # arithmetic costs a few microseconds a step. Out of range wraps as NumPy's.
+                lo, hi = span
+                value = old.item() + delta
+                if not lo <= value <= hi:
+                    value = (value - lo) % (hi - lo + 1) + lo
+                store.set_value(node.name, np.array(value, dtype))
+            else:
+                store.set_value(node.name, np.array(np.asarray(old) + delta, dtype))
         elif isinstance(node, CacheReset):
             decl = self.vars.persistent_decl(node.target.name)
             if decl.name in store.tables:

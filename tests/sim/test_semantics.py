@@ -166,6 +166,35 @@ def test_loop_bounds_half_open_from_persistent_scalar(make_model) -> None:
     assert ex.fetch("n") == 8
 
 
+@pytest.mark.parametrize(
+    ("dtype", "start", "node", "delta", "expected"),
+    [
+        ("i32", 2**31 - 2, "cache.increment 3 n", 3, -(2**31) + 1),
+        ("u8", 1, "cache.decrement 3 n", -3, 254),
+        ("i64", 5, "cache.decrement 2 n", -2, 3),
+        ("f32", 1.5, "cache.increment 2 n", 2, 3.5),
+    ],
+)
+def test_counters_wrap_like_numpy_at_their_dtype(
+    make_model, dtype, start, node, delta, expected
+) -> None:
+    text = f"""
+    graph {{
+      persistent {{ n: {dtype} @init({start}); }}
+      block entry {{
+        {node};
+        return;
+      }}
+    }}
+    """
+    ex = Simulator(make_model(), text).make_executor()
+    ex.step()
+    got = ex.fetch("n")
+    # Integers wrap modulo 2**bits as in C (and as NumPy's array arithmetic does).
+    assert got.dtype == np.asarray(expected, got.dtype).dtype and got == expected
+    assert got == (start + delta if dtype == "f32" else np.asarray(expected, got.dtype))
+
+
 def test_transfer_aliases_without_corrupting_the_source(make_model) -> None:
     text = """
     graph {
