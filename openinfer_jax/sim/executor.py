@@ -637,11 +637,11 @@ class Executor:
                 known = self._counters[id(node)] = (node, *self._counter(node))
             _, delta, dtype, span = known
             old = store.values[node.name]
-            if span is not None and type(old) is np.ndarray and old.dtype == dtype:
-                # Integer counters (a decode position) in Python ints: NumPy's scalar
-                # arithmetic costs a few microseconds a step. Out of range wraps as NumPy's.
+            if span is not None:
+                # Integer counters (a decode position) step in Python ints (NumPy's scalar
+                # arithmetic costs a few microseconds) and wrap modulo 2**bits, as in C.
                 lo, hi = span
-                value = old.item() + delta
+                value = (old if type(old) is np.ndarray else np.asarray(old)).item() + delta
                 if not lo <= value <= hi:
                     value = (value - lo) % (hi - lo + 1) + lo
                 store.set_value(node.name, np.array(value, dtype))
