@@ -442,7 +442,9 @@ def cnn_sides(
 
 
 # The sides of the SmolLM2 decode workload (`--decode-sides`).
-DECODE_SIDES = ("c", "c-q4_1", "llama", "llama-q4_1", "sim")
+# "llama-kv-f32": llama.cpp on the F32 GGUF with an F32 K/V cache (its default is F16), the
+# cache the simulator's and the emitted C's tables hold: the same bytes per context token
+DECODE_SIDES = ("c", "c-q4_1", "llama", "llama-kv-f32", "llama-q4_1", "sim")
 
 
 def smollm2_sides(cache: Path, venv: Path | None, contexts: list[int], steps: int,
@@ -498,12 +500,12 @@ def smollm2_sides(cache: Path, venv: Path | None, contexts: list[int], steps: in
             Side("smollm2 C q4_1", lambda: run_c(q_exe, q_model, ins, total, total, windows, 1))
         )
     if venv is not None:
-        for tag, gguf in (("", f32), (" q4_1", q41)):
+        for tag, gguf, kv in (("", f32, "f16"), (" kv-f32", f32, "f32"), (" q4_1", q41, "f16")):
             if f"llama{tag.replace(' ', '-')}" not in which:
                 continue
-            sides.append(Side(f"smollm2 llama.cpp{tag}", lambda g=gguf: [
+            sides.append(Side(f"smollm2 llama.cpp{tag}", lambda g=gguf, kv=kv: [
                 v for _, v in sorted(_peer(venv, "llama", str(g), "--contexts", ",".join(map(str, contexts)),
-                                           "--steps", str(steps)).items(), key=lambda kv: int(kv[0]))]))  # fmt: skip
+                                           "--steps", str(steps), "--kv", kv).items(), key=lambda kv: int(kv[0]))]))  # fmt: skip
     if "sim" in which:
         sides.append(
             Side("smollm2 sim", lambda: run_sim_decode(model, graph_file, contexts, steps))
@@ -683,6 +685,7 @@ def _decode_rows(block: dict[str, Any], tag: str) -> list[str]:
     contexts = block["contexts"]
     c, peer = block.get(f"smollm2 C{tag}"), block.get(f"smollm2 llama.cpp{tag}")
     sim = block.get("smollm2 sim") if not tag else None
+    peer32 = block.get("smollm2 llama.cpp kv-f32") if not tag else None
     if not (c or sim):
         return rows
     name = f"smollm2{tag or ' f32'}"
@@ -695,6 +698,8 @@ def _decode_rows(block: dict[str, Any], tag: str) -> list[str]:
                 line += f"  llama.cpp {peer[i][clock]:8.2f}"
                 if c:
                     line += f"  C/llama {_ratio(c[i][clock], peer[i][clock])}"
+            if peer32:
+                line += f"  llama.cpp kv-f32 {peer32[i][clock]:8.2f}"
             if sim:
                 line += f"  sim {sim[i][clock]:8.2f}"
             rows.append(line)
@@ -706,11 +711,13 @@ def _decode_rows(block: dict[str, Any], tag: str) -> list[str]:
             rows.append(line)
         if contexts[-1] > contexts[0]:
             parts = [f"{label} {_slope(side, contexts, clock):.2f} us"
-                     for label, side in (("C", c), ("llama.cpp", peer), ("sim", sim)) if side]  # fmt: skip
+                     for label, side in (("C", c), ("llama.cpp", peer), ("llama.cpp kv-f32", peer32),
+                                         ("sim", sim)) if side]  # fmt: skip
             line = f"{name} per context token ({clock[:-3]}): {', '.join(parts)}"
-            if peer and sim:
-                ratio = _ratio(_slope(sim, contexts, clock), _slope(peer, contexts, clock))
-                line += f" (sim/llama {ratio})"
+            for label, other in (("llama", peer), ("llama kv-f32", peer32)):
+                if other and sim:
+                    ratio = _ratio(_slope(sim, contexts, clock), _slope(other, contexts, clock))
+                    line += f" (sim/{label} {ratio})"
             rows.append(line)
     return rows
 

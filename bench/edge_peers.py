@@ -57,9 +57,12 @@ def _llama(args: argparse.Namespace) -> dict:
     import llama_cpp
 
     contexts = [int(c) for c in args.contexts.split(",")]
+    # K/V cache element type: llama.cpp's default F16, or F32 (the simulator's and the emitted
+    # C's tables: the same bytes read per context token)
+    kv = {"f16": llama_cpp.GGML_TYPE_F16, "f32": llama_cpp.GGML_TYPE_F32}[args.kv]
     llm = llama_cpp.Llama(
         model_path=str(args.gguf), n_ctx=max(contexts) + args.steps + 8, n_threads=args.threads,
-        n_threads_batch=args.threads, verbose=False,
+        n_threads_batch=args.threads, type_k=kv, type_v=kv, verbose=False,
     )  # fmt: skip
     tokens = decode_tokens(max(contexts) + args.steps)
     out = {}
@@ -144,6 +147,7 @@ def main() -> int:
     p.add_argument("--contexts", default="64")
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--kv", choices=("f16", "f32"), default="f16")
     p = sub.add_parser("export-cnn")
     p.add_argument("weights", type=Path)
     p.add_argument("out", type=Path)
