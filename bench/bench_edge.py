@@ -500,12 +500,13 @@ def smollm2_sides(cache: Path, venv: Path | None, contexts: list[int], steps: in
             Side("smollm2 C q4_1", lambda: run_c(q_exe, q_model, ins, total, total, windows, 1))
         )
     if venv is not None:
-        for tag, gguf, kv in (("", f32, "f16"), (" kv-f32", f32, "f32"), (" q4_1", q41, "f16")):
+        peers = (("", f32, "f16"), (" kv-f32", f32, "f32"), (" q4_1", q41, "f16"))
+        for tag, gguf, cache_type in peers:
             if f"llama{tag.replace(' ', '-')}" not in which:
                 continue
-            sides.append(Side(f"smollm2 llama.cpp{tag}", lambda g=gguf, kv=kv: [
+            sides.append(Side(f"smollm2 llama.cpp{tag}", lambda g=gguf, t=cache_type: [
                 v for _, v in sorted(_peer(venv, "llama", str(g), "--contexts", ",".join(map(str, contexts)),
-                                           "--steps", str(steps), "--kv", kv).items(), key=lambda kv: int(kv[0]))]))  # fmt: skip
+                                           "--steps", str(steps), "--kv", t).items(), key=lambda kv: int(kv[0]))]))  # fmt: skip
     if "sim" in which:
         sides.append(
             Side("smollm2 sim", lambda: run_sim_decode(model, graph_file, contexts, steps))
