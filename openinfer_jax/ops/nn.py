@@ -314,14 +314,16 @@ NN_OPS: tuple[NnOp, ...] = (
                     "false: pairs (i, i+rot/2), HF/NeoX rotate_half; true: pairs (2i, 2i+1), GPT-J")),
          doc="rotary embedding of x [..., seq, head_dim]; positions: scalar offset or [seq]; angles in f32 "
          "(f64 for f64 x)"),
-    NnOp("attention", "attention", (*_in("q k v", FLOAT), InputSpec("mask", FLOAT | BOOL, "")),
+    NnOp("attention", "attention", (InputSpec("q", FLOAT), *_in("k v", FLOAT, "KV"), InputSpec("mask", FLOAT | BOOL, "")),
          nn_jax.attention, nn_reference.attention, nn_shapes.attention_shape, min_inputs=3,
          traits=Traits(math=True),
          params=(_p("causal", ParamKind.BOOL, False, "query i sees keys j <= Skv - Sq + i (end-aligned)"),
                  _p("scale", ParamKind.FLOAT, None, "score scale; default 1/sqrt(head_dim)")),
          check=_check_attention_mask,
          doc="softmax(q k^T * scale + mask) v; q [..., Hq, Sq, D], k/v [..., Hkv, Skv, D]; Hq % Hkv == 0 "
-         "(grouped KV); bool mask true = attend; rows with no visible key give 0"),
+         "(grouped KV); k and v share a float dtype that may differ from q's (an f16 cache read by f32 "
+         "queries); computed in f32 (f64 when any input is f64), the result in q's dtype; bool mask true "
+         "= attend; rows with no visible key give 0"),
     NnOp("linear", "numerical",
          (InputSpec("x", FLOAT), InputSpec("w", FLOAT, quantized=True), InputSpec("bias", FLOAT)), nn_jax.linear, nn_reference.linear, nn_shapes.linear_shape,
          min_inputs=2,

@@ -312,8 +312,12 @@ def attention_kernel(
     scale: float,
     shared_memory: int = 32768,
     splits: int = 1,
+    kv_dtype: DType | None = None,
 ) -> Kernel:
     """The attention dispatch: bindings q, k, v[, mask], then f32 words of the result.
+
+    `dtype` is q's, `kv_dtype` k's and v's (None: q's), e.g. an f16 cache read by f32
+    queries: each input is loaded in its own type and the math runs in f32.
 
     Prefills take the tiled kernel when the device has `shared_memory` bytes for it
     (`ATTENTION_TILED_SHARED`), decode steps and large head dims the row kernel. With
@@ -325,8 +329,10 @@ def attention_kernel(
         BackendError: f64 inputs (no double exp in GLSL), a v head dim above
             ATTENTION_GROUP * ATTENTION_COLS, or a mask broadcast that does not flatten.
     """
-    label = f"attention({dtype.short}{', ' + mask.short + ' mask' if mask else ''})"
-    if dtype is DType.F64:
+    kv = kv_dtype or dtype
+    kv_label = f"/{kv.short}" if kv is not dtype else ""
+    label = f"attention({dtype.short}{kv_label}{', ' + mask.short + ' mask' if mask else ''})"
+    if DType.F64 in (dtype, kv):
         raise BackendError(
             "attention: no Vulkan kernel for f64 inputs (GLSL's exp takes no doubles)"
         )
@@ -341,7 +347,7 @@ def attention_kernel(
         )
     rows = _numel(q[:-1])
     strides = _mask_strides(shapes[3], q, skv, label) if mask is not None else [0, 0, 0, 0]
-    in_dtypes = [dtype, dtype, dtype] + ([mask] if mask is not None else [])
+    in_dtypes = [dtype, kv, kv] + ([mask] if mask is not None else [])
     functions = "".join(load_function(f"load{i}", f"in{i}", t) for i, t in enumerate(in_dtypes))
     mask_at = "load3(m_base + j * pc.m_key)"
     heads = rows // sq if sq else 0
@@ -757,7 +763,8 @@ def nn_plan(
         mask = in_dtypes[3] if count > 3 else None
         splits = attention_splits(in_shapes) if split_keys else 1
         kernel = attention_kernel(
-            dtype, mask, in_shapes, bool(params["causal"]), scale, shared_memory, splits
+            dtype, mask, in_shapes, bool(params["causal"]), scale, shared_memory, splits,
+            kv_dtype=in_dtypes[1],
         )
         if splits > 1:
             rows, dv = _numel(in_shapes[0][:-1]), in_shapes[2][-1]

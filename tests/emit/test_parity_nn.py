@@ -1,5 +1,6 @@
 """Model-building ops in C vs the simulator: embedding and gather (negative and out-of-range
-indices clamp), concat, attention with a bool mask and with a float mask plus causal,
+indices clamp), concat, attention with a bool mask, with a float mask plus causal and over an
+f16 cache (grouped heads),
 batch_norm, global_average_pool, pad (constant, reflect, wrap), rope (both pair layouts),
 conv1d/conv2d (groups, strides, pads, dilations, bias), max_pool (float and int), avg_pool, linear (with and without bias)."""
 
@@ -21,6 +22,7 @@ graph {
   dynamic {
     ids: i32[2, 3]; gi: i64[4]; ui: u8[3];
     q: f32[2, 2, 3, 4]; k: f32[2, 2, 5, 4]; v: f32[2, 2, 5, 4];
+    kh: f16[2, 1, 5, 4]; vh: f16[2, 1, 5, 4];
     mb: bool[2, 1, 1, 5]; b3: f32[2, 3, 3]; mf: f32[3, 5]; a: f32[2, 3]; b: f32[2, 5];
     img: f32[2, 3, 4, 4]; bs: f32[3]; bb: f32[3]; bm: f32[3]; bv: f32[3];
     pos: i32[5]; p2: i64[5];
@@ -30,7 +32,7 @@ graph {
   constant { table: f32[V, D]; }
   volatile {
     e: f32[2, 3, D]; g: f32[4, D]; g1: f32[2, 4]; g2: f32[3, D];
-    o1: f32[2, 2, 3, 4]; o2: f32[2, 2, 3, 4]; c: f32[2, 8];
+    o1: f32[2, 2, 3, 4]; o2: f32[2, 2, 3, 4]; o3: f32[2, 2, 3, 4]; c: f32[2, 8];
     bn: f32[2, 3, 4, 4]; gp: f32[2, 3, 1, 1]; pc: f32[2, 6]; pr: f32[2, 9]; pe: f32[3, 4];
     r1: f32[2, 2, 5, 4]; r2: f32[2, 2, 5, 4];
     lo: f32[2, 3, 4]; lb: f32[2, 3, 4];
@@ -43,6 +45,7 @@ graph {
     op gather(table, ui) >> g2;
     op attention(q, k, v, mb) >> o1;
     op attention(q, k, v, mf, causal=true) >> o2;
+    op attention(q, kh, vh, causal=true) >> o3;
     op concat(a, b, axis=1) >> c;
     op batch_norm(img, bs, bb, bm, bv, epsilon=0.001) >> bn;
     op global_average_pool(img) >> gp;
@@ -85,6 +88,8 @@ def test_nn_ops_match_simulator(tmp_path: Path) -> None:
             "q": f32(2, 2, 3, 4),
             "k": f32(2, 2, 5, 4),
             "v": f32(2, 2, 5, 4),
+            "kh": f32(2, 1, 5, 4).astype(np.float16),
+            "vh": f32(2, 1, 5, 4).astype(np.float16),
             "mb": rng.integers(0, 2, (2, 1, 1, 5)).astype(bool),
             "mf": f32(3, 5),
             "a": f32(2, 3),
@@ -107,7 +112,7 @@ def test_nn_ops_match_simulator(tmp_path: Path) -> None:
         }
         for _ in range(2)
     ]
-    outputs = ["e", "g", "g1", "g2", "o1", "o2", "c", "bn", "gp", "pc", "pr", "pe", "r1", "r2"]
+    outputs = ["e", "g", "g1", "g2", "o1", "o2", "o3", "c", "bn", "gp", "pc", "pr", "pe", "r1", "r2"]
     outputs += ["c1", "c2", "mp", "ap", "ip", "lo", "lb"]
     result = parity(tmp_path, model, GRAPH, steps, outputs=outputs)
     assert result["compared"] == 2 * len(outputs)

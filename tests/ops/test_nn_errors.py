@@ -78,6 +78,8 @@ CASES: list[tuple[str, list[DType], list[tuple[int, ...]], dict[str, Any], str]]
     ("attention", [F32] * 4, [(2, 4, 8), (2, 5, 8), (2, 5, 8), (4, 4)], {}, r"mask shape \(4, 4\) must broadcast"),
     ("attention", [F32, F32, F32, DType.F16], [(2, 4, 8), (2, 5, 8), (2, 5, 8), (4, 5)], {},
      r"mask has dtype f16; allowed: bool \(true = attend\) or f32"),
+    ("attention", [F32, DType.F16, F32], [(2, 4, 8), (2, 5, 8), (2, 5, 8)], {},
+     r"inputs 1 and 2 must have the same dtype, got f16 and f32"),
     ("attention", [F32] * 5, [(2, 4, 8)] * 5, {}, r"attention takes at most 4 inputs \(q, k, v, mask\), got 5"),
     ("attention", [F32] * 3, [(2, 4, 8)] * 3, {"causal": 1}, r"param causal must be true or false"),
     ("conv2d", [F32, F32], [(1, 4, 5, 5), (2, 3, 3, 3)], {}, r"weights .* need dim 1 = channels/groups = 4, got 3"),

@@ -404,6 +404,24 @@ def test_grouped_kv_equals_repeated_kv_heads() -> None:
     np.testing.assert_allclose(grouped, repeated, rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("kv_dtype", [np.float16, "bfloat16"])
+def test_f32_queries_over_a_narrow_cache_compute_in_f32(kv_dtype: Any) -> None:
+    """k and v stored narrow (an f16/bf16 cache), q f32: the result is f32 and equals f32
+    attention over the cache's values widened exactly (both the decode path and the
+    general one), not a result rounded to the cache's dtype."""
+    import ml_dtypes
+
+    dtype = np.dtype(ml_dtypes.bfloat16) if kv_dtype == "bfloat16" else np.dtype(kv_dtype)
+    q = normal(9, 1, 64)
+    k, v = normal(3, 40, 64).astype(dtype), normal(3, 40, 64).astype(dtype)
+    wide = k.astype(np.float32), v.astype(np.float32)
+    for queries in (q, np.repeat(q, 3, axis=1)):  # the decode path, then the general one
+        expected = reference("attention", queries, *wide, causal=True)
+        for got in both("attention", queries, k, v, causal=True):
+            assert got.dtype == np.float32
+            np.testing.assert_allclose(got, expected, rtol=2e-5, atol=2e-6)
+
+
 def test_decode_step_equals_last_row_of_causal_prefill() -> None:
     q, k, v = normal(9, 6, 64), normal(3, 6, 64), normal(3, 6, 64)
     full = lower("attention", q, k, v, causal=True)

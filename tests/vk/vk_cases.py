@@ -409,6 +409,14 @@ def _attention_cases() -> list[Case]:
     cases.append(Case("attention", (*f32, DType.BOOL),
                       ((2, 1, 8), (2, 1100, 8), (2, 1100, 8), (2, 1, 1100))))  # fmt: skip
     cases.append(Case("attention", (*f32, DType.F32), (*long, (1, 1, 1, 600))))
+    # f32 queries over an f16/bf16 cache (k and v share a dtype, q's may differ): the row
+    # kernel, the tiled one, and key ranges
+    for kv in (DType.F16, DType.BF16):
+        mixed = (DType.F32, kv, kv)
+        cases.append(Case("attention", mixed, (q, k, v), {"causal": True}))
+        cases.append(Case("attention", mixed, tiled, {"causal": True}))
+        cases.append(Case("attention", mixed, long, {"causal": True}))
+    cases.append(Case("attention", (DType.F16, DType.F32, DType.F32), (q, k, v)))
     return cases
 
 
