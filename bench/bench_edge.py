@@ -264,11 +264,15 @@ def _sim_decode_side(argv: list[str]) -> int:
     rng = np.random.default_rng(0)
     rows = []
     with ModelLoader.open(model) as loader:
-        ex = Simulator(loader, Path(graph).read_text()).make_executor()
+        sim = Simulator(loader, Path(graph).read_text())
+        ex = sim.make_executor()
         cfg = LlamaConfig.from_model(loader)
+        kv = {d.name: d.dtype.numpy for d in sim.graph.vars}["K"]  # f32, or f16 (kv_dtype)
         for ctx in contexts:
             shape = (cfg.layers, ctx, cfg.kv_heads, cfg.head_dim)  # K(l, t): [kv_heads, head_dim]
-            tables = {name: rng.standard_normal(shape, np.float32) for name in ("K", "V")}
+            tables = {
+                name: rng.standard_normal(shape, np.float32).astype(kv) for name in ("K", "V")
+            }
             for name, table in tables.items():
                 ex.set_persistent(name, table)
             ex.set_persistent("step", np.int32(ctx))
@@ -442,9 +446,11 @@ def cnn_sides(
 
 
 # The sides of the SmolLM2 decode workload (`--decode-sides`).
+# "sim-kv-f16": the simulator on the graph built with kv_dtype="f16" (f16 K/V tables, f32
+# queries), the cache type llama.cpp uses by default.
 # "llama-kv-f32": llama.cpp on the F32 GGUF with an F32 K/V cache (its default is F16), the
 # cache the simulator's and the emitted C's tables hold: the same bytes per context token
-DECODE_SIDES = ("c", "c-q4_1", "llama", "llama-kv-f32", "llama-q4_1", "sim")
+DECODE_SIDES = ("c", "c-q4_1", "llama", "llama-kv-f32", "llama-q4_1", "sim", "sim-kv-f16")
 
 
 def smollm2_sides(cache: Path, venv: Path | None, contexts: list[int], steps: int,
@@ -511,6 +517,12 @@ def smollm2_sides(cache: Path, venv: Path | None, contexts: list[int], steps: in
         sides.append(
             Side("smollm2 sim", lambda: run_sim_decode(model, graph_file, contexts, steps))
         )
+    if "sim-kv-f16" in which:
+        graph16 = build_graph(model, "llama", chunk=1, context=total, kv_dtype="f16")
+        graph16_file = work / f"graph_{total}_kv-f16.txt"
+        graph16_file.write_text(format_graph(graph16))
+        sides.append(Side("smollm2 sim kv-f16",
+                          lambda: run_sim_decode(model, graph16_file, contexts, steps)))  # fmt: skip
     return sides, {"contexts": contexts, "steps": steps}
 
 
@@ -602,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
         contexts = [16, 64] if args.quick else [64, 512, 2048]
         if args.contexts:
             contexts = sorted(int(c) for c in args.contexts.split(","))
-        which = set(args.decode_sides.split(",")) - ({"sim"} if not sim else set())
+        which = set(args.decode_sides.split(",")) - ({"sim", "sim-kv-f16"} if not sim else set())
         unknown = which - set(DECODE_SIDES)
         if unknown:
             parser.error(f"--decode-sides: unknown {', '.join(sorted(unknown))}")
@@ -686,8 +698,9 @@ def _decode_rows(block: dict[str, Any], tag: str) -> list[str]:
     contexts = block["contexts"]
     c, peer = block.get(f"smollm2 C{tag}"), block.get(f"smollm2 llama.cpp{tag}")
     sim = block.get("smollm2 sim") if not tag else None
+    sim16 = block.get("smollm2 sim kv-f16") if not tag else None
     peer32 = block.get("smollm2 llama.cpp kv-f32") if not tag else None
-    if not (c or sim):
+    if not (c or sim or sim16):
         return rows
     name = f"smollm2{tag or ' f32'}"
     for clock in ("cpu_ms", "wall_ms"):
@@ -703,6 +716,8 @@ def _decode_rows(block: dict[str, Any], tag: str) -> list[str]:
                 line += f"  llama.cpp kv-f32 {peer32[i][clock]:8.2f}"
             if sim:
                 line += f"  sim {sim[i][clock]:8.2f}"
+            if sim16:
+                line += f"  sim kv-f16 {sim16[i][clock]:8.2f}"
             rows.append(line)
         if c and clock == "cpu_ms" and "peak_rss_kb" in c[-1]:  # at the largest context: the peak
             line = f"{name} peak RSS (VmHWM) at ctx {contexts[-1]}: C {c[-1]['peak_rss_kb'] / 1024:.0f} MB"
@@ -713,12 +728,16 @@ def _decode_rows(block: dict[str, Any], tag: str) -> list[str]:
         if contexts[-1] > contexts[0]:
             parts = [f"{label} {_slope(side, contexts, clock):.2f} us"
                      for label, side in (("C", c), ("llama.cpp", peer), ("llama.cpp kv-f32", peer32),
-                                         ("sim", sim)) if side]  # fmt: skip
+                                         ("sim", sim), ("sim kv-f16", sim16)) if side]  # fmt: skip
             line = f"{name} per context token ({clock[:-3]}): {', '.join(parts)}"
-            for label, other in (("llama", peer), ("llama kv-f32", peer32)):
-                if other and sim:
-                    ratio = _ratio(_slope(sim, contexts, clock), _slope(other, contexts, clock))
-                    line += f" (sim/{label} {ratio})"
+            # each simulator side against each llama.cpp cache type; the pairs with equal
+            # cache bytes are sim / kv-f32 and sim kv-f16 / llama.cpp's default (f16)
+            pairs = (("sim", sim, "llama", peer), ("sim", sim, "llama kv-f32", peer32),
+                     ("sim kv-f16", sim16, "llama", peer))  # fmt: skip
+            for ours, mine, label, other in pairs:
+                if other and mine:
+                    ratio = _ratio(_slope(mine, contexts, clock), _slope(other, contexts, clock))
+                    line += f" ({ours}/{label} {ratio})"
             rows.append(line)
     return rows
 

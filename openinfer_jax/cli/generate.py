@@ -3,7 +3,7 @@
     openinfer generate M.oinf "prompt" [--max-new-tokens N] [--temperature T] [--top-k K]
                        [--top-p P] [--seed S] [--chat [--system TEXT]] [--no-stop]
                        [--device cpu|gpu|vulkan] [--devices N] [--target sim|c] [--chunk N]
-                       [--context N]
+                       [--context N] [--kv-dtype f32|f16|bf16]
                        [--tokenizer tokenizer.json] [--no-compile-cache] [--ids]
 
 Tokens are printed as they come; a summary (prompt tokens, prefill and decode tokens/s,
@@ -21,6 +21,8 @@ __all__ = ["generate_command", "register"]
 
 def register(subparsers: Any) -> None:
     """Add the `generate` subcommand."""
+    from openinfer_jax.models.llama import KV_DTYPES
+
     parser = subparsers.add_parser(
         "generate",
         help="generate text with a llama-family .oinf model",
@@ -43,6 +45,8 @@ def register(subparsers: Any) -> None:
                         help="sim: the simulator (default); c: the emitted C program")  # fmt: skip
     parser.add_argument("--chunk", type=int, default=16, help="prompt tokens per prefill step")
     parser.add_argument("--context", type=int, default=None, help="cache capacity in tokens")
+    parser.add_argument("--kv-dtype", choices=KV_DTYPES, default=None,
+                        help="the K/V cache's type (default f32; f16 halves it)")  # fmt: skip
     parser.add_argument("--tokenizer", metavar="FILE", help="a tokenizer.json to use instead")
     parser.add_argument("--no-compile-cache", action="store_true",
                         help="do not use JAX's persistent compilation cache")  # fmt: skip
@@ -59,7 +63,7 @@ def generate_command(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     generator = Generator(
         args.model, device=args.device, target=args.target, chunk=args.chunk,
-        context=args.context, tokenizer=args.tokenizer,
+        context=args.context, kv_dtype=args.kv_dtype, tokenizer=args.tokenizer,
         compile_cache=False if args.no_compile_cache else None, devices=args.devices,
     )  # fmt: skip
     ready = time.perf_counter() - start

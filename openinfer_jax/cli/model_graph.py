@@ -31,6 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser, *, arch_help: str) -> None:
     parser.add_argument("--arch", action="append", default=[], metavar="NAME", help=arch_help)
     for flag, help_text in _OPTIONS:
         parser.add_argument(flag, type=int, metavar="N", help=help_text)
+    from openinfer_jax.models.llama import KV_DTYPES
+
+    parser.add_argument(
+        "--kv-dtype",
+        choices=KV_DTYPES,
+        help="llama: the K/V cache's type (default the activations', f32; f16 halves it)",
+    )
     parser.add_argument(
         "--save-graph",
         metavar="FILE",
@@ -74,6 +81,7 @@ def program(args: argparse.Namespace, model: str | Path, arch: str | None) -> An
     from openinfer_jax.models import build_graph
 
     options = {flag[2:]: getattr(args, flag[2:]) for flag, _ in _OPTIONS}
+    options["kv_dtype"] = args.kv_dtype
     try:
         graph = build_graph(model, arch, **options)
     except ValueError as err:

@@ -158,6 +158,8 @@ class Generator:
             and kept in the user's cache directory).
         chunk: prompt tokens per prefill step (1 prefills token by token).
         context: cache capacity in tokens (default: the model's, at most 1024).
+        kv_dtype: the K/V cache's type, one of ``f32``, ``f16``, ``bf16`` (default the
+            activations', f32); ``f16`` halves the cache and what a step reads of it.
         tokenizer: a ``tokenizer.json`` file to use instead of the model's metadata.
         compile_cache: the simulator's JAX compilation cache setting (see `Simulator`).
         devices: run the simulator tensor-parallel over this many devices of `device`
@@ -179,19 +181,24 @@ class Generator:
         target: str = "sim",
         chunk: int = DEFAULT_CHUNK,
         context: int | None = None,
+        kv_dtype: str | None = None,
         tokenizer: str | os.PathLike[str] | None = None,
         compile_cache: Any = None,
         c_flags: tuple[str, ...] | None = None,
         devices: int | None = None,
     ) -> None:
         from openinfer_jax.models import build_graph
-        from openinfer_jax.models.llama import LlamaConfig
+        from openinfer_jax.models.llama import KV_DTYPES, LlamaConfig
         from openinfer_jax.models.tensor_parallel import llama_plan
 
         if target not in TARGETS:
             raise GenerationError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
         if chunk < 1:
             raise GenerationError(f"chunk must be >= 1, got {chunk}")
+        if kv_dtype is not None and kv_dtype not in KV_DTYPES:
+            raise GenerationError(
+                f"kv_dtype must be one of {', '.join(KV_DTYPES)}, got {kv_dtype!r}"
+            )
         if devices is not None and target != "sim":
             raise GenerationError(
                 f"devices={devices} shards the simulator; target {target!r} runs on one device"
@@ -206,10 +213,12 @@ class Generator:
             if self.context > limit:
                 raise GenerationError(
                     f"context {self.context} exceeds the model's {limit} positions "
-                    "(max_position_embeddings); choose --context <= {limit}"
+                    f"(max_position_embeddings); choose --context <= {limit}"
                 )
             self.chunk = min(chunk, self.context)
-            self.graph = build_graph(loader, "llama", chunk=self.chunk, context=self.context)
+            self.graph = build_graph(
+                loader, "llama", chunk=self.chunk, context=self.context, kv_dtype=kv_dtype
+            )
             self.tokenizer: TextTokenizer = load_tokenizer(loader, tokenizer)
             if devices is not None:
                 plan = llama_plan(LlamaConfig.from_model(loader), devices)

@@ -15,6 +15,12 @@ cache beyond the new ``step``; later writes overwrite them and reads never reach
 
 With ``chunk=1`` the graph is decode-only: ``tokens: i32[1]``, no ``count``, no branch.
 
+``kv_dtype`` stores the K/V tables in another float type than the activations: with
+``"f16"`` (llama.cpp's default cache type) the new rows are cast to f16 before the cache
+write (``op cast(k3, to=f16) >> kc``) and attention reads the f16 keys and values with f32
+queries, computing in f32: half the cache's bytes, and half the bytes a decode step reads
+per context token.
+
 Per-layer weights are prefix tables over the names of the converter's ``llama`` preset
 (``q.weight.{l}``...), read by `linear` ops. Every size comes from the `.oinf` (see
 `LlamaConfig.from_model`). Weights are declared with the model's types: a GGUF converted
@@ -38,6 +44,7 @@ from openinfer_jax.trace import GraphBuilder
 __all__ = [
     "DEFAULT_CHUNK",
     "DEFAULT_CONTEXT",
+    "KV_DTYPES",
     "LLAMA_LAYER_TENSORS",
     "LlamaConfig",
     "llama_decoder",
@@ -49,6 +56,9 @@ DEFAULT_CHUNK = 16
 # Cache capacity (tokens) when the caller does not choose one: the model's context, capped
 # so that the preallocated K/V tables stay small (SmolLM2: 2 x 30 x 1024 x 192 f32 = 47 MB).
 DEFAULT_CONTEXT = 1024
+
+# Types the K/V tables may be stored in (`llama_decoder`'s kv_dtype).
+KV_DTYPES = ("f32", "f16", "bf16")
 
 # DSL table name -> (.oinf pattern of the `llama` preset, (rows, cols) as config fields).
 LLAMA_LAYER_TENSORS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -134,8 +144,10 @@ class LlamaConfig:
 class _Stack:
     """Emits the layer stack for `rows` rows into one block (names end in `suffix`)."""
 
-    def __init__(self, g: GraphBuilder, cfg: LlamaConfig, tables: dict[str, Any]) -> None:
-        self.g, self.cfg, self.t = g, cfg, tables
+    def __init__(
+        self, g: GraphBuilder, cfg: LlamaConfig, tables: dict[str, Any], kv_dtype: str
+    ) -> None:
+        self.g, self.cfg, self.t, self.kv = g, cfg, tables, kv_dtype
 
     def emit(
         self, b: Any, rows: int, tokens: Any, pos: Any, end: Any, last_row: Any, suffix: str
@@ -149,8 +161,8 @@ class _Stack:
         cfg, t, dt = self.cfg, self.t, self.cfg.dtype.short
         hd, nq, nkv = cfg.head_dim, cfg.heads, cfg.kv_heads
 
-        def tmp(name: str, *dims: Any) -> Any:
-            return b.assign(f"{name}{suffix}", dt, *dims)
+        def tmp(name: str, *dims: Any, dtype: str = dt) -> Any:
+            return b.assign(f"{name}{suffix}", dtype, *dims)
 
         h = tmp("h", rows, "hidden_size")
         a = tmp("a", rows, "hidden_size")
@@ -162,10 +174,14 @@ class _Stack:
         v3 = tmp("v3", rows, nkv, hd)
         qh = tmp("qh", nq, rows, hd)
         kh = tmp("kh", nkv, rows, hd)
-        ks = tmp("ks", rows, nkv, hd)  # the cache read: its length grows with the context
-        vs = tmp("vs", rows, nkv, hd)
-        kt = tmp("kt", nkv, rows, hd)
-        vt = tmp("vt", nkv, rows, hd)
+        kv = self.kv
+        # the rows written to the cache, in its type (the activations' when they are one)
+        kc = tmp("kc", rows, nkv, hd, dtype=kv) if kv != dt else k3
+        vc = tmp("vc", rows, nkv, hd, dtype=kv) if kv != dt else v3
+        ks = tmp("ks", rows, nkv, hd, dtype=kv)  # the cache read: it grows with the context
+        vs = tmp("vs", rows, nkv, hd, dtype=kv)
+        kt = tmp("kt", nkv, rows, hd, dtype=kv)
+        vt = tmp("vt", nkv, rows, hd, dtype=kv)
         o = tmp("o", nq, rows, hd)
         o3 = tmp("o3", rows, nq, hd)
         gate = tmp("gate", rows, "intermediate_size")
@@ -184,8 +200,11 @@ class _Stack:
             b.op.rope(kh, pos, theta=cfg.rope_theta) >> kh
             b.op.transpose(kh, perm=[1, 0, 2]) >> k3
             b.op.reshape(v, shape=[rows, nkv, hd]) >> v3
-            b.cache.write(k3) >> t["K"][layer, t["step"] : end]
-            b.cache.write(v3) >> t["V"][layer, t["step"] : end]
+            if kv != dt:
+                b.op.cast(k3, to=kv) >> kc
+                b.op.cast(v3, to=kv) >> vc
+            b.cache.write(kc) >> t["K"][layer, t["step"] : end]
+            b.cache.write(vc) >> t["V"][layer, t["step"] : end]
             b.cache.read(t["K"][layer, 0:end]) >> ks
             b.cache.read(t["V"][layer, 0:end]) >> vs
             b.op.transpose(ks, perm=[1, 0, 2]) >> kt
@@ -209,22 +228,31 @@ class _Stack:
 
 
 def llama_decoder(
-    model: ModelLoader, *, chunk: int = DEFAULT_CHUNK, context: int | None = None
+    model: ModelLoader,
+    *,
+    chunk: int = DEFAULT_CHUNK,
+    context: int | None = None,
+    kv_dtype: str | None = None,
 ) -> Graph:
-    """The decoder graph for `model`: `chunk` tokens per step, a K/V cache of `context` tokens.
+    """The decoder graph for `model`: `chunk` tokens per step, a K/V cache of `context` tokens
+    stored as `kv_dtype` (one of KV_DTYPES; default the activations' type, f32).
 
     Raises:
         ArchitectureError: the model is not a llama-family model converted with the
-            ``llama`` preset (names the missing or mismatched tensor or sizevar).
+            ``llama`` preset (names the missing or mismatched tensor or sizevar), or a
+            `kv_dtype` not among KV_DTYPES.
         ValueError: `chunk` or `context` below 1.
     """
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
+    if kv_dtype is not None and kv_dtype not in KV_DTYPES:
+        raise ArchitectureError(f"kv_dtype must be one of {', '.join(KV_DTYPES)}, got {kv_dtype!r}")
     cfg = LlamaConfig.from_model(model)
     capacity = context if context is not None else min(cfg.context, DEFAULT_CONTEXT)
     if capacity < 1:
         raise ValueError(f"context must be >= 1, got {capacity}")
     dt = cfg.dtype.short
+    kv = kv_dtype or dt
     g = GraphBuilder()
     tokens = g.dynamic("tokens", "i32", chunk)
     count = g.dynamic("count", "i32") if chunk > 1 else None
@@ -254,12 +282,12 @@ def llama_decoder(
     step = t["step"] = g.persistent("step", "i32", init=0)
     fixed = {"l": cfg.layers, "t": capacity}
     t["K"] = g.persistent(
-        "K", dt, cfg.kv_heads, cfg.head_dim, index=("l", "t"), table=True, fixed=fixed
+        "K", kv, cfg.kv_heads, cfg.head_dim, index=("l", "t"), table=True, fixed=fixed
     )
     t["V"] = g.persistent(
-        "V", dt, cfg.kv_heads, cfg.head_dim, index=("l", "t"), table=True, fixed=fixed
+        "V", kv, cfg.kv_heads, cfg.head_dim, index=("l", "t"), table=True, fixed=fixed
     )
-    stack = _Stack(g, cfg, t)
+    stack = _Stack(g, cfg, t, kv)
     with g.block("entry") as b:
         pos = b.assign("pos", "i32")
         b.cache.read(step) >> pos

@@ -35,7 +35,7 @@ class Architecture:
 
 ARCHITECTURES: dict[str, Architecture] = {
     "llama": Architecture(
-        "llama", llama_decoder, ("chunk", "context"), ("llama", "mistral"),
+        "llama", llama_decoder, ("chunk", "context", "kv_dtype"), ("llama", "mistral"),
         "decoder with GQA, rope, a K/V cache and chunked prefill (SmolLM2, Llama)",
     ),
     "bert": Architecture(
@@ -64,8 +64,8 @@ def build_graph(
 ) -> Graph:
     """The graph of architecture `arch` (default: detected from the model) for `model`.
 
-    `options` are the builder's keywords (llama: ``chunk``, ``context``; bert: ``batch``,
-    ``seq``); None values are left out.
+    `options` are the builder's keywords (llama: ``chunk``, ``context``, ``kv_dtype``; bert:
+    ``batch``, ``seq``); None values are left out.
 
     Raises:
         ArchitectureError: unknown architecture or option, an architecture that cannot be

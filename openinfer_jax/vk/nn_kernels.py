@@ -762,9 +762,10 @@ def nn_plan(
         scale = 1.0 / math.sqrt(in_shapes[0][-1]) if scale is None else float(scale)
         mask = in_dtypes[3] if count > 3 else None
         splits = attention_splits(in_shapes) if split_keys else 1
+        causal = bool(params["causal"])
+        kv = in_dtypes[1]  # k's and v's (q's may differ)
         kernel = attention_kernel(
-            dtype, mask, in_shapes, bool(params["causal"]), scale, shared_memory, splits,
-            kv_dtype=in_dtypes[1],
+            dtype, mask, in_shapes, causal, scale, shared_memory, splits, kv_dtype=kv
         )
         if splits > 1:
             rows, dv = _numel(in_shapes[0][:-1]), in_shapes[2][-1]

@@ -13,6 +13,7 @@ import pytest
 
 from openinfer_jax.errors import GenerationError
 from openinfer_jax.generate import Generator, SamplingConfig
+from openinfer_jax.ir import format_graph
 from tests.models.tiny import llama_reference, write_tiny_llama
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,6 +53,15 @@ def test_greedy_matches_reference_and_prefills_in_chunks(tiny: Path, gen: Genera
     assert again.tokens == result.tokens and again.prefill_steps == len(ids)
 
 
+def test_f16_cache_generates_from_f16_tables(tiny: Path, gen: Generator) -> None:
+    """kv_dtype="f16" builds the graph with f16 K/V tables; on the tiny model its greedy
+    tokens are the f32 cache's (logits differ by f16 rounding only)."""
+    with Generator(tiny, chunk=4, context=32, kv_dtype="f16") as half:
+        assert "K(l, t): f16[" in format_graph(half.graph)
+        got = half.generate(PROMPT, max_new_tokens=6, stop_at_eos=False)
+    assert got.tokens == gen.generate(PROMPT, max_new_tokens=6, stop_at_eos=False).tokens
+
+
 def test_stream_pieces_make_the_text(gen: Generator) -> None:
     pieces = list(gen.stream(PROMPT, max_new_tokens=6, stop_at_eos=False))
     assert "".join(pieces) == gen.generate(PROMPT, max_new_tokens=6, stop_at_eos=False).text
@@ -85,6 +95,8 @@ def test_prompt_longer_than_the_cache_is_a_typed_error(tiny: Path) -> None:
         small.close()
     with pytest.raises(GenerationError, match="exceeds the model's 256 positions"):
         Generator(tiny, context=1000)
+    with pytest.raises(GenerationError, match="kv_dtype must be one of f32, f16, bf16, got 'f8'"):
+        Generator(tiny, kv_dtype="f8")
     with pytest.raises(GenerationError, match="unknown target 'gpu'"):
         Generator(tiny, target="gpu")
 

@@ -122,6 +122,35 @@ def test_prefill_in_emitted_c_matches_simulator(tiny: Path, tmp_path: Path) -> N
     assert parity(tmp_path, tiny, graph, steps, outputs=["logits"])["compared"] == 5
 
 
+def test_f16_cache_graph(tiny: Path, tmp_path: Path) -> None:
+    """kv_dtype="f16": the tables hold f16, new rows are cast before the write, attention
+    reads them with f32 queries; logits stay within f16 rounding of the reference, a
+    prefill step equals token by token, and the emitted C gives the simulator's results."""
+    graph = build_graph(tiny, "llama", chunk=CHUNK, context=32, kv_dtype="f16")
+    text = format_graph(graph)
+    assert "K(l, t): f16[" in text and "V(l, t): f16[" in text
+    assert "op cast(k3_p, to=f16) >> kc_p;" in text
+    assert "cache.write kc_p >> K[l, step..end_p];" in text
+    assert "op attention(qh_p, kt_p, vt_p, causal=true" in text
+    sim = Simulator(tiny, graph)
+    ref = llama_reference(tiny, IDS)
+    chunks = run(sim, [chunk_feed(IDS[:4]), chunk_feed(IDS[4:])])
+    singles = np.stack(run(sim, [chunk_feed([t]) for t in IDS]))
+    np.testing.assert_allclose(singles, ref, atol=2e-3)
+    np.testing.assert_allclose(chunks[1], singles[6], atol=2e-5)
+    ex = sim.make_executor()
+    ex.insert(chunk_feed(IDS[:4]))
+    ex.step()
+    assert np.asarray(ex.fetch("K")).dtype == np.float16
+    if shutil.which("cc") is not None:
+        from tests.emit.harness import parity
+
+        steps = [chunk_feed(IDS[:4]), chunk_feed(IDS[4:]), chunk_feed([7])]
+        assert parity(tmp_path, tiny, graph, steps, outputs=["logits"])["compared"] == 3
+    with pytest.raises(ArchitectureError, match="kv_dtype must be one of f32, f16, bf16, got 'i8'"):
+        build_graph(tiny, "llama", kv_dtype="i8")
+
+
 def _drop(path: Path, out: Path, name: str, **replace: np.ndarray) -> Path:
     with ModelLoader.open(path) as m:
         tensors = {k: np.asarray(m.tensor(k)) for k in m.tensors if k != name}
@@ -172,7 +201,7 @@ def test_bert_model_is_not_llama(tmp_path: Path) -> None:
 def test_unknown_arch_and_option(tiny: Path) -> None:
     with pytest.raises(ArchitectureError, match="unknown architecture 'gpt9'; known: bert, llama"):
         build_graph(tiny, "gpt9")
-    with pytest.raises(ArchitectureError, match="takes the options chunk, context, not seq"):
+    with pytest.raises(ArchitectureError, match="takes the options chunk, context, kv_dtype, not seq"):
         build_graph(tiny, "llama", seq=4)
     assert build_graph(tiny).blocks[0].name == "entry"  # detected from model_type
 
