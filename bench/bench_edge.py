@@ -446,11 +446,12 @@ def cnn_sides(
 
 
 # The sides of the SmolLM2 decode workload (`--decode-sides`).
-# "sim-kv-f16": the simulator on the graph built with kv_dtype="f16" (f16 K/V tables, f32
-# queries), the cache type llama.cpp uses by default.
+# "sim-kv-f16" / "c-kv-f16": the simulator / the emitted C on the graph built with
+# kv_dtype="f16" (f16 K/V tables, f32 queries), the cache type llama.cpp uses by default.
 # "llama-kv-f32": llama.cpp on the F32 GGUF with an F32 K/V cache (its default is F16), the
 # cache the simulator's and the emitted C's tables hold: the same bytes per context token
-DECODE_SIDES = ("c", "c-q4_1", "llama", "llama-kv-f32", "llama-q4_1", "sim", "sim-kv-f16")
+DECODE_SIDES = ("c", "c-kv-f16", "c-q4_1", "llama", "llama-kv-f32", "llama-q4_1", "sim",
+                "sim-kv-f16")  # fmt: skip
 
 
 def smollm2_sides(cache: Path, venv: Path | None, contexts: list[int], steps: int,
@@ -495,6 +496,11 @@ def smollm2_sides(cache: Path, venv: Path | None, contexts: list[int], steps: in
     if "c" in which:
         exe = build_c(model, graph, work / f"c_{total}", 1, ["logits"])
         sides.append(Side("smollm2 C", lambda: run_c(exe, model, ins, total, total, windows, 1)))
+    if "c-kv-f16" in which:
+        graph16 = format_graph(build_graph(model, "llama", chunk=1, context=total, kv_dtype="f16"))
+        exe16 = build_c(model, graph16, work / f"c16_{total}", 1, ["logits"])
+        sides.append(Side("smollm2 C kv-f16",
+                          lambda: run_c(exe16, model, ins, total, total, windows, 1)))  # fmt: skip
     if "c-q4_1" in which:
         # the packaged Q4_1 GGUF as is: blocks kept packed on our side (quantized C kernels)
         q_model = work / "smollm2-q4_1.oinf"
@@ -699,8 +705,9 @@ def _decode_rows(block: dict[str, Any], tag: str) -> list[str]:
     c, peer = block.get(f"smollm2 C{tag}"), block.get(f"smollm2 llama.cpp{tag}")
     sim = block.get("smollm2 sim") if not tag else None
     sim16 = block.get("smollm2 sim kv-f16") if not tag else None
+    c16 = block.get("smollm2 C kv-f16") if not tag else None
     peer32 = block.get("smollm2 llama.cpp kv-f32") if not tag else None
-    if not (c or sim or sim16):
+    if not (c or c16 or sim or sim16):
         return rows
     name = f"smollm2{tag or ' f32'}"
     for clock in ("cpu_ms", "wall_ms"):
@@ -712,6 +719,8 @@ def _decode_rows(block: dict[str, Any], tag: str) -> list[str]:
                 line += f"  llama.cpp {peer[i][clock]:8.2f}"
                 if c:
                     line += f"  C/llama {_ratio(c[i][clock], peer[i][clock])}"
+            if c16:
+                line += f"  C kv-f16 {c16[i][clock]:8.2f}"
             if peer32:
                 line += f"  llama.cpp kv-f32 {peer32[i][clock]:8.2f}"
             if sim:
@@ -727,7 +736,7 @@ def _decode_rows(block: dict[str, Any], tag: str) -> list[str]:
             rows.append(line)
         if contexts[-1] > contexts[0]:
             parts = [f"{label} {_slope(side, contexts, clock):.2f} us"
-                     for label, side in (("C", c), ("llama.cpp", peer), ("llama.cpp kv-f32", peer32),
+                     for label, side in (("C", c), ("C kv-f16", c16), ("llama.cpp", peer), ("llama.cpp kv-f32", peer32),
                                          ("sim", sim), ("sim kv-f16", sim16)) if side]  # fmt: skip
             line = f"{name} per context token ({clock[:-3]}): {', '.join(parts)}"
             # each simulator side against each llama.cpp cache type; the pairs with equal

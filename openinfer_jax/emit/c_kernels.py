@@ -822,10 +822,13 @@ def _attention(req: KernelRequest) -> str:
     # partial sums so the compiler can vectorize them without reassociating a single sum.
     acct = "float" if q.storage == "float" else "double"
     ex = "expf" if acct == "float" else "exp"
+    # f16 keys and values (a narrow cache under f32 queries) widen inline: one conversion
+    # per element read, which the call of the other kernels would dominate
+    kload, vload = ("oi_f16_to_f32_inline({})" if t.dtype is DType.F16 else t.load for t in (k, v))
     qe = q.load.format("Q[qo + e + u]")
-    ke = k.load.format("K[ko + e + u]")
+    ke = kload.format("K[ko + e + u]")
     qt = q.load.format("Q[qo + e]")
-    kt = k.load.format("K[ko + e]")
+    kt = kload.format("K[ko + e]")
     # A mask broadcasts (NumPy rules) against the scores [..., Hq, Sq, Sk]: bool hides
     # positions, a float mask is added to the scores.
     add = ""
@@ -899,7 +902,7 @@ def _attention(req: KernelRequest) -> str:
                 for (j = 0; j < Sk; j++) {{
                     const int64_t vo = ((bb * Hk + hk) * Sk + j) * Dv;
                     const {acct} wj = w[j];
-                    for (e = 0; e < Dv; e++) acc[e] += wj * ({acct}){v.load.format("V[vo + e]")};
+                    for (e = 0; e < Dv; e++) acc[e] += wj * ({acct}){vload.format("V[vo + e]")};
                 }}
                 for (e = 0; e < Dv; e++) O[oo + e] = {q.store.format(f"({q.compute})(total > 0 ? acc[e] / total : 0)")};
             }}

@@ -46,9 +46,7 @@
    subnormals). */
 static inline float oi_q_half(uint16_t h) {
 #if defined(__FLT16_MANT_DIG__) && !defined(OI_Q_NO_FLOAT16)
-    _Float16 v;
-    memcpy(&v, &h, 2);
-    return (float)v;
+    return oi_f16_to_f32_inline(h); /* oi_runtime.h */
 #else
     uint32_t u = (uint32_t)(h & 0x7fffu) << 13, s;
     float f;

@@ -87,6 +87,18 @@ int oi_model_get_block(oi_model *m, const char *name, uint32_t dtype, uint32_t b
 
 /* dtype helpers */
 float oi_f16_to_f32(uint16_t h);
+/* The same conversion inline, for kernels that widen every element they read (attention
+   over an f16 cache): the hardware's where the compiler has _Float16 (exact for every
+   value; a signaling NaN comes back quiet), else the call. */
+static inline float oi_f16_to_f32_inline(uint16_t h) {
+#if defined(__FLT16_MANT_DIG__) && !defined(OI_NO_FLOAT16)
+    _Float16 v;
+    __builtin_memcpy(&v, &h, 2);
+    return (float)v;
+#else
+    return oi_f16_to_f32(h);
+#endif
+}
 uint16_t oi_f32_to_f16(float f);
 float oi_bf16_to_f32(uint16_t h);
 uint16_t oi_f32_to_bf16(float f);
