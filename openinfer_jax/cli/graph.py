@@ -108,8 +108,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--arch", action="append", default=[], metavar="NAME",
         help="show the graph this architecture (llama, bert) builds for --model",
     )  # fmt: skip
-    for flag in ("--chunk", "--context", "--batch", "--seq"):
-        parser.add_argument(flag, type=int, metavar="N", help="builder option (see openinfer run)")
+    from openinfer_jax.cli.model_graph import add_builder_options
+
+    add_builder_options(parser)
     parser.add_argument(
         "--format", "-f", choices=FORMATS, default="text", help="output format (default: text)"
     )

@@ -14,7 +14,7 @@ from typing import Any
 
 from openinfer_jax.core.errors import ArchitectureError
 
-__all__ = ["add_arguments", "program", "split_arch"]
+__all__ = ["add_arguments", "add_builder_options", "program", "split_arch"]
 
 # Builder options; each is passed only when given (the builder has its own defaults).
 _OPTIONS = (
@@ -25,19 +25,24 @@ _OPTIONS = (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser, *, arch_help: str) -> None:
-    """Add --graph, --arch, the builder options and --save-graph."""
-    parser.add_argument("--graph", help="graph{} text file (or .json graph)")
-    parser.add_argument("--arch", action="append", default=[], metavar="NAME", help=arch_help)
-    for flag, help_text in _OPTIONS:
-        parser.add_argument(flag, type=int, metavar="N", help=help_text)
+def add_builder_options(parser: argparse.ArgumentParser) -> None:
+    """Add the builder options (--chunk, --context, --kv-dtype, --batch, --seq)."""
     from openinfer_jax.models.llama import KV_DTYPES
 
+    for flag, help_text in _OPTIONS:
+        parser.add_argument(flag, type=int, metavar="N", help=help_text)
     parser.add_argument(
         "--kv-dtype",
         choices=KV_DTYPES,
         help="llama: the K/V cache's type (default the activations', f32; f16 halves it)",
     )
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, arch_help: str) -> None:
+    """Add --graph, --arch, the builder options and --save-graph."""
+    parser.add_argument("--graph", help="graph{} text file (or .json graph)")
+    parser.add_argument("--arch", action="append", default=[], metavar="NAME", help=arch_help)
+    add_builder_options(parser)
     parser.add_argument(
         "--save-graph",
         metavar="FILE",

@@ -93,4 +93,7 @@ def test_show_builds_the_arch_graph(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert "tokens: i32[2];" in out and "block prefill {" in out
     assert cli_main(["show", "--model", str(model), "--arch", "llama", "--seq", "2"]) == 1
-    assert "takes the options chunk, context, not seq" in capsys.readouterr().err
+    assert "takes the options chunk, context, kv_dtype, not seq" in capsys.readouterr().err
+    args = ["show", "--model", str(model), "--arch", "llama", "--kv-dtype", "f16"]
+    assert cli_main(args) == 0
+    assert "K(l, t): f16[" in capsys.readouterr().out
