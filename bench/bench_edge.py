@@ -496,8 +496,11 @@ def smollm2_sides(cache: Path, venv: Path | None, contexts: list[int], steps: in
     if "c" in which:
         exe = build_c(model, graph, work / f"c_{total}", 1, ["logits"])
         sides.append(Side("smollm2 C", lambda: run_c(exe, model, ins, total, total, windows, 1)))
+    # the same decode step with f16 K/V tables (kv_dtype), for the *-kv-f16 sides
+    graph16 = format_graph(build_graph(model, "llama", chunk=1, context=total, kv_dtype="f16"))
+    graph16_file = work / f"graph_{total}_kv-f16.txt"
+    graph16_file.write_text(graph16)
     if "c-kv-f16" in which:
-        graph16 = format_graph(build_graph(model, "llama", chunk=1, context=total, kv_dtype="f16"))
         exe16 = build_c(model, graph16, work / f"c16_{total}", 1, ["logits"])
         sides.append(Side("smollm2 C kv-f16",
                           lambda: run_c(exe16, model, ins, total, total, windows, 1)))  # fmt: skip
@@ -524,9 +527,6 @@ def smollm2_sides(cache: Path, venv: Path | None, contexts: list[int], steps: in
             Side("smollm2 sim", lambda: run_sim_decode(model, graph_file, contexts, steps))
         )
     if "sim-kv-f16" in which:
-        graph16 = build_graph(model, "llama", chunk=1, context=total, kv_dtype="f16")
-        graph16_file = work / f"graph_{total}_kv-f16.txt"
-        graph16_file.write_text(format_graph(graph16))
         sides.append(Side("smollm2 sim kv-f16",
                           lambda: run_sim_decode(model, graph16_file, contexts, steps)))  # fmt: skip
     return sides, {"contexts": contexts, "steps": steps}

@@ -46,7 +46,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--chunk", type=int, default=16, help="prompt tokens per prefill step")
     parser.add_argument("--context", type=int, default=None, help="cache capacity in tokens")
     parser.add_argument("--kv-dtype", choices=KV_DTYPES, default=None,
-                        help="the K/V cache's type (default f32; f16 halves it)")  # fmt: skip
+                        help="the K/V cache's type (default the activations', f32; f16 halves it)")  # fmt: skip
     parser.add_argument("--tokenizer", metavar="FILE", help="a tokenizer.json to use instead")
     parser.add_argument("--no-compile-cache", action="store_true",
                         help="do not use JAX's persistent compilation cache")  # fmt: skip
